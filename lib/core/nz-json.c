@@ -1,0 +1,102 @@
+#include "nz-json.h"
+
+#include "nz-errors.h"
+
+char *
+nz_json_to_string (JsonNode *node, gsize *out_len)
+{
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+
+  json_generator_set_root (gen, node);
+  return json_generator_to_data (gen, out_len);
+}
+
+char *
+nz_json_object_to_string (JsonObject *obj, gsize *out_len)
+{
+  g_autoptr (JsonNode) node = json_node_new (JSON_NODE_OBJECT);
+
+  json_node_set_object (node, obj);
+  return nz_json_to_string (node, out_len);
+}
+
+JsonObject *
+nz_json_parse_object (const char *data, gssize len, GError **error)
+{
+  g_autoptr (JsonParser) parser = json_parser_new_immutable ();
+  g_autoptr (GError) local_error = NULL;
+  JsonNode *root;
+
+  if (!json_parser_load_from_data (parser, data, len, &local_error))
+    {
+      nz_throw (error, NZ_ERROR_PROTOCOL, "invalid JSON: %s", local_error->message);
+      return NULL;
+    }
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      nz_throw (error, NZ_ERROR_PROTOCOL, "expected a JSON object");
+      return NULL;
+    }
+  return json_object_ref (json_node_get_object (root));
+}
+
+static JsonNode *
+member (JsonObject *obj, const char *name)
+{
+  return obj != NULL ? json_object_get_member (obj, name) : NULL;
+}
+
+const char *
+nz_json_get_string (JsonObject *obj, const char *name)
+{
+  JsonNode *n = member (obj, name);
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+gboolean
+nz_json_get_bool (JsonObject *obj, const char *name, gboolean fallback)
+{
+  JsonNode *n = member (obj, name);
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
+    return fallback;
+  return json_node_get_boolean (n);
+}
+
+gboolean
+nz_json_get_number (JsonObject *obj, const char *name, double *out)
+{
+  JsonNode *n = member (obj, name);
+  GType t;
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n))
+    return FALSE;
+  t = json_node_get_value_type (n);
+  if (t == G_TYPE_INT64)
+    *out = (double)json_node_get_int (n);
+  else if (t == G_TYPE_DOUBLE)
+    *out = json_node_get_double (n);
+  else
+    return FALSE;
+  return TRUE;
+}
+
+JsonObject *
+nz_json_get_object (JsonObject *obj, const char *name)
+{
+  JsonNode *n = member (obj, name);
+
+  return (n != NULL && JSON_NODE_HOLDS_OBJECT (n)) ? json_node_get_object (n) : NULL;
+}
+
+JsonArray *
+nz_json_get_array (JsonObject *obj, const char *name)
+{
+  JsonNode *n = member (obj, name);
+
+  return (n != NULL && JSON_NODE_HOLDS_ARRAY (n)) ? json_node_get_array (n) : NULL;
+}

@@ -1,0 +1,23 @@
+/* nz-json.h: small json-glib helpers shared by every tier. */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+/* Compact serialisation of @node (no trailing newline). Returns a new string. */
+char *nz_json_to_string (JsonNode *node, gsize *out_len);
+char *nz_json_object_to_string (JsonObject *obj, gsize *out_len);
+
+/* Parses @data as one JSON object. Returns a new reference, or NULL with NZ_ERROR_PROTOCOL. */
+JsonObject *nz_json_parse_object (const char *data, gssize len, GError **error);
+
+/* Member accessors that never warn on a wrong type: they return the fallback instead. */
+const char *nz_json_get_string (JsonObject *obj, const char *member);
+gboolean nz_json_get_bool (JsonObject *obj, const char *member, gboolean fallback);
+/* TRUE and *out set when the member is a JSON number; FALSE when absent or not a number. */
+gboolean nz_json_get_number (JsonObject *obj, const char *member, double *out);
+JsonObject *nz_json_get_object (JsonObject *obj, const char *member);
+JsonArray *nz_json_get_array (JsonObject *obj, const char *member);
+
+G_END_DECLS

@@ -1,0 +1,177 @@
+#include "nz-frame.h"
+
+#include <string.h>
+
+#include "nz-errors.h"
+#include "nz-json.h"
+
+struct _NzFrameReader
+{
+  GByteArray *buf;
+  gsize pos; /* consumed prefix of buf, compacted lazily */
+  guint64 max;
+  guint64 overflow_announced;
+  guint64 overflow_limit;
+  gboolean overflow;
+};
+
+void
+nz_frame_append (GByteArray *out, const void *payload, gsize len)
+{
+  char header[NZ_FRAME_HEADER_BYTES + 1];
+
+  g_return_if_fail (len <= G_MAXUINT32);
+  g_snprintf (header, sizeof header, "%08x\n", (guint32)len);
+  g_byte_array_append (out, (const guint8 *)header, NZ_FRAME_HEADER_BYTES);
+  if (len > 0)
+    g_byte_array_append (out, payload, len);
+}
+
+GBytes *
+nz_frame_encode (const void *payload, gsize len)
+{
+  GByteArray *out = g_byte_array_sized_new (NZ_FRAME_HEADER_BYTES + len);
+
+  nz_frame_append (out, payload, len);
+  return g_byte_array_free_to_bytes (out);
+}
+
+GBytes *
+nz_frame_encode_object (JsonObject *obj)
+{
+  gsize len = 0;
+  g_autofree char *text = nz_json_object_to_string (obj, &len);
+
+  return nz_frame_encode (text, len);
+}
+
+NzFrameReader *
+nz_frame_reader_new (guint64 max_frame_bytes)
+{
+  NzFrameReader *r = g_new0 (NzFrameReader, 1);
+
+  r->buf = g_byte_array_new ();
+  r->max = max_frame_bytes;
+  return r;
+}
+
+void
+nz_frame_reader_free (NzFrameReader *reader)
+{
+  if (reader == NULL)
+    return;
+  g_byte_array_unref (reader->buf);
+  g_free (reader);
+}
+
+static void
+compact (NzFrameReader *r)
+{
+  if (r->pos == 0)
+    return;
+  g_byte_array_remove_range (r->buf, 0, r->pos);
+  r->pos = 0;
+}
+
+void
+nz_frame_reader_push (NzFrameReader *reader, const void *data, gsize len)
+{
+  /* Compact before growing so buffered bytes stay bounded by one partial frame. */
+  if (reader->pos > 0 && reader->pos >= reader->buf->len / 2)
+    compact (reader);
+  g_byte_array_append (reader->buf, data, len);
+}
+
+gsize
+nz_frame_reader_buffered (NzFrameReader *reader)
+{
+  return reader->buf->len - reader->pos;
+}
+
+void
+nz_frame_reader_reset (NzFrameReader *reader)
+{
+  g_byte_array_set_size (reader->buf, 0);
+  reader->pos = 0;
+  reader->overflow = FALSE;
+}
+
+void
+nz_frame_reader_set_max (NzFrameReader *reader, guint64 max_frame_bytes)
+{
+  reader->max = max_frame_bytes;
+  if (reader->overflow && reader->overflow_announced <= max_frame_bytes)
+    reader->overflow = FALSE;
+}
+
+guint64
+nz_frame_reader_get_max (NzFrameReader *reader)
+{
+  return reader->max;
+}
+
+void
+nz_frame_reader_get_overflow (NzFrameReader *reader, guint64 *announced, guint64 *limit)
+{
+  *announced = reader->overflow_announced;
+  *limit = reader->overflow_limit;
+}
+
+NzFrameResult
+nz_frame_reader_next (NzFrameReader *reader, GBytes **out_payload, GError **error)
+{
+  const guint8 *p = reader->buf->data + reader->pos;
+  gsize avail = reader->buf->len - reader->pos;
+  const guint8 *nl;
+  guint64 len = 0;
+
+  if (reader->overflow)
+    return NZ_FRAME_OVERFLOW;
+  if (avail == 0)
+    return NZ_FRAME_NONE;
+  /* A newline before index 8 is malformed as soon as it is seen; otherwise wait for 9 bytes. */
+  nl = memchr (p, '\n', MIN (avail, NZ_FRAME_HEADER_BYTES));
+  if (nl != NULL && nl - p != 8)
+    {
+      nz_throw (error, NZ_ERROR_PROTOCOL, "malformed frame header (newline at %d)", (int)(nl - p));
+      return NZ_FRAME_MALFORMED;
+    }
+  if (avail < NZ_FRAME_HEADER_BYTES)
+    return NZ_FRAME_NONE;
+  if (nl == NULL)
+    {
+      nz_throw (error, NZ_ERROR_PROTOCOL,
+                "malformed frame header (no newline in the first 9 bytes)");
+      return NZ_FRAME_MALFORMED;
+    }
+  for (int i = 0; i < 8; i++)
+    {
+      int v = g_ascii_xdigit_value (p[i]);
+
+      if (v < 0)
+        {
+          g_autofree char *shown = g_strndup ((const char *)p, 8);
+
+          nz_throw (error, NZ_ERROR_PROTOCOL, "invalid frame length header \"%s\"", shown);
+          return NZ_FRAME_MALFORMED;
+        }
+      len = (len << 4) | (guint64)v;
+    }
+  if (len > reader->max)
+    {
+      reader->overflow = TRUE;
+      reader->overflow_announced = len;
+      reader->overflow_limit = reader->max;
+      return NZ_FRAME_OVERFLOW;
+    }
+  if (avail < NZ_FRAME_HEADER_BYTES + len)
+    return NZ_FRAME_NONE;
+  *out_payload = g_bytes_new (p + NZ_FRAME_HEADER_BYTES, len);
+  reader->pos += NZ_FRAME_HEADER_BYTES + len;
+  if (reader->pos == reader->buf->len)
+    {
+      g_byte_array_set_size (reader->buf, 0);
+      reader->pos = 0;
+    }
+  return NZ_FRAME_OK;
+}

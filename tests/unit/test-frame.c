@@ -1,0 +1,146 @@
+/* Unit tests for lib/proto framing and envelopes (spec A.2, A.3). */
+#include <string.h>
+
+#include "nz-envelope.h"
+#include "nz-errors.h"
+#include "nz-frame.h"
+#include "../nz-test.h"
+
+static NzFrameResult
+push_next (NzFrameReader *r, const char *bytes, GBytes **out, GError **error)
+{
+  nz_frame_reader_push (r, bytes, strlen (bytes));
+  return nz_frame_reader_next (r, out, error);
+}
+
+START_TEST (test_encode_lowercase)
+{
+  char payload[42];
+  g_autoptr (GBytes) b = NULL;
+  gsize len;
+  const char *d;
+
+  memset (payload, 'x', sizeof payload);
+  b = nz_frame_encode (payload, sizeof payload);
+  d = g_bytes_get_data (b, &len);
+  ck_assert_uint_eq (len, 9 + 42);
+  ck_assert (memcmp (d, "0000002a\n", 9) == 0);
+}
+END_TEST
+
+START_TEST (test_terminator)
+{
+  g_autoptr (GBytes) b = nz_frame_encode (NULL, 0);
+  g_autoptr (NzFrameReader) r = nz_frame_reader_new (1024);
+  g_autoptr (GBytes) out = NULL;
+  gsize len;
+
+  ck_assert (memcmp (g_bytes_get_data (b, &len), NZ_FRAME_TERMINATOR, 9) == 0);
+  ck_assert_int_eq (push_next (r, NZ_FRAME_TERMINATOR, &out, NULL), NZ_FRAME_OK);
+  ck_assert_uint_eq (g_bytes_get_size (out), 0);
+}
+END_TEST
+
+START_TEST (test_uppercase_and_split)
+{
+  g_autoptr (NzFrameReader) r = nz_frame_reader_new (1024);
+  g_autoptr (GBytes) out = NULL;
+
+  ck_assert_int_eq (push_next (r, "0000000", &out, NULL), NZ_FRAME_NONE);
+  ck_assert_int_eq (push_next (r, "A\n{\"op\":\"x", &out, NULL), NZ_FRAME_NONE);
+  ck_assert_int_eq (push_next (r, "\"}", &out, NULL), NZ_FRAME_OK);
+  ck_assert_uint_eq (g_bytes_get_size (out), 10);
+  ck_assert_uint_eq (nz_frame_reader_buffered (r), 0);
+}
+END_TEST
+
+START_TEST (test_malformed)
+{
+  g_autoptr (NzFrameReader) r1 = nz_frame_reader_new (1024);
+  g_autoptr (NzFrameReader) r2 = nz_frame_reader_new (1024);
+  g_autoptr (NzFrameReader) r3 = nz_frame_reader_new (1024);
+  g_autoptr (GError) e1 = NULL, e2 = NULL, e3 = NULL;
+  GBytes *out = NULL;
+
+  /* No newline in 9 bytes: refused on the 9th byte. */
+  ck_assert_int_eq (push_next (r1, "aaaaaaaa", &out, &e1), NZ_FRAME_NONE);
+  ck_assert_int_eq (push_next (r1, "a", &out, &e1), NZ_FRAME_MALFORMED);
+  ck_assert_str_eq (e1->message, "malformed frame header (no newline in the first 9 bytes)");
+  ck_assert_int_eq (push_next (r2, "00\n", &out, &e2), NZ_FRAME_MALFORMED);
+  ck_assert_str_eq (e2->message, "malformed frame header (newline at 2)");
+  ck_assert_int_eq (push_next (r3, "0000zz00\n", &out, &e3), NZ_FRAME_MALFORMED);
+  ck_assert_str_eq (e3->message, "invalid frame length header \"0000zz00\"");
+  ck_assert_ptr_null (out);
+}
+END_TEST
+
+START_TEST (test_overflow_then_raise)
+{
+  g_autoptr (NzFrameReader) r = nz_frame_reader_new (8);
+  g_autoptr (GBytes) out = NULL;
+  guint64 announced, limit;
+
+  ck_assert_int_eq (push_next (r, "00000010\n0123456789abcdef", &out, NULL), NZ_FRAME_OVERFLOW);
+  nz_frame_reader_get_overflow (r, &announced, &limit);
+  ck_assert_uint_eq (announced, 16);
+  ck_assert_uint_eq (limit, 8);
+  nz_frame_reader_set_max (r, 64);
+  ck_assert_int_eq (nz_frame_reader_next (r, &out, NULL), NZ_FRAME_OK);
+  ck_assert_uint_eq (g_bytes_get_size (out), 16);
+}
+END_TEST
+
+START_TEST (test_overflow_huge)
+{
+  g_autoptr (NzFrameReader) r = nz_frame_reader_new (8388608);
+  GBytes *out = NULL;
+  guint64 announced, limit;
+
+  ck_assert_int_eq (push_next (r, "ffffff00\n", &out, NULL), NZ_FRAME_OVERFLOW);
+  nz_frame_reader_get_overflow (r, &announced, &limit);
+  ck_assert_uint_eq (announced, 4294967040u);
+  ck_assert_uint_eq (limit, 8388608);
+}
+END_TEST
+
+static GBytes *
+str_bytes (const char *s)
+{
+  return g_bytes_new_static (s, strlen (s));
+}
+
+START_TEST (test_envelope)
+{
+  g_autoptr (GBytes) p1 = str_bytes ("{\"op\":\"healthz\",\"token\":7}");
+  g_autoptr (GBytes) p2 = str_bytes ("{\"op\":[1,2],\"body\":{\"a\":1}}");
+  g_autoptr (GBytes) p3 = str_bytes ("not json");
+  g_autoptr (NzEnvelope) e1 = nz_envelope_parse (p1, NULL);
+  g_autoptr (NzEnvelope) e2 = nz_envelope_parse (p2, NULL);
+  g_autoptr (GError) error = NULL;
+
+  ck_assert_str_eq (e1->op, "healthz");
+  ck_assert_str_eq (e1->token, "");
+  ck_assert_ptr_null (e1->body);
+  ck_assert_str_eq (e2->op, "1,2");
+  ck_assert_ptr_nonnull (e2->body);
+  ck_assert_ptr_null (nz_envelope_parse (p3, &error));
+  ck_assert (g_error_matches (error, NZ_ERROR, NZ_ERROR_PROTOCOL));
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("frame");
+  TCase *tc = tcase_create ("frame");
+
+  tcase_add_test (tc, test_encode_lowercase);
+  tcase_add_test (tc, test_terminator);
+  tcase_add_test (tc, test_uppercase_and_split);
+  tcase_add_test (tc, test_malformed);
+  tcase_add_test (tc, test_overflow_then_raise);
+  tcase_add_test (tc, test_overflow_huge);
+  tcase_add_test (tc, test_envelope);
+  suite_add_tcase (s, tc);
+  return nz_test_run (s);
+}
