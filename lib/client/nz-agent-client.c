@@ -1,0 +1,1003 @@
+#include "nz-agent-client.h"
+
+#include <errno.h>
+#include <gio/gunixsocketaddress.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "nz-errors.h"
+#include "nz-frame.h"
+#include "nz-json.h"
+
+/* Timings from the reference host (spec D.2.2, D.2.4, D.2.5). */
+#define CONNECT_TIMEOUT_S 5
+#define READ_IDLE_TIMEOUT_MS 60000
+#define POST_RESPONSE_CLOSE_TIMEOUT_MS 1000
+#define DEFAULT_EXECUTION_TIMEOUT_MS 300000
+#define EXECUTION_TRANSPORT_GRACE_MS 10000
+#define TCP_KEEPALIVE_INITIAL_DELAY_S 15
+#define CANCEL_CONFIRM_BUDGET_MS 8000
+#define CANCEL_ATTEMPT_TIMEOUT_MS 2000
+#define CANCEL_RETRY_INTERVAL_MS 100
+/* wait_ready's poll interval: the agent binds in milliseconds, so poll at that scale. */
+#define READY_POLL_INTERVAL_MS 15
+#define READ_CHUNK_BYTES 65536
+
+struct _NzAgentClient
+{
+  char *raw_endpoint;
+  char *description;
+  NzAgentEndpoint *ep; /* NULL when raw_endpoint did not parse */
+  GError *parse_error;
+  char *token;
+  GStrv features;
+};
+
+/* ---- endpoints ---------------------------------------------------------------------------- */
+
+void
+nz_agent_endpoint_free (NzAgentEndpoint *ep)
+{
+  if (ep == NULL)
+    return;
+  g_free (ep->path);
+  g_free (ep->host);
+  g_free (ep);
+}
+
+NzAgentEndpoint *
+nz_agent_endpoint_parse (const char *endpoint, GError **error)
+{
+  g_autoptr (NzAgentEndpoint) ep = g_new0 (NzAgentEndpoint, 1);
+
+  g_return_val_if_fail (endpoint != NULL, NULL);
+  if (g_str_has_prefix (endpoint, "unix:"))
+    {
+      const char *path = endpoint + strlen ("unix:");
+
+      if (!g_path_is_absolute (path))
+        {
+          nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                    "agent endpoint \"%s\": a unix socket path must be absolute", endpoint);
+          return NULL;
+        }
+      ep->kind = NZ_AGENT_ENDPOINT_UNIX;
+      ep->path = g_strdup (path);
+    }
+  else if (g_str_has_prefix (endpoint, "tcp:"))
+    {
+      const char *hostport = endpoint + strlen ("tcp:");
+      const char *colon = strrchr (hostport, ':');
+      g_autofree char *host = NULL;
+      guint64 port = 0;
+
+      if (colon == NULL || colon == hostport
+          || !g_ascii_string_to_unsigned (colon + 1, 10, 1, 65535, &port, NULL))
+        {
+          nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                    "agent endpoint \"%s\": expected tcp:HOST:PORT with a port in [1, 65535]",
+                    endpoint);
+          return NULL;
+        }
+      host = g_strndup (hostport, colon - hostport);
+      /* IPv6 literals come bracketed so the port separator stays unambiguous. */
+      if (host[0] == '[')
+        {
+          gsize n = strlen (host);
+
+          if (n < 3 || host[n - 1] != ']')
+            {
+              nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                        "agent endpoint \"%s\": unterminated [IPv6] host", endpoint);
+              return NULL;
+            }
+          ep->host = g_strndup (host + 1, n - 2);
+        }
+      else if (strchr (host, ':') != NULL)
+        {
+          nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                    "agent endpoint \"%s\": write an IPv6 host in brackets, tcp:[::1]:PORT",
+                    endpoint);
+          return NULL;
+        }
+      else
+        ep->host = g_steal_pointer (&host);
+      ep->kind = NZ_AGENT_ENDPOINT_TCP;
+      ep->port = (guint16)port;
+    }
+  else
+    {
+      nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                "agent endpoint \"%s\": expected unix:/ABSOLUTE/PATH or tcp:HOST:PORT", endpoint);
+      return NULL;
+    }
+  return g_steal_pointer (&ep);
+}
+
+char *
+nz_agent_endpoint_describe (const NzAgentEndpoint *ep)
+{
+  if (ep->kind == NZ_AGENT_ENDPOINT_UNIX)
+    return g_strdup_printf ("unix:%s", ep->path);
+  if (strchr (ep->host, ':') != NULL)
+    return g_strdup_printf ("tcp:[%s]:%u", ep->host, ep->port);
+  return g_strdup_printf ("tcp:%s:%u", ep->host, ep->port);
+}
+
+/* ---- client ------------------------------------------------------------------------------- */
+
+NzAgentClient *
+nz_agent_client_new (const char *endpoint, const char *token)
+{
+  NzAgentClient *c;
+
+  g_return_val_if_fail (endpoint != NULL, NULL);
+  c = g_new0 (NzAgentClient, 1);
+  c->raw_endpoint = g_strdup (endpoint);
+  c->ep = nz_agent_endpoint_parse (endpoint, &c->parse_error);
+  c->description = c->ep != NULL ? nz_agent_endpoint_describe (c->ep) : g_strdup (endpoint);
+  c->token = g_strdup (token);
+  return c;
+}
+
+void
+nz_agent_client_free (NzAgentClient *c)
+{
+  if (c == NULL)
+    return;
+  g_free (c->raw_endpoint);
+  g_free (c->description);
+  nz_agent_endpoint_free (c->ep);
+  g_clear_error (&c->parse_error);
+  if (c->token != NULL)
+    explicit_bzero (c->token, strlen (c->token));
+  g_free (c->token);
+  g_strfreev (c->features);
+  g_free (c);
+}
+
+const char *
+nz_agent_client_describe (NzAgentClient *c)
+{
+  g_return_val_if_fail (c != NULL, NULL);
+  return c->description;
+}
+
+const char *const *
+nz_agent_client_get_features (NzAgentClient *c)
+{
+  g_return_val_if_fail (c != NULL, NULL);
+  return (const char *const *)c->features;
+}
+
+gboolean
+nz_agent_client_has_feature (NzAgentClient *c, const char *feature)
+{
+  g_return_val_if_fail (c != NULL, FALSE);
+  return c->features != NULL && g_strv_contains ((const char *const *)c->features, feature);
+}
+
+/* ---- one connection ----------------------------------------------------------------------- */
+
+typedef struct
+{
+  NzAgentClient *client;
+  GSocketConnection *conn;
+  GSocket *sock; /* borrowed from conn */
+  NzFrameReader *reader;
+  gboolean eof;
+} Conn;
+
+static void
+conn_free (Conn *k)
+{
+  if (k == NULL)
+    return;
+  if (k->conn != NULL)
+    g_io_stream_close (G_IO_STREAM (k->conn), NULL, NULL);
+  g_clear_object (&k->conn);
+  nz_frame_reader_free (k->reader);
+  g_free (k);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Conn, conn_free)
+
+/* Prefixes transport errors with where we were dialling; the token never appears. */
+static gboolean
+fail_io (NzAgentClient *c, GError **error, GError *local)
+{
+  if (!g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    {
+      nz_error_convert (&local);
+      g_prefix_error (&local, "agent %s: ", c->description);
+    }
+  g_propagate_error (error, local);
+  return FALSE;
+}
+
+static gboolean
+fail (NzAgentClient *c, GError **error, NzErrorCode code, const char *fmt, ...)
+  G_GNUC_PRINTF (4, 5);
+
+static gboolean
+fail (NzAgentClient *c, GError **error, NzErrorCode code, const char *fmt, ...)
+{
+  g_autofree char *msg = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  return nz_throw (error, code, "agent %s: %s", c->description, msg);
+}
+
+static Conn *
+conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
+{
+  g_autoptr (GSocketClient) sc = g_socket_client_new ();
+  g_autoptr (Conn) k = g_new0 (Conn, 1);
+  GError *local = NULL;
+
+  if (c->ep == NULL)
+    {
+      if (error != NULL)
+        *error = g_error_copy (c->parse_error);
+      return NULL;
+    }
+  k->client = c;
+  g_socket_client_set_timeout (sc, CONNECT_TIMEOUT_S);
+  if (c->ep->kind == NZ_AGENT_ENDPOINT_UNIX)
+    {
+      g_autoptr (GSocketAddress) addr = g_unix_socket_address_new (c->ep->path);
+
+      k->conn = g_socket_client_connect (sc, G_SOCKET_CONNECTABLE (addr), cancellable, &local);
+    }
+  else
+    {
+      g_autoptr (GSocketConnectable) addr = g_network_address_new (c->ep->host, c->ep->port);
+
+      k->conn = g_socket_client_connect (sc, addr, cancellable, &local);
+    }
+  if (k->conn == NULL)
+    {
+      fail_io (c, error, local);
+      return NULL;
+    }
+  k->sock = g_socket_connection_get_socket (k->conn);
+  /* Deadlines are ours (per phase, in µs), not the client's one-size socket timeout. */
+  g_socket_set_timeout (k->sock, 0);
+  g_socket_set_blocking (k->sock, FALSE);
+  if (c->ep->kind == NZ_AGENT_ENDPOINT_TCP)
+    {
+      int idle = TCP_KEEPALIVE_INITIAL_DELAY_S;
+
+      /* Same keepalive as the agent side (spec D.2.1), so a dead peer is noticed. */
+      g_socket_set_keepalive (k->sock, TRUE);
+      (void)g_socket_set_option (k->sock, IPPROTO_TCP, TCP_KEEPIDLE, idle, NULL);
+    }
+  k->reader = nz_frame_reader_new (NZ_AGENT_REPLY_FRAME_LIMIT);
+  return g_steal_pointer (&k);
+}
+
+static gint64
+deadline_after (guint64 ms)
+{
+  if (ms == 0 || ms > (guint64)G_MAXINT64 / 2000)
+    return G_MAXINT64;
+  return g_get_monotonic_time () + (gint64)ms * 1000;
+}
+
+/* Waits for @cond until @deadline. Returns FALSE with G_IO_ERROR_TIMED_OUT at the deadline. */
+static gboolean
+conn_wait (Conn *k, GIOCondition cond, gint64 deadline, GCancellable *cancellable,
+           GError **error)
+{
+  gint64 timeout_us = -1;
+
+  if (deadline != G_MAXINT64)
+    {
+      timeout_us = deadline - g_get_monotonic_time ();
+      if (timeout_us <= 0)
+        return g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "timed out"), FALSE;
+    }
+  return g_socket_condition_timed_wait (k->sock, cond, timeout_us, cancellable, error);
+}
+
+static gboolean
+conn_send_all (Conn *k, const guint8 *data, gsize len, GCancellable *cancellable,
+               GError **error)
+{
+  while (len > 0)
+    {
+      GError *local = NULL;
+      gssize n;
+
+      /* Write-idle bound: an agent that stops reading for this long is gone. */
+      if (!conn_wait (k, G_IO_OUT, deadline_after (READ_IDLE_TIMEOUT_MS), cancellable, &local))
+        return fail_io (k->client, error, local);
+      n = g_socket_send (k->sock, (const char *)data, len, cancellable, &local);
+      if (n < 0)
+        {
+          if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+            {
+              g_clear_error (&local);
+              continue;
+            }
+          return fail_io (k->client, error, local);
+        }
+      data += n;
+      len -= (gsize)n;
+    }
+  return TRUE;
+}
+
+typedef enum
+{
+  READ_FRAME,
+  READ_EOF,
+  READ_TIMEOUT,
+  READ_ERROR,
+} ReadStatus;
+
+/* Next frame (an empty GBytes is the terminator), or EOF, or @deadline passing. */
+static ReadStatus
+conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **out,
+                 GError **error)
+{
+  for (;;)
+    {
+      guint8 buf[READ_CHUNK_BYTES];
+      GError *local = NULL;
+      gssize n;
+
+      switch (nz_frame_reader_next (k->reader, out, &local))
+        {
+        case NZ_FRAME_OK:
+          return READ_FRAME;
+        case NZ_FRAME_MALFORMED:
+          fail (k->client, error, NZ_ERROR_PROTOCOL, "%s", local->message);
+          g_error_free (local);
+          return READ_ERROR;
+        case NZ_FRAME_OVERFLOW:
+          {
+            guint64 announced, limit;
+
+            nz_frame_reader_get_overflow (k->reader, &announced, &limit);
+            fail (k->client, error, NZ_ERROR_PROTOCOL,
+                  "frame announces %" G_GUINT64_FORMAT " bytes, over the %" G_GUINT64_FORMAT
+                  "-byte limit",
+                  announced, limit);
+            return READ_ERROR;
+          }
+        case NZ_FRAME_NONE:
+        default:
+          break;
+        }
+      if (k->eof)
+        return READ_EOF;
+      if (!conn_wait (k, G_IO_IN, deadline, cancellable, &local))
+        {
+          if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_TIMED_OUT))
+            {
+              g_error_free (local);
+              return READ_TIMEOUT;
+            }
+          fail_io (k->client, error, local);
+          return READ_ERROR;
+        }
+      n = g_socket_receive (k->sock, (char *)buf, sizeof buf, cancellable, &local);
+      if (n < 0)
+        {
+          if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+            {
+              g_clear_error (&local);
+              continue;
+            }
+          /* A reset after the peer's last frame reads like a close (ECONNRESET on unix). */
+          if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED)
+              || g_error_matches (local, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE))
+            {
+              g_clear_error (&local);
+              k->eof = TRUE;
+              continue;
+            }
+          fail_io (k->client, error, local);
+          return READ_ERROR;
+        }
+      if (n == 0)
+        k->eof = TRUE;
+      else
+        nz_frame_reader_push (k->reader, buf, (gsize)n);
+    }
+}
+
+/* Frames, serialises and sends the request envelope {op, body?, token?} (the reference's key
+ * order, spec D.2.4). */
+static Conn *
+conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *cancellable,
+              GError **error)
+{
+  g_autoptr (JsonObject) env = json_object_new ();
+  g_autoptr (GBytes) frame = NULL;
+  g_autoptr (Conn) k = NULL;
+  gsize len = 0;
+  const guint8 *data;
+
+  json_object_set_string_member (env, "op", op);
+  if (body != NULL)
+    json_object_set_object_member (env, "body", json_object_ref (body));
+  if (c->token != NULL)
+    json_object_set_string_member (env, "token", c->token);
+  frame = nz_frame_encode_object (env);
+  data = g_bytes_get_data (frame, &len);
+  /* Refuse before dialling what a token-gated agent would refuse unread (spec D.2.4). */
+  if (c->ep != NULL && c->ep->kind == NZ_AGENT_ENDPOINT_TCP
+      && len - NZ_FRAME_HEADER_BYTES > NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT)
+    {
+      fail (c, error, NZ_ERROR_INVALID_ARGS,
+            "%s request of %" G_GSIZE_FORMAT " bytes exceeds the agent's pre-authentication "
+            "frame limit of %u bytes (NAMZU_AGENT_MAX_PREAUTH_FRAME_BYTES)",
+            op, len - NZ_FRAME_HEADER_BYTES, NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT);
+      return NULL;
+    }
+  k = conn_open (c, cancellable, error);
+  if (k == NULL)
+    return NULL;
+  if (!conn_send_all (k, data, len, cancellable, error))
+    return NULL;
+  return g_steal_pointer (&k);
+}
+
+/* After the last frame the agent closes its side; anything else is a protocol error. */
+static gboolean
+conn_expect_close (Conn *k, const char *what, GCancellable *cancellable, GError **error)
+{
+  g_autoptr (GBytes) extra = NULL;
+
+  switch (conn_read_frame (k, deadline_after (POST_RESPONSE_CLOSE_TIMEOUT_MS), cancellable,
+                           &extra, error))
+    {
+    case READ_EOF:
+      if (nz_frame_reader_buffered (k->reader) > 0)
+        return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s has trailing partial data", what);
+      return TRUE;
+    case READ_FRAME:
+      return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s emitted data after its %s", what,
+                   g_str_has_prefix (what, "control") ? "response" : "terminator");
+    case READ_TIMEOUT:
+      /* Partial bytes with no close are trailing data too. */
+      if (nz_frame_reader_buffered (k->reader) > 0)
+        return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s emitted data after its %s", what,
+                     g_str_has_prefix (what, "control") ? "response" : "terminator");
+      return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s peer did not close after %s", what,
+                   g_str_has_prefix (what, "control") ? "reply" : "terminator");
+    case READ_ERROR:
+    default:
+      return FALSE;
+    }
+}
+
+static JsonObject *
+call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms,
+               GCancellable *cancellable, GError **error)
+{
+  g_autoptr (Conn) k = conn_request (c, op, body, cancellable, error);
+  g_autoptr (GBytes) payload = NULL;
+  g_autoptr (JsonObject) reply = NULL;
+  gsize len = 0;
+  const char *data;
+  GError *local = NULL;
+
+  if (k == NULL)
+    return NULL;
+  switch (conn_read_frame (k, deadline_after (idle_ms), cancellable, &payload, error))
+    {
+    case READ_FRAME:
+      break;
+    case READ_EOF:
+      if (nz_frame_reader_buffered (k->reader) > 0)
+        fail (c, error, NZ_ERROR_PROTOCOL, "control reply has trailing partial data");
+      else
+        fail (c, error, NZ_ERROR_PROTOCOL, "socket closed before reply");
+      return NULL;
+    case READ_TIMEOUT:
+      fail (c, error, NZ_ERROR_TIMED_OUT, "read idle timeout after %ums", idle_ms);
+      return NULL;
+    case READ_ERROR:
+    default:
+      return NULL;
+    }
+  data = g_bytes_get_data (payload, &len);
+  if (len == 0)
+    {
+      fail (c, error, NZ_ERROR_PROTOCOL, "control reply was an empty frame");
+      return NULL;
+    }
+  reply = nz_json_parse_object (data, len, &local);
+  if (reply == NULL)
+    {
+      fail (c, error, NZ_ERROR_PROTOCOL, "%s reply: %s", op, local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  if (!conn_expect_close (k, "control reply", cancellable, error))
+    return NULL;
+  return g_steal_pointer (&reply);
+}
+
+JsonObject *
+nz_agent_client_call (NzAgentClient *c, const char *op, JsonObject *body,
+                      GCancellable *cancellable, GError **error)
+{
+  g_return_val_if_fail (c != NULL, NULL);
+  g_return_val_if_fail (op != NULL, NULL);
+  return call_internal (c, op, body, READ_IDLE_TIMEOUT_MS, cancellable, error);
+}
+
+/* ---- healthz and readiness ---------------------------------------------------------------- */
+
+static char *
+member_json (JsonObject *obj, const char *name)
+{
+  JsonNode *n = json_object_get_member (obj, name);
+
+  return n != NULL ? nz_json_to_string (n, NULL) : g_strdup ("missing");
+}
+
+/* Protocol admission of a healthz reply (spec A.9), and the features cache. */
+static gboolean
+admit_healthz (NzAgentClient *c, JsonObject *reply, GError **error)
+{
+  JsonArray *features;
+  double version = 0;
+
+  if (!nz_json_get_number (reply, "protocolVersion", &version)
+      || version != NZ_AGENT_PROTOCOL_VERSION)
+    {
+      g_autofree char *got = member_json (reply, "protocolVersion");
+
+      return fail (c, error, NZ_ERROR_PROTOCOL,
+                   "guest agent protocol version mismatch: expected %d, received %s. Run a "
+                   "namzu-agent from the same namzu release as this host",
+                   NZ_AGENT_PROTOCOL_VERSION, got);
+    }
+  if (nz_json_get_bool (reply, "retiring", FALSE))
+    return fail (c, error, NZ_ERROR_FAILED,
+                 "agent is retiring: it fenced itself after a process-group shutdown could not "
+                 "be confirmed, so the sandbox must be recreated");
+  if (!nz_json_get_bool (reply, "ok", FALSE))
+    {
+      g_autofree char *got = member_json (reply, "ok");
+
+      return fail (c, error, NZ_ERROR_FAILED, "agent is not ready (healthz ok=%s)", got);
+    }
+  /* Only string entries count (spec A.9). */
+  features = nz_json_get_array (reply, "features");
+  if (features != NULL)
+    {
+      g_autoptr (GPtrArray) list = g_ptr_array_new ();
+
+      for (guint i = 0; i < json_array_get_length (features); i++)
+        {
+          JsonNode *n = json_array_get_element (features, i);
+
+          if (JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING)
+            g_ptr_array_add (list, g_strdup (json_node_get_string (n)));
+        }
+      g_ptr_array_add (list, NULL);
+      g_strfreev (c->features);
+      c->features = (GStrv)g_ptr_array_steal (list, NULL);
+    }
+  return TRUE;
+}
+
+JsonObject *
+nz_agent_client_healthz (NzAgentClient *c, GCancellable *cancellable, GError **error)
+{
+  g_autoptr (JsonObject) reply = NULL;
+
+  g_return_val_if_fail (c != NULL, NULL);
+  reply = call_internal (c, "healthz", NULL, READ_IDLE_TIMEOUT_MS, cancellable, error);
+  if (reply == NULL || !admit_healthz (c, reply, error))
+    return NULL;
+  return g_steal_pointer (&reply);
+}
+
+gboolean
+nz_agent_client_wait_ready (NzAgentClient *c, guint timeout_ms, GError **error)
+{
+  gint64 deadline;
+
+  g_return_val_if_fail (c != NULL, FALSE);
+  deadline = deadline_after (timeout_ms);
+  for (;;)
+    {
+      g_autoptr (GError) local = NULL;
+      g_autoptr (JsonObject) reply = NULL;
+      gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+
+      reply = call_internal (c, "healthz", NULL, (guint)CLAMP (left_ms, 100, G_MAXUINT), NULL,
+                             &local);
+      if (reply != NULL && admit_healthz (c, reply, &local))
+        return TRUE;
+      /* Neither a bad endpoint, a wrong protocol nor a fenced agent heals by waiting. */
+      if (c->ep == NULL || g_error_matches (local, NZ_ERROR, NZ_ERROR_PROTOCOL)
+          || strstr (local->message, "agent is retiring") != NULL)
+        {
+          g_propagate_error (error, g_steal_pointer (&local));
+          return FALSE;
+        }
+      left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+      if (left_ms <= 0)
+        return nz_throw (error, NZ_ERROR_TIMED_OUT,
+                         "agent %s did not become ready within %ums: %s", c->description,
+                         timeout_ms, local->message);
+      g_usleep (MIN (left_ms, READY_POLL_INTERVAL_MS) * 1000);
+    }
+}
+
+/* ---- streams ------------------------------------------------------------------------------ */
+
+typedef gboolean (*TerminalFunc) (JsonObject *frame, gpointer user_data, gboolean *terminal,
+                                  GError **error);
+
+/* Reads frames until the terminator. @what names the stream in errors ("exec stream",
+ * "stream"). */
+static gboolean
+run_stream (Conn *k, const char *what, guint64 observation_ms, TerminalFunc on_frame,
+            gpointer user_data, GCancellable *cancellable, GError **error)
+{
+  gint64 deadline = deadline_after (observation_ms);
+
+  for (;;)
+    {
+      g_autoptr (GBytes) payload = NULL;
+      g_autoptr (JsonObject) frame = NULL;
+      GError *local = NULL;
+      gboolean refused = FALSE;
+      gsize len = 0;
+      const char *data;
+
+      switch (conn_read_frame (k, deadline, cancellable, &payload, error))
+        {
+        case READ_FRAME:
+          break;
+        case READ_EOF:
+          if (nz_frame_reader_buffered (k->reader) > 0)
+            return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s has trailing partial data",
+                         what);
+          return fail (k->client, error, NZ_ERROR_PROTOCOL, "socket closed before %s terminator",
+                       what);
+        case READ_TIMEOUT:
+          return fail (k->client, error, NZ_ERROR_TIMED_OUT,
+                       "%s observation exceeded %" G_GUINT64_FORMAT "ms", what, observation_ms);
+        case READ_ERROR:
+        default:
+          return FALSE;
+        }
+      data = g_bytes_get_data (payload, &len);
+      if (len == 0)
+        return conn_expect_close (k, what, cancellable, error);
+      frame = nz_json_parse_object (data, len, &local);
+      if (frame == NULL)
+        {
+          fail (k->client, error, NZ_ERROR_PROTOCOL, "%s frame: %s", what, local->message);
+          g_error_free (local);
+          return FALSE;
+        }
+      if (!on_frame (frame, user_data, &refused, error))
+        return FALSE;
+      /* A reply-shaped refusal (e.g. agent_retiring, spec A.5) ends with no terminator. */
+      if (refused)
+        return TRUE;
+    }
+}
+
+typedef struct
+{
+  NzAgentFrameFunc func;
+  gpointer user_data;
+} PlainStream;
+
+static gboolean
+plain_frame (JsonObject *frame, gpointer user_data, gboolean *refused, GError **error)
+{
+  PlainStream *ps = user_data;
+
+  return ps->func (frame, ps->user_data, error);
+}
+
+gboolean
+nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
+                        guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer user_data,
+                        GCancellable *cancellable, GError **error)
+{
+  PlainStream ps = { on_frame, user_data };
+  g_autoptr (Conn) k = NULL;
+
+  g_return_val_if_fail (c != NULL, FALSE);
+  g_return_val_if_fail (op != NULL && on_frame != NULL, FALSE);
+  k = conn_request (c, op, body, cancellable, error);
+  if (k == NULL)
+    return FALSE;
+  return run_stream (k, "stream", observation_ms, plain_frame, &ps, cancellable, error);
+}
+
+/* Maps an agent's error string to our error. spawn ENOENT/EACCES keep their shell meaning. */
+static void
+set_agent_error (NzAgentClient *c, GError **error, const char *context, const char *code,
+                 const char *message)
+{
+  g_autofree char *text = message != NULL && *message != '\0'
+                              ? g_strdup_printf ("%s (%s)", code, message)
+                              : g_strdup (code);
+
+  if (g_str_has_prefix (code, "spawn ") && g_str_has_suffix (code, " ENOENT"))
+    g_set_error (error, G_SPAWN_ERROR, G_SPAWN_ERROR_NOENT, "%s", text);
+  else if (g_str_has_prefix (code, "spawn ")
+           && (g_str_has_suffix (code, " EACCES") || g_str_has_suffix (code, " EPERM")
+               || g_str_has_suffix (code, " ENOEXEC")))
+    g_set_error (error, G_SPAWN_ERROR, G_SPAWN_ERROR_ACCES, "%s", text);
+  else if (g_str_equal (code, "agent_retiring"))
+    fail (c, error, NZ_ERROR_FAILED,
+          "agent is retiring: it fenced itself after a process-group shutdown could not be "
+          "confirmed, so the sandbox must be recreated");
+  else if (g_str_has_prefix (code, "unknown_op:"))
+    fail (c, error, NZ_ERROR_PROTOCOL,
+          "the agent does not implement guest agent protocol %d (%s); run a namzu-agent from "
+          "the same namzu release as this host",
+          NZ_AGENT_PROTOCOL_VERSION, code);
+  else if (g_str_has_prefix (code, "invalid_") || g_str_equal (code, "missing_command"))
+    nz_throw (error, NZ_ERROR_INVALID_ARGS, "%s refused: %s", context, text);
+  else
+    nz_throw (error, NZ_ERROR_FAILED, "%s refused: %s", context, text);
+}
+
+typedef struct
+{
+  NzAgentClient *client;
+  NzAgentFrameFunc func;
+  gpointer user_data;
+  JsonObject *result;
+  char *error_code;
+  char *error_message;
+} ExecStream;
+
+static gboolean
+exec_frame (JsonObject *frame, gpointer user_data, gboolean *refused, GError **error)
+{
+  ExecStream *es = user_data;
+  const char *type = nz_json_get_string (frame, "type");
+
+  if (es->result != NULL || es->error_code != NULL)
+    return fail (es->client, error, NZ_ERROR_PROTOCOL,
+                 "exec stream sent a frame after its result");
+  if (type == NULL && json_object_has_member (frame, "ok"))
+    {
+      const char *err = nz_json_get_string (frame, "error");
+
+      es->error_code = g_strdup (err != NULL ? err : "unknown error");
+      es->error_message = g_strdup (nz_json_get_string (frame, "message"));
+      *refused = TRUE;
+      return TRUE;
+    }
+  if (g_strcmp0 (type, "result") == 0)
+    {
+      es->result = json_object_ref (frame);
+      return TRUE;
+    }
+  if (g_strcmp0 (type, "error") == 0)
+    {
+      const char *err = nz_json_get_string (frame, "error");
+
+      es->error_code = g_strdup (err != NULL ? err : "unknown error");
+      es->error_message = g_strdup (nz_json_get_string (frame, "message"));
+      return TRUE;
+    }
+  if (es->func != NULL)
+    return es->func (frame, es->user_data, error);
+  return TRUE;
+}
+
+static guint64
+observation_ms_for (JsonObject *body)
+{
+  double t = 0;
+  guint64 ms = DEFAULT_EXECUTION_TIMEOUT_MS;
+
+  if (nz_json_get_number (body, "timeoutMs", &t) && t > 0 && t < 1e15)
+    ms = (guint64)t;
+  return MIN ((guint64)G_MAXINT32, ms + EXECUTION_TRANSPORT_GRACE_MS);
+}
+
+JsonObject *
+nz_agent_client_execute (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on_frame,
+                         gpointer user_data, GCancellable *cancellable, GError **error)
+{
+  ExecStream es = { c, on_frame, user_data, NULL, NULL, NULL };
+  g_autoptr (Conn) k = NULL;
+  gboolean ok;
+
+  g_return_val_if_fail (c != NULL, NULL);
+  g_return_val_if_fail (body != NULL, NULL);
+  k = conn_request (c, "execute", body, cancellable, error);
+  if (k == NULL)
+    return NULL;
+  ok = run_stream (k, "exec stream", observation_ms_for (body), exec_frame, &es, cancellable,
+                   error);
+  if (ok && es.result == NULL && es.error_code == NULL)
+    ok = fail (c, error, NZ_ERROR_PROTOCOL, "exec stream ended without a result event");
+  if (ok && es.error_code != NULL)
+    ok = (set_agent_error (c, error, "execute", es.error_code, es.error_message), FALSE);
+  g_free (es.error_code);
+  g_free (es.error_message);
+  if (!ok)
+    {
+      g_clear_pointer (&es.result, json_object_unref);
+      return NULL;
+    }
+  return es.result;
+}
+
+/* ---- reserve -> execute -> cancel --------------------------------------------------------- */
+
+JsonObject *
+nz_agent_client_cancel (NzAgentClient *c, const char *execution_id, GCancellable *cancellable,
+                        GError **error)
+{
+  g_autoptr (JsonObject) body = json_object_new ();
+  g_autoptr (JsonObject) reply = NULL;
+
+  g_return_val_if_fail (c != NULL, NULL);
+  g_return_val_if_fail (execution_id != NULL, NULL);
+  json_object_set_string_member (body, "executionId", execution_id);
+  reply = call_internal (c, "cancel-execution", body, READ_IDLE_TIMEOUT_MS, cancellable, error);
+  if (reply == NULL)
+    return NULL;
+  if (!nz_json_get_bool (reply, "ok", FALSE))
+    {
+      const char *err = nz_json_get_string (reply, "error");
+
+      set_agent_error (c, error, "cancel-execution", err != NULL ? err : "unknown error",
+                       nz_json_get_string (reply, "message"));
+      return NULL;
+    }
+  return g_steal_pointer (&reply);
+}
+
+/* Cancels @id and waits for the agent's confirmation, retrying lost connections within the
+ * budget (spec D.2.5). Deliberately ignores the caller's (already fired) cancellable. */
+static gboolean
+cancel_and_confirm (NzAgentClient *c, const char *id, GError **error)
+{
+  g_autoptr (JsonObject) body = json_object_new ();
+  gint64 deadline = deadline_after (CANCEL_CONFIRM_BUDGET_MS);
+  g_autoptr (GError) last = NULL;
+
+  json_object_set_string_member (body, "executionId", id);
+  while (g_get_monotonic_time () < deadline)
+    {
+      guint attempt_ms = MIN (CANCEL_ATTEMPT_TIMEOUT_MS,
+                              MAX (1, (deadline - g_get_monotonic_time ()) / 1000));
+      g_autoptr (JsonObject) reply = NULL;
+      const char *err;
+
+      g_clear_error (&last);
+      reply = call_internal (c, "cancel-execution", body, attempt_ms, NULL, &last);
+      if (reply == NULL)
+        {
+          g_usleep (CANCEL_RETRY_INTERVAL_MS * 1000);
+          continue;
+        }
+      if (nz_json_get_bool (reply, "ok", FALSE))
+        return TRUE;
+      /* The agent answered: whatever it said will not change by asking again. */
+      err = nz_json_get_string (reply, "error");
+      return fail (c, error, NZ_ERROR_FAILED,
+                   "could not confirm that execution %s stopped (%s%s%s); treat the sandbox as "
+                   "unusable and recreate it",
+                   id, err != NULL ? err : "unknown error",
+                   nz_json_get_string (reply, "message") != NULL ? ": " : "",
+                   nz_json_get_string (reply, "message") != NULL
+                       ? nz_json_get_string (reply, "message")
+                       : "");
+    }
+  return nz_throw (error, NZ_ERROR_FAILED,
+                   "could not confirm that execution %s stopped within %ums: %s", id,
+                   CANCEL_CONFIRM_BUDGET_MS, last != NULL ? last->message : "no attempt");
+}
+
+typedef struct
+{
+  NzExecOutputFunc func;
+  gpointer user_data;
+} ExecOutput;
+
+static gboolean
+exec_output_frame (JsonObject *frame, gpointer user_data, GError **error)
+{
+  ExecOutput *eo = user_data;
+  const char *type = nz_json_get_string (frame, "type");
+  const char *data = nz_json_get_string (frame, "data");
+  NzExecStream stream;
+
+  if (g_strcmp0 (type, "stdout_delta") == 0)
+    stream = NZ_EXEC_STDOUT;
+  else if (g_strcmp0 (type, "stderr_delta") == 0)
+    stream = NZ_EXEC_STDERR;
+  else
+    return TRUE; /* unknown frame types are ignored, like unknown members */
+  if (data != NULL && *data != '\0' && eo->func != NULL)
+    eo->func (stream, data, strlen (data), eo->user_data);
+  return TRUE;
+}
+
+static JsonObject *
+copy_object (JsonObject *src)
+{
+  JsonObject *dst = json_object_new ();
+  JsonObjectIter it;
+  const char *name;
+  JsonNode *node;
+
+  json_object_iter_init (&it, src);
+  while (json_object_iter_next (&it, &name, &node))
+    json_object_set_member (dst, name, json_node_copy (node));
+  return dst;
+}
+
+JsonObject *
+nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output,
+                      gpointer user_data, char **out_execution_id, GCancellable *cancellable,
+                      GError **error)
+{
+  ExecOutput eo = { on_output, user_data };
+  g_autoptr (JsonObject) reserved = NULL;
+  g_autoptr (JsonObject) request = NULL;
+  g_autoptr (JsonObject) result = NULL;
+  g_autoptr (GError) local = NULL;
+  const char *id;
+
+  g_return_val_if_fail (c != NULL, NULL);
+  g_return_val_if_fail (body != NULL, NULL);
+  /* No body: the agent mints the id (spec A.3). */
+  reserved = call_internal (c, "reserve-execution", NULL, READ_IDLE_TIMEOUT_MS, cancellable,
+                            error);
+  if (reserved == NULL)
+    return NULL;
+  if (!nz_json_get_bool (reserved, "ok", FALSE))
+    {
+      const char *err = nz_json_get_string (reserved, "error");
+
+      set_agent_error (c, error, "reserve-execution", err != NULL ? err : "unknown error",
+                       nz_json_get_string (reserved, "message"));
+      return NULL;
+    }
+  id = nz_json_get_string (reserved, "executionId");
+  if (id == NULL)
+    {
+      fail (c, error, NZ_ERROR_PROTOCOL, "reserve-execution reply has no executionId");
+      return NULL;
+    }
+  if (out_execution_id != NULL)
+    *out_execution_id = g_strdup (id);
+  request = copy_object (body);
+  json_object_set_string_member (request, "executionId", id);
+  if (!g_cancellable_is_cancelled (cancellable))
+    result = nz_agent_client_execute (c, request, exec_output_frame, &eo, cancellable, &local);
+  if (result != NULL)
+    return g_steal_pointer (&result);
+  if (g_cancellable_is_cancelled (cancellable))
+    {
+      /* Whatever the stream was doing, the caller wants the command gone: cancel by id. A
+       * reserved-but-unstarted record is cancelled too, so it can never start later. */
+      if (!cancel_and_confirm (c, id, error))
+        return NULL;
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED,
+                   "execution %s cancelled; the agent confirmed it stopped", id);
+      return NULL;
+    }
+  g_propagate_error (error, g_steal_pointer (&local));
+  return NULL;
+}

@@ -1,0 +1,129 @@
+/* nz-agent-client.h: the host side of the guest-agent protocol (spec A, D.2): one request per
+ * fresh connection, framed JSON, protocol admission, reserve -> execute -> cancel.
+ *
+ * Every call blocks the calling thread; each takes a GCancellable so another thread (e.g. one
+ * running a g_unix_signal source) can interrupt it. Errors are NZ_ERROR, except:
+ *   - G_IO_ERROR_CANCELLED when @cancellable fired (for exec: after the agent confirmed the
+ *     remote cancellation);
+ *   - G_SPAWN_ERROR_NOENT / G_SPAWN_ERROR_ACCES when the agent could not start the command,
+ *     so a tool can answer 127 / 126 like a shell. */
+#pragma once
+
+#include <gio/gio.h>
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+/* The only protocol version the agent speaks and we admit (spec A.9). */
+#define NZ_AGENT_PROTOCOL_VERSION 2
+/* Largest frame we accept from an agent (spec D.2.2 GUEST_FRAME_LIMIT_BYTES). */
+#define NZ_AGENT_REPLY_FRAME_LIMIT (256u * 1024 * 1024)
+/* Largest first frame on a TCP endpoint: the agent's pre-auth cap (spec D.2.2). */
+#define NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT (8u * 1024 * 1024)
+
+typedef enum
+{
+  NZ_AGENT_ENDPOINT_UNIX,
+  NZ_AGENT_ENDPOINT_TCP,
+} NzAgentEndpointKind;
+
+typedef struct
+{
+  NzAgentEndpointKind kind;
+  char *path; /* UNIX: absolute socket path */
+  char *host; /* TCP: host name or address, without brackets */
+  guint16 port;
+} NzAgentEndpoint;
+
+/* Parses "unix:/abs/path" or "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6). */
+NzAgentEndpoint *nz_agent_endpoint_parse (const char *endpoint, GError **error);
+void nz_agent_endpoint_free (NzAgentEndpoint *ep);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentEndpoint, nz_agent_endpoint_free)
+/* "unix:<path>" / "tcp:<host>:<port>", for messages; never carries the token. */
+char *nz_agent_endpoint_describe (const NzAgentEndpoint *ep);
+
+typedef struct _NzAgentClient NzAgentClient;
+
+/* @endpoint as for nz_agent_endpoint_parse(); @token may be NULL (then no `token` member is
+ * sent). Never returns NULL: an unparsable endpoint is reported by the first call. */
+NzAgentClient *nz_agent_client_new (const char *endpoint, const char *token);
+void nz_agent_client_free (NzAgentClient *c);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentClient, nz_agent_client_free)
+
+/* "unix:<path>" or "tcp:<host>:<port>" (the raw string if it did not parse). */
+const char *nz_agent_client_describe (NzAgentClient *c);
+
+/* One reply op on a fresh connection: sends {op, token?, body?}, expects exactly one frame and
+ * then the peer's close (within 1 s). Returns the reply object (new reference) whatever its
+ * `ok`; transport and framing failures are errors. @body may be NULL. */
+JsonObject *nz_agent_client_call (NzAgentClient *c, const char *op, JsonObject *body,
+                                  GCancellable *cancellable, GError **error);
+
+/* healthz with protocol admission (spec A.9): `ok` must be true and `protocolVersion` exactly
+ * 2. Returns the reply (new reference). A mismatch is NZ_ERROR_PROTOCOL; a fenced agent is
+ * NZ_ERROR_FAILED "agent is retiring". */
+JsonObject *nz_agent_client_healthz (NzAgentClient *c, GCancellable *cancellable,
+                                     GError **error);
+
+/* Features advertised by the last successful healthz (NULL-terminated, owned by @c), or NULL
+ * when none was seen yet. */
+const char *const *nz_agent_client_get_features (NzAgentClient *c);
+gboolean nz_agent_client_has_feature (NzAgentClient *c, const char *feature);
+
+/* Polls healthz until admitted or @timeout_ms passes. A refused/missing socket is retried every
+ * 15 ms; a protocol mismatch or a retiring agent fails at once (neither heals by waiting). The
+ * timeout error carries the last reason. */
+gboolean nz_agent_client_wait_ready (NzAgentClient *c, guint timeout_ms, GError **error);
+
+/* Called for every frame of a stream before its terminator. Return FALSE (and set @error) to
+ * abort the stream. @frame is borrowed. */
+typedef gboolean (*NzAgentFrameFunc) (JsonObject *frame, gpointer user_data, GError **error);
+
+/* A stream op (attach-execution, read-file-stream, ...): frames to @on_frame until the
+ * terminator, then the peer must close within 1 s. @observation_ms bounds the whole stream
+ * (0 = no bound). */
+gboolean nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
+                                 guint64 observation_ms, NzAgentFrameFunc on_frame,
+                                 gpointer user_data, GCancellable *cancellable, GError **error);
+
+/* The raw execute stream (spec A.6.3, D.2.4): @body is sent as is. Frames go to @on_frame; the
+ * terminal `result` frame is returned (new reference). An `error` frame becomes an error
+ * (G_SPAWN_ERROR for spawn ENOENT/EACCES, else NZ_ERROR with the agent's string). The stream
+ * is observed for timeoutMs + 10 s. A socket closed before the terminator is "socket closed
+ * before exec stream terminator". */
+JsonObject *nz_agent_client_execute (NzAgentClient *c, JsonObject *body,
+                                     NzAgentFrameFunc on_frame, gpointer user_data,
+                                     GCancellable *cancellable, GError **error);
+
+typedef enum
+{
+  NZ_EXEC_STDOUT = 1,
+  NZ_EXEC_STDERR = 2,
+} NzExecStream;
+
+/* Output of a running command, as the agent decoded it (UTF-8 text). Called on the thread that
+ * runs nz_agent_client_exec(). */
+typedef void (*NzExecOutputFunc) (NzExecStream stream, const char *data, gsize len,
+                                  gpointer user_data);
+
+/* reserve-execution (no body: the agent mints the id), then execute @body with that
+ * executionId, deltas to @on_output. Returns the `result` frame (new reference; `exitCode`,
+ * `timedOut`, `signal`?, `durationMs`, ...). @out_execution_id (may be NULL) receives the id
+ * as soon as it is known, even on failure.
+ *
+ * When @cancellable fires, the remote execution is cancelled by id (cancel-execution, retried
+ * for up to ~8 s, each attempt bounded at 2 s) and the call returns G_IO_ERROR_CANCELLED once
+ * the agent confirmed it; NZ_ERROR_FAILED if the agent could not confirm (the sandbox should
+ * then be retired). */
+JsonObject *nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output,
+                                  gpointer user_data, char **out_execution_id,
+                                  GCancellable *cancellable, GError **error);
+
+/* cancel-execution {executionId}. Returns the terminal payload ({ok:true, state, started,
+ * result?}, new reference) once the agent confirmed; a refusal (unknown_execution,
+ * cancellation_unconfirmed, ...) is an error carrying the agent's string and message. */
+JsonObject *nz_agent_client_cancel (NzAgentClient *c, const char *execution_id,
+                                    GCancellable *cancellable, GError **error);
+
+G_END_DECLS
