@@ -449,9 +449,11 @@ conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *
   return g_steal_pointer (&k);
 }
 
-/* After the last frame the agent closes its side; anything else is a protocol error. */
+/* After the last frame the agent closes its side; anything else is a protocol error (the
+ * reference's strings, spec D.2.4). @control: a reply op rather than a stream. */
 static gboolean
-conn_expect_close (Conn *k, const char *what, GCancellable *cancellable, GError **error)
+conn_expect_close (Conn *k, const char *what, gboolean control, GCancellable *cancellable,
+                   GError **error)
 {
   g_autoptr (GBytes) extra = NULL;
 
@@ -463,15 +465,15 @@ conn_expect_close (Conn *k, const char *what, GCancellable *cancellable, GError 
         return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s has trailing partial data", what);
       return TRUE;
     case READ_FRAME:
-      return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s emitted data after its %s", what,
-                   g_str_has_prefix (what, "control") ? "response" : "terminator");
+      if (control)
+        return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s emitted multiple frames", what);
+      return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s emitted data after its terminator",
+                   what);
     case READ_TIMEOUT:
-      /* Partial bytes with no close are trailing data too. */
       if (nz_frame_reader_buffered (k->reader) > 0)
-        return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s emitted data after its %s", what,
-                     g_str_has_prefix (what, "control") ? "response" : "terminator");
-      return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s peer did not close after %s", what,
-                   g_str_has_prefix (what, "control") ? "reply" : "terminator");
+        return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s has trailing partial data", what);
+      return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s peer did not close after %s",
+                   control ? "control" : what, control ? "reply" : "terminator");
     case READ_ERROR:
     default:
       return FALSE;
@@ -521,7 +523,7 @@ call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms
       g_error_free (local);
       return NULL;
     }
-  if (!conn_expect_close (k, "control reply", cancellable, error))
+  if (!conn_expect_close (k, "control reply", TRUE, cancellable, error))
     return NULL;
   return g_steal_pointer (&reply);
 }
@@ -678,7 +680,7 @@ run_stream (Conn *k, const char *what, guint64 observation_ms, TerminalFunc on_f
         }
       data = g_bytes_get_data (payload, &len);
       if (len == 0)
-        return conn_expect_close (k, what, cancellable, error);
+        return conn_expect_close (k, what, FALSE, cancellable, error);
       frame = nz_json_parse_object (data, len, &local);
       if (frame == NULL)
         {
