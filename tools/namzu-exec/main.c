@@ -1,0 +1,391 @@
+/* namzu-exec: run a command in a sandbox, passing its output through and returning its status.
+ *
+ * The exec runs on a worker thread so the main thread can run a GMainLoop with SIGINT/SIGTERM
+ * sources: a signal cancels the remote execution by id and we wait for the agent's
+ * confirmation before exiting 128+signal. */
+#include <errno.h>
+#include <glib-unix.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nz-agent-client.h"
+#include "nz-cli.h"
+#include "nz-errors.h"
+#include "nz-json.h"
+#include "nz-state.h"
+
+/* -i reads at most this much: the wire's stdin is one JSON string inside the first frame, and
+ * a TCP agent refuses first frames over 8 MiB before authentication (spec A.4). */
+#define STDIN_LIMIT_BYTES (4 * 1024 * 1024)
+
+#define EXIT_TIMEOUT 124
+#define EXIT_NAMZU 125
+#define EXIT_NOEXEC 126
+#define EXIT_NOTFOUND 127
+
+static char *opt_sandbox, *opt_timeout, *opt_cwd, *opt_endpoint;
+static char **opt_env, **opt_command;
+static gboolean opt_json, opt_stdin;
+
+static const GOptionEntry entries[] = {
+  { "sandbox", 's', 0, G_OPTION_ARG_STRING, &opt_sandbox,
+    "Sandbox to run in (default: $NAMZU_SANDBOX, else the JSON handle on stdin)", "ID" },
+  { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json,
+    "Write NDJSON events on stdout instead of passing output through", NULL },
+  { "timeout", 't', 0, G_OPTION_ARG_STRING, &opt_timeout,
+    "Kill the command after MS milliseconds or a DURATION like 30s, 5m, 1h (default: the "
+    "agent's, 5m); exit 124", "MS|DURATION" },
+  { "env", 'e', 0, G_OPTION_ARG_STRING_ARRAY, &opt_env, "Set K=V in the command's environment",
+    "K=V" },
+  { "cwd", 'C', 0, G_OPTION_ARG_STRING, &opt_cwd,
+    "Working directory inside the sandbox workspace (created if missing)", "DIR" },
+  { "stdin", 'i', 0, G_OPTION_ARG_NONE, &opt_stdin,
+    "Send our stdin to the command (at most 4 MiB of UTF-8 text, read before it starts)", NULL },
+  { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
+    "For testing and direct agent use: talk to the agent at unix:/PATH or tcp:HOST:PORT "
+    "instead of a sandbox; the token comes from $NAMZU_TOKEN", "ENDPOINT" },
+  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_command, NULL, NULL },
+  { NULL }
+};
+
+static const char description[] =
+  "Runs COMMAND in a sandbox. Its stdout and stderr are passed through as they arrive, or\n"
+  "with --json written as NDJSON events: {\"type\":\"stdout\"|\"stderr\",\"data\":...}, ending\n"
+  "in one {\"type\":\"result\",\"exitCode\":...} line ({\"type\":\"error\",...} if it failed).\n"
+  "\n"
+  "The sandbox is --sandbox ID, else $NAMZU_SANDBOX, else the handle namzu-create printed,\n"
+  "read from stdin (not with -i):  namzu-create | namzu-exec -- make\n"
+  "\n"
+  "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 126 if it could\n"
+  "not be executed, 127 if it was not found; 125 if namzu itself failed. SIGINT and SIGTERM\n"
+  "cancel the command in the sandbox and wait for that to be confirmed.";
+
+typedef struct
+{
+  NzAgentClient *client;
+  JsonObject *body;
+  GCancellable *cancellable;
+  GMainLoop *loop;
+  JsonObject *result;
+  GError *error;
+  char *execution_id;
+  int signo;              /* signal that made us cancel, 0 if none */
+  gboolean broken_output; /* our stdout/stderr went away: cancel, like SIGPIPE would */
+} Run;
+
+static const char *const signal_names[] = {
+  [SIGHUP] = "SIGHUP", [SIGINT] = "SIGINT", [SIGQUIT] = "SIGQUIT", [SIGILL] = "SIGILL",
+  [SIGTRAP] = "SIGTRAP", [SIGABRT] = "SIGABRT", [SIGBUS] = "SIGBUS", [SIGFPE] = "SIGFPE",
+  [SIGKILL] = "SIGKILL", [SIGUSR1] = "SIGUSR1", [SIGSEGV] = "SIGSEGV", [SIGUSR2] = "SIGUSR2",
+  [SIGPIPE] = "SIGPIPE", [SIGALRM] = "SIGALRM", [SIGTERM] = "SIGTERM", [SIGSTKFLT] = "SIGSTKFLT",
+  [SIGCHLD] = "SIGCHLD", [SIGCONT] = "SIGCONT", [SIGSTOP] = "SIGSTOP", [SIGTSTP] = "SIGTSTP",
+  [SIGTTIN] = "SIGTTIN", [SIGTTOU] = "SIGTTOU", [SIGURG] = "SIGURG", [SIGXCPU] = "SIGXCPU",
+  [SIGXFSZ] = "SIGXFSZ", [SIGVTALRM] = "SIGVTALRM", [SIGPROF] = "SIGPROF",
+  [SIGWINCH] = "SIGWINCH", [SIGIO] = "SIGIO", [SIGPWR] = "SIGPWR", [SIGSYS] = "SIGSYS",
+};
+
+/* The wire names the signal (result.signal is a name, spec A.6.3); the shell wants its number. */
+static int
+signal_number (const char *name)
+{
+  for (gsize i = 1; i < G_N_ELEMENTS (signal_names); i++)
+    if (signal_names[i] != NULL && g_strcmp0 (signal_names[i], name) == 0)
+      return (int)i;
+  return 0;
+}
+
+static gboolean
+parse_timeout_ms (const char *text, gint64 *out)
+{
+  static const struct { const char *suffix; gint64 ms; } units[] = {
+    { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1 },
+  };
+  g_autofree char *num = NULL;
+  guint64 v = 0;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (units); i++)
+    {
+      if (!g_str_has_suffix (text, units[i].suffix))
+        continue;
+      num = g_strndup (text, strlen (text) - strlen (units[i].suffix));
+      if (!g_ascii_string_to_unsigned (num, 10, 1, G_MAXINT64 / 3600000, &v, NULL))
+        return FALSE;
+      *out = (gint64)v * units[i].ms;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+static void
+emit_event (const char *type, const char *data)
+{
+  g_autoptr (JsonObject) ev = json_object_new ();
+
+  json_object_set_string_member (ev, "type", type);
+  json_object_set_string_member (ev, "data", data);
+  nz_cli_print_object (ev);
+}
+
+/* Runs on the worker thread. */
+static void
+on_output (NzExecStream stream, const char *data, gsize len, gpointer user_data)
+{
+  Run *run = user_data;
+  FILE *f = stream == NZ_EXEC_STDOUT || opt_json ? stdout : stderr;
+  gboolean ok = TRUE;
+
+  if (opt_json)
+    emit_event (stream == NZ_EXEC_STDOUT ? "stdout" : "stderr", data);
+  else
+    ok = fwrite (data, 1, len, f) == len && fflush (f) == 0;
+  if ((!ok || ferror (stdout)) && !run->broken_output)
+    {
+      run->broken_output = TRUE;
+      g_cancellable_cancel (run->cancellable);
+    }
+}
+
+static gboolean
+quit_loop (gpointer user_data)
+{
+  g_main_loop_quit (((Run *)user_data)->loop);
+  return G_SOURCE_REMOVE;
+}
+
+static gpointer
+exec_thread (gpointer user_data)
+{
+  Run *run = user_data;
+
+  run->result = nz_agent_client_exec (run->client, run->body, on_output, run,
+                                      &run->execution_id, run->cancellable, &run->error);
+  g_idle_add (quit_loop, run);
+  return NULL;
+}
+
+static gboolean
+on_signal (gpointer user_data, int signo)
+{
+  Run *run = user_data;
+
+  /* The first signal wins; later ones wait with us for the cancel confirmation. */
+  if (run->signo == 0)
+    run->signo = signo;
+  g_cancellable_cancel (run->cancellable);
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_sigint (gpointer user_data)
+{
+  return on_signal (user_data, SIGINT);
+}
+
+static gboolean
+on_sigterm (gpointer user_data)
+{
+  return on_signal (user_data, SIGTERM);
+}
+
+/* Reports a failure: one stderr line, and in --json mode the closing error event. */
+static int
+fail_with (int status, const char *code, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
+
+static int
+fail_with (int status, const char *code, const char *fmt, ...)
+{
+  g_autofree char *msg = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  nz_cli_warn ("%s", msg);
+  if (opt_json)
+    {
+      g_autoptr (JsonObject) ev = json_object_new ();
+      JsonObject *inner = json_object_new ();
+
+      json_object_set_string_member (ev, "type", "error");
+      json_object_set_string_member (inner, "code", code);
+      json_object_set_string_member (inner, "message", msg);
+      json_object_set_object_member (ev, "error", inner);
+      nz_cli_print_object (ev);
+    }
+  return status;
+}
+
+static int
+finish (Run *run, const char *target)
+{
+  const GError *e = run->error;
+  const char *sig;
+  double code = -1;
+
+  if (run->result != NULL)
+    {
+      if (opt_json)
+        {
+          json_object_set_string_member (run->result, "executionId", run->execution_id);
+          nz_cli_print_object (run->result);
+        }
+      if (nz_json_get_bool (run->result, "timedOut", FALSE))
+        return EXIT_TIMEOUT;
+      sig = nz_json_get_string (run->result, "signal");
+      if (sig != NULL && signal_number (sig) > 0)
+        return 128 + signal_number (sig);
+      if (nz_json_get_number (run->result, "exitCode", &code) && code >= 0 && code <= 255)
+        return (int)code;
+      return fail_with (EXIT_NAMZU, "protocol", "the agent reported no usable exit status");
+    }
+  if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    {
+      int signo = run->signo != 0 ? run->signo : SIGPIPE;
+
+      if (run->signo != 0)
+        fail_with (128 + signo, "cancelled", "%s: %s", signal_names[signo], e->message);
+      return 128 + signo;
+    }
+  if (g_error_matches (e, G_SPAWN_ERROR, G_SPAWN_ERROR_NOENT))
+    return fail_with (EXIT_NOTFOUND, "not_found", "%s: command not found in the sandbox (%s)",
+                      opt_command[0], e->message);
+  if (e->domain == G_SPAWN_ERROR)
+    return fail_with (EXIT_NOEXEC, "permission_denied", "%s: cannot execute (%s)",
+                      opt_command[0], e->message);
+  if (e->domain == NZ_ERROR && e->code == NZ_ERROR_INVALID_ARGS)
+    return fail_with (EXIT_NAMZU, "invalid_args", "%s", e->message);
+  if (e->domain == NZ_ERROR && e->code == NZ_ERROR_PROTOCOL)
+    return fail_with (EXIT_NAMZU, "protocol", "%s", e->message);
+  if (run->execution_id == NULL && target == NULL)
+    return fail_with (EXIT_NAMZU, nz_error_code_name (e),
+                      "cannot reach %s; is namzu-agent running there? (namzu-ls lists the "
+                      "sandboxes)", e->message);
+  if (run->execution_id == NULL)
+    return fail_with (EXIT_NAMZU, nz_error_code_name (e),
+                      "cannot reach %s (%s); it may have stopped: check namzu-ls, or create a "
+                      "new sandbox with namzu-create", target, e->message);
+  return fail_with (EXIT_NAMZU, nz_error_code_name (e), "%s", e->message);
+}
+
+static JsonObject *
+build_body (GError **error)
+{
+  g_autoptr (JsonObject) body = json_object_new ();
+  JsonArray *args = json_array_new ();
+
+  json_object_set_string_member (body, "command", opt_command[0]);
+  for (int i = 1; opt_command[i] != NULL; i++)
+    json_array_add_string_element (args, opt_command[i]);
+  json_object_set_array_member (body, "args", args);
+  if (opt_cwd != NULL)
+    json_object_set_string_member (body, "cwd", opt_cwd);
+  if (opt_env != NULL)
+    {
+      JsonObject *env = json_object_new ();
+
+      json_object_set_object_member (body, "env", env);
+      for (int i = 0; opt_env[i] != NULL; i++)
+        {
+          const char *eq = strchr (opt_env[i], '=');
+          g_autofree char *key = eq != NULL ? g_strndup (opt_env[i], eq - opt_env[i]) : NULL;
+
+          if (key == NULL || *key == '\0')
+            nz_cli_usage_error ("--env wants K=V, got \"%s\"", opt_env[i]);
+          json_object_set_string_member (env, key, eq + 1);
+        }
+    }
+  if (opt_timeout != NULL)
+    {
+      gint64 ms = 0;
+
+      if (!parse_timeout_ms (opt_timeout, &ms))
+        nz_cli_usage_error ("--timeout wants milliseconds or a duration like 30s, 5m, 1h; got "
+                            "\"%s\"", opt_timeout);
+      json_object_set_int_member (body, "timeoutMs", ms);
+    }
+  if (opt_stdin)
+    {
+      g_autoptr (GString) in = g_string_new (NULL);
+      char buf[65536];
+      size_t n;
+
+      while ((n = fread (buf, 1, sizeof buf, stdin)) > 0 && in->len <= STDIN_LIMIT_BYTES)
+        g_string_append_len (in, buf, n);
+      if (ferror (stdin))
+        return (nz_throw_errno_prefix (error, "reading stdin"), NULL);
+      if (in->len > STDIN_LIMIT_BYTES)
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "-i takes at most %d bytes of stdin; copy larger input in with "
+                          "namzu-cp instead", STDIN_LIMIT_BYTES), NULL);
+      /* The wire carries stdin as a JSON string: text only, and we refuse rather than mangle. */
+      if (!g_utf8_validate_len (in->str, in->len, NULL))
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "-i sends stdin as text and this input is not UTF-8; copy binary "
+                          "input in with namzu-cp instead"), NULL);
+      json_object_set_string_member (body, "stdin", in->str);
+    }
+  return g_steal_pointer (&body);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("[--] COMMAND [ARGS...]");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (NzHandle) handle = NULL;
+  g_autoptr (NzAgentClient) client = NULL;
+  g_autoptr (JsonObject) body = NULL;
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr (GMainLoop) loop = NULL;
+  g_autofree char *target = NULL;
+  GThread *thread;
+  Run run = { 0 };
+  int status;
+
+  nz_cli_init ("namzu-exec");
+  /* Options end at COMMAND, so `namzu-exec ls -l` passes -l to ls. */
+  g_option_context_set_strict_posix (ctx, TRUE);
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_description (ctx, description);
+  nz_cli_parse (ctx, &argc, &argv);
+  if (opt_command != NULL && opt_command[0] != NULL && g_str_equal (opt_command[0], "--"))
+    {
+      g_free (opt_command[0]);
+      memmove (opt_command, opt_command + 1, g_strv_length (opt_command) * sizeof (char *));
+    }
+  if (opt_command == NULL || opt_command[0] == NULL || *opt_command[0] == '\0')
+    nz_cli_usage_error ("no COMMAND given");
+
+  body = build_body (&error);
+  if (body == NULL)
+    return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
+  if (opt_endpoint != NULL)
+    {
+      client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));
+    }
+  else
+    {
+      handle = nz_handle_resolve (opt_sandbox, !opt_stdin, &error);
+      if (handle == NULL)
+        return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
+      client = nz_agent_client_new (handle->endpoint, handle->token);
+      target = g_strdup_printf ("sandbox %s", handle->id);
+    }
+
+  /* A vanished reader is noticed as a write error (then we cancel), not a silent death. */
+  signal (SIGPIPE, SIG_IGN);
+  loop = g_main_loop_new (NULL, FALSE);
+  run = (Run){ .client = client, .body = body, .cancellable = cancellable, .loop = loop };
+  g_unix_signal_add (SIGINT, on_sigint, &run);
+  g_unix_signal_add (SIGTERM, on_sigterm, &run);
+  thread = g_thread_new ("exec", exec_thread, &run);
+  g_main_loop_run (loop);
+  g_thread_join (thread);
+
+  status = finish (&run, target);
+  g_clear_pointer (&run.result, json_object_unref);
+  g_clear_error (&run.error);
+  g_free (run.execution_id);
+  return status;
+}
