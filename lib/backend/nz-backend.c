@@ -1,0 +1,710 @@
+#include "nz-backend.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "nz-bwrap.h"
+#include "nz-errors.h"
+#include "nz-json.h"
+#include "nz-knobs.h"
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+static const NzBackend bwrap_backend = {
+  .name = "container:bwrap",
+  .tier = "container",
+  .transport = "agent",
+  .check = nz_bwrap_check,
+  .create = nz_bwrap_create,
+  .destroy = nz_bwrap_destroy,
+  .status = nz_bwrap_status,
+  .describe = nz_bwrap_describe,
+};
+
+/* Named now so a config written for them is recognised and refused by name, rather than
+ * reported as a typo. NULL = not in this build yet. */
+static const struct
+{
+  const char *name;
+  const NzBackend *impl;
+} backend_table[] = {
+  { "container:bwrap", &bwrap_backend },
+  { "container:docker", NULL },
+  { "container:runsc", NULL },
+  { "microvm:firecracker", NULL },
+  { "microvm:kubernetes", NULL },
+  { "container:aci-standby-pool", NULL },
+};
+
+const char *const *
+nz_backend_names (void)
+{
+  static const char *names[G_N_ELEMENTS (backend_table) + 1];
+
+  for (gsize i = 0; i < G_N_ELEMENTS (backend_table); i++)
+    names[i] = backend_table[i].name;
+  return names;
+}
+
+const NzBackend *
+nz_backend_lookup (const char *name, GError **error)
+{
+  g_autofree char *known = NULL;
+
+  if (name == NULL)
+    name = NZ_BACKEND_DEFAULT;
+  for (gsize i = 0; i < G_N_ELEMENTS (backend_table); i++)
+    if (strcmp (backend_table[i].name, name) == 0)
+      {
+        if (backend_table[i].impl == NULL)
+          return (nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                            "backend '%s' is not available in this build yet (available: %s)",
+                            name, NZ_BACKEND_DEFAULT), NULL);
+        return backend_table[i].impl;
+      }
+  known = g_strjoinv (", ", (char **)nz_backend_names ());
+  return (nz_throw (error, NZ_ERROR_INVALID_ARGS, "unknown backend '%s' (known: %s)", name, known),
+          NULL);
+}
+
+const char *
+nz_sandbox_status_name (NzSandboxStatus status)
+{
+  switch (status)
+    {
+    case NZ_SANDBOX_RUNNING:
+      return "running";
+    case NZ_SANDBOX_UNRESPONSIVE:
+      return "unresponsive";
+    case NZ_SANDBOX_DEAD:
+    default:
+      return "dead";
+    }
+}
+
+NzHandle *
+nz_backend_create (const NzCreateOptions *opts, GError **error)
+{
+  const NzBackend *b = nz_backend_lookup (opts->backend, error);
+
+  if (b == NULL || !nz_create_options_validate (opts, error) || !b->check (opts, error))
+    return NULL;
+  return b->create (opts, error);
+}
+
+gboolean
+nz_backend_destroy (NzHandle *h, GError **error)
+{
+  const NzBackend *b = nz_backend_lookup (h->backend, error);
+
+  return b != NULL && b->destroy (h, error);
+}
+
+NzSandboxStatus
+nz_backend_status (NzHandle *h, guint timeout_ms)
+{
+  const NzBackend *b = nz_backend_lookup (h->backend, NULL);
+
+  return b != NULL ? b->status (h, timeout_ms) : NZ_SANDBOX_DEAD;
+}
+
+gboolean
+nz_backend_transport (NzHandle *h, const char **endpoint, const char **token, GError **error)
+{
+  if (h->endpoint == NULL)
+    return nz_throw (error, NZ_ERROR_FAILED, "sandbox '%s' has no transport endpoint", h->id);
+  if (endpoint != NULL)
+    *endpoint = h->endpoint;
+  if (token != NULL)
+    *token = h->token;
+  return TRUE;
+}
+
+JsonObject *
+nz_backend_public_handle (NzHandle *h)
+{
+  const NzBackend *b = nz_backend_lookup (h->backend, NULL);
+  JsonObject *obj = json_object_new ();
+
+  json_object_set_string_member (obj, "id", h->id);
+  json_object_set_string_member (obj, "backend", h->backend);
+  json_object_set_string_member (obj, "tier", h->tier);
+  json_object_set_int_member (obj, "createdAt", h->created_at_ms);
+  if (b != NULL)
+    b->describe (h, obj);
+  return obj;
+}
+
+/* ---- options ------------------------------------------------------------------------ */
+
+static void
+mount_free (NzMount *m)
+{
+  g_free (m->label);
+  g_free (m->host_path);
+  g_free (m->container_path);
+  g_free (m);
+}
+
+NzCreateOptions *
+nz_create_options_new (void)
+{
+  NzCreateOptions *opts = g_new0 (NzCreateOptions, 1);
+
+  opts->network = NZ_NETWORK_DENY_ALL;
+  opts->egress_hosts = g_ptr_array_new_with_free_func (g_free);
+  opts->mounts = g_ptr_array_new_with_free_func ((GDestroyNotify)mount_free);
+  opts->writable_paths = g_ptr_array_new_with_free_func (g_free);
+  opts->ready_timeout_ms = NZ_READY_TIMEOUT_MS_DEFAULT;
+  opts->read_only_rootfs = TRUE;
+  return opts;
+}
+
+void
+nz_create_options_free (NzCreateOptions *opts)
+{
+  if (opts == NULL)
+    return;
+  g_free (opts->backend);
+  g_free (opts->image);
+  g_ptr_array_unref (opts->egress_hosts);
+  g_ptr_array_unref (opts->mounts);
+  g_ptr_array_unref (opts->writable_paths);
+  g_free (opts);
+}
+
+static const char *
+default_container_path (const char *label)
+{
+  if (strcmp (label, "outputs") == 0)
+    return NZ_LAYOUT_OUTPUTS_PATH;
+  if (strcmp (label, "uploads") == 0)
+    return NZ_LAYOUT_UPLOADS_PATH;
+  if (strcmp (label, "scratch") == 0)
+    return NZ_LAYOUT_SCRATCH_PATH;
+  if (strcmp (label, "toolResults") == 0)
+    return NZ_LAYOUT_TOOL_RESULTS_PATH;
+  if (strcmp (label, "transcripts") == 0)
+    return NZ_LAYOUT_TRANSCRIPTS_PATH;
+  return NULL;
+}
+
+/* Spec B.4: outputs and scratch are writable, everything else is read-only. */
+static gboolean
+label_is_writable (const char *label)
+{
+  return strcmp (label, "outputs") == 0 || strcmp (label, "scratch") == 0;
+}
+
+static void
+put_mount (NzCreateOptions *opts, const char *label, const char *host_path,
+           const char *container_path)
+{
+  NzMount *m = g_new0 (NzMount, 1);
+
+  for (guint i = 0; i < opts->mounts->len; i++)
+    if (strcmp (((NzMount *)opts->mounts->pdata[i])->label, label) == 0)
+      {
+        g_ptr_array_remove_index (opts->mounts, i);
+        break;
+      }
+  m->label = g_strdup (label);
+  m->host_path = g_strdup (host_path);
+  m->container_path = g_strdup (container_path);
+  m->writable = label_is_writable (label);
+  g_ptr_array_add (opts->mounts, m);
+}
+
+gboolean
+nz_create_options_set_mount (NzCreateOptions *opts, const char *label, const char *host_path,
+                             GError **error)
+{
+  const char *path = default_container_path (label);
+  g_autofree char *abs = NULL;
+
+  g_return_val_if_fail (path != NULL, FALSE);
+  if (host_path == NULL || *host_path == '\0')
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS, "--%s needs a host directory", label);
+  abs = g_canonicalize_filename (host_path, NULL);
+  put_mount (opts, label, abs, path);
+  return TRUE;
+}
+
+/* Spec B.2: starts with '/', at least one segment, no empty, '.' or '..' segment. */
+static gboolean
+path_is_normalised (const char *p)
+{
+  g_auto (GStrv) parts = NULL;
+
+  if (p == NULL || p[0] != '/' || p[1] == '\0')
+    return FALSE;
+  parts = g_strsplit (p + 1, "/", -1);
+  for (char **s = parts; *s != NULL; s++)
+    if (**s == '\0' || strcmp (*s, ".") == 0 || strcmp (*s, "..") == 0)
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+path_is_under (const char *p, const char *dir)
+{
+  gsize n = strlen (dir);
+
+  return strncmp (p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+/* Places the sandbox builds itself: a mount there would hide or replace them. */
+static const char *const reserved_paths[] = { "/proc", "/dev", "/run/namzu", "/usr", "/etc",
+                                              "/bin", "/sbin", "/lib", "/lib64", "/lib32" };
+
+static void
+check_container_path (GPtrArray *reasons, const char *field, const char *p)
+{
+  if (!path_is_normalised (p))
+    {
+      g_ptr_array_add (reasons, g_strdup_printf ("%s: \"%s\" is not a normalised absolute path "
+                                                 "inside the sandbox", field, p ? p : ""));
+      return;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (reserved_paths); i++)
+    if (path_is_under (p, reserved_paths[i]))
+      g_ptr_array_add (reasons, g_strdup_printf ("%s: \"%s\" is inside %s, which the sandbox "
+                                                 "provides itself", field, p,
+                                                 reserved_paths[i]));
+}
+
+static gboolean
+throw_reasons (GError **error, GPtrArray *reasons, const char *what)
+{
+  g_autofree char *joined = NULL;
+
+  if (reasons->len == 0)
+    return TRUE;
+  g_ptr_array_add (reasons, NULL);
+  joined = g_strjoinv ("; ", (char **)reasons->pdata);
+  return nz_throw (error, NZ_ERROR_INVALID_ARGS, "%s: %s", what, joined);
+}
+
+gboolean
+nz_create_options_validate (const NzCreateOptions *opts, GError **error)
+{
+  g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
+
+  for (guint i = 0; i < opts->mounts->len; i++)
+    {
+      NzMount *m = opts->mounts->pdata[i];
+      g_autofree char *field = g_strdup_printf ("layout.%s", m->label);
+
+      if (m->host_path == NULL || !g_path_is_absolute (m->host_path))
+        g_ptr_array_add (reasons, g_strdup_printf ("%s: hostPath must be an absolute host path",
+                                                   field));
+      check_container_path (reasons, field, m->container_path);
+      for (guint j = 0; j < i; j++)
+        {
+          NzMount *o = opts->mounts->pdata[j];
+
+          if (g_strcmp0 (o->container_path, m->container_path) == 0)
+            g_ptr_array_add (reasons, g_strdup_printf ("duplicate containerPath \"%s\" declared "
+                                                       "by both %s and %s", m->container_path,
+                                                       o->label, m->label));
+        }
+    }
+  for (guint i = 0; i < opts->writable_paths->len; i++)
+    {
+      const char *p = opts->writable_paths->pdata[i];
+
+      check_container_path (reasons, "backend.writableRootfsPaths", p);
+      for (guint j = 0; j < opts->mounts->len; j++)
+        if (g_strcmp0 (((NzMount *)opts->mounts->pdata[j])->container_path, p) == 0)
+          g_ptr_array_add (reasons, g_strdup_printf ("backend.writableRootfsPaths: names %s, "
+                                                     "which this layout already mounts", p));
+    }
+  if (opts->memory_mb < 0)
+    g_ptr_array_add (reasons, g_strdup ("--memory-mb must be a positive integer"));
+  if (opts->max_processes < 0)
+    g_ptr_array_add (reasons, g_strdup ("--max-processes must be a positive integer"));
+  if (opts->cpus < 0 || !isfinite (opts->cpus))
+    g_ptr_array_add (reasons, g_strdup ("--cpus must be a finite number greater than 0"));
+  if (opts->network == NZ_NETWORK_ALLOWLIST && opts->egress_hosts->len == 0)
+    g_ptr_array_add (reasons, g_strdup ("--egress needs at least one host"));
+  return throw_reasons (error, reasons, "invalid sandbox options");
+}
+
+/* ---- the reference provider config -------------------------------------------------- */
+
+typedef struct
+{
+  NzCreateOptions *opts;
+  GPtrArray *reasons;
+} ConfigCtx;
+
+G_GNUC_PRINTF (2, 3) static void
+refuse (ConfigCtx *c, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  g_ptr_array_add (c->reasons, g_strdup_vprintf (fmt, ap));
+  va_end (ap);
+}
+
+/* A positive safe integer member; 0 when absent. */
+static gint64
+positive_int (ConfigCtx *c, JsonObject *obj, const char *member, const char *field, gint64 max)
+{
+  JsonNode *n = json_object_get_member (obj, member);
+  double v;
+
+  if (n == NULL)
+    return 0;
+  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) == G_TYPE_STRING
+      || json_node_get_value_type (n) == G_TYPE_BOOLEAN)
+    {
+      refuse (c, "%s: must be a positive integer", field);
+      return 0;
+    }
+  v = json_node_get_double (n);
+  if (!nz_is_safe_integer (v) || v <= 0 || v > (double)max)
+    {
+      refuse (c, "%s: must be a positive integer of at most %" G_GINT64_FORMAT ", got %g", field,
+              max, v);
+      return 0;
+    }
+  return (gint64)v;
+}
+
+static JsonObject *
+object_member (ConfigCtx *c, JsonObject *obj, const char *member, const char *field)
+{
+  JsonNode *n = json_object_get_member (obj, member);
+
+  if (n == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (n))
+    {
+      refuse (c, "%s: must be an object", field);
+      return NULL;
+    }
+  return json_node_get_object (n);
+}
+
+static const char *
+string_member (ConfigCtx *c, JsonObject *obj, const char *member, const char *field)
+{
+  JsonNode *n = json_object_get_member (obj, member);
+
+  if (n == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    {
+      refuse (c, "%s: must be a string", field);
+      return NULL;
+    }
+  return json_node_get_string (n);
+}
+
+static void
+refuse_unknown (ConfigCtx *c, JsonObject *obj, const char *prefix, const char *const *known)
+{
+  g_autoptr (GList) members = json_object_get_members (obj);
+
+  for (GList *l = members; l != NULL; l = l->next)
+    if (!g_strv_contains (known, l->data))
+      refuse (c, "%s%s: unknown field", prefix, (const char *)l->data);
+}
+
+static void
+parse_mount (ConfigCtx *c, JsonObject *m, const char *label, const char *field,
+             const char *default_path)
+{
+  JsonObject *source = object_member (c, m, "source", field);
+  const char *type, *host, *path;
+  g_autofree char *f_source = g_strdup_printf ("%s.source", field);
+  g_autofree char *f_type = g_strdup_printf ("%s.source.type", field);
+  g_autofree char *f_host = g_strdup_printf ("%s.source.hostPath", field);
+  g_autofree char *f_path = g_strdup_printf ("%s.containerPath", field);
+
+  path = string_member (c, m, "containerPath", f_path);
+  if (source == NULL)
+    {
+      refuse (c, "%s: is required ({\"type\":\"hostDir\",\"hostPath\":\"...\"})", f_source);
+      return;
+    }
+  type = string_member (c, source, "type", f_type);
+  /* Only a host directory can be bound into a namespace sandbox. */
+  if (g_strcmp0 (type, "hostDir") != 0)
+    {
+      refuse (c, "%s: container:bwrap cannot consume mount source type \"%s\"; expected "
+              "'hostDir'", f_type, type ? type : "");
+      return;
+    }
+  host = string_member (c, source, "hostPath", f_host);
+  if (host == NULL || !g_path_is_absolute (host))
+    {
+      refuse (c, "%s: must be an absolute host path", f_host);
+      return;
+    }
+  put_mount (c->opts, label, host, path ? path : default_path);
+}
+
+static void
+parse_layout (ConfigCtx *c, JsonObject *layout)
+{
+  static const char *const known[] = { "outputs", "uploads", "scratch", "toolResults",
+                                       "transcripts", "skills", NULL };
+  static const char *const labels[] = { "outputs", "uploads", "scratch", "toolResults",
+                                        "transcripts" };
+  JsonNode *skills;
+
+  refuse_unknown (c, layout, "layout.", known);
+  for (gsize i = 0; i < G_N_ELEMENTS (labels); i++)
+    {
+      g_autofree char *field = g_strdup_printf ("layout.%s", labels[i]);
+      JsonObject *m = object_member (c, layout, labels[i], field);
+
+      if (m != NULL)
+        parse_mount (c, m, labels[i], field, default_container_path (labels[i]));
+    }
+  skills = json_object_get_member (layout, "skills");
+  if (skills != NULL && !JSON_NODE_HOLDS_ARRAY (skills))
+    refuse (c, "layout.skills: must be an array");
+  else if (skills != NULL)
+    {
+      JsonArray *arr = json_node_get_array (skills);
+
+      for (guint i = 0; i < json_array_get_length (arr); i++)
+        {
+          JsonNode *n = json_array_get_element (arr, i);
+          g_autofree char *field = g_strdup_printf ("layout.skills[%u]", i);
+          g_autofree char *f_id = g_strdup_printf ("%s.id", field);
+          g_autofree char *label = NULL, *def = NULL;
+          const char *id;
+
+          if (!JSON_NODE_HOLDS_OBJECT (n))
+            {
+              refuse (c, "%s: must be an object", field);
+              continue;
+            }
+          id = string_member (c, json_node_get_object (n), "id", f_id);
+          if (id == NULL || *id == '\0'
+              || !g_regex_match_simple ("^[a-zA-Z0-9_.-]+$", id, 0, 0))
+            {
+              refuse (c, "%s: skill id \"%s\" contains characters outside [a-zA-Z0-9_.-]", f_id,
+                      id ? id : "");
+              continue;
+            }
+          if (strstr (id, "..") != NULL)
+            {
+              refuse (c, "%s: skill id \"%s\" contains a path-traversal segment ('..')", f_id, id);
+              continue;
+            }
+          label = g_strdup_printf ("skill:%s", id);
+          for (guint j = 0; j < c->opts->mounts->len; j++)
+            if (strcmp (((NzMount *)c->opts->mounts->pdata[j])->label, label) == 0)
+              refuse (c, "%s: duplicate skill id \"%s\"", f_id, id);
+          def = g_strdup_printf ("%s/%s", NZ_LAYOUT_SKILLS_PARENT, id);
+          parse_mount (c, json_node_get_object (n), label, field, def);
+        }
+    }
+}
+
+static void
+parse_host_list (ConfigCtx *c, JsonNode *n, const char *field, gboolean profile)
+{
+  JsonArray *arr;
+
+  if (n == NULL || !JSON_NODE_HOLDS_ARRAY (n))
+    {
+      refuse (c, "%s: must be an array", field);
+      return;
+    }
+  arr = json_node_get_array (n);
+  for (guint i = 0; i < json_array_get_length (arr); i++)
+    {
+      JsonNode *e = json_array_get_element (arr, i);
+      const char *host = NULL;
+
+      if (profile && JSON_NODE_HOLDS_OBJECT (e))
+        host = nz_json_get_string (json_node_get_object (e), "host");
+      else if (!profile && JSON_NODE_HOLDS_VALUE (e)
+               && json_node_get_value_type (e) == G_TYPE_STRING)
+        host = json_node_get_string (e);
+      if (host == NULL || *host == '\0')
+        refuse (c, "%s[%u]: must be %s", field, i,
+                profile ? "an object with a \"host\" string" : "a host name string");
+      else
+        g_ptr_array_add (c->opts->egress_hosts, g_strdup (host));
+    }
+}
+
+static void
+parse_egress (ConfigCtx *c, JsonObject *root)
+{
+  JsonObject *eg = object_member (c, root, "defaultEgress", "defaultEgress");
+  JsonObject *profile = object_member (c, root, "egressProfile", "egressProfile");
+
+  if (eg != NULL && profile != NULL)
+    {
+      refuse (c, "egressProfile: cannot be combined with defaultEgress; use one");
+      return;
+    }
+  if (eg != NULL)
+    {
+      const char *kind = string_member (c, eg, "kind", "defaultEgress.kind");
+
+      if (g_strcmp0 (kind, "deny-all") == 0)
+        c->opts->network = NZ_NETWORK_DENY_ALL;
+      else if (g_strcmp0 (kind, "allow-all") == 0)
+        c->opts->network = NZ_NETWORK_ALLOW_ALL;
+      else if (g_strcmp0 (kind, "static") == 0)
+        {
+          c->opts->network = NZ_NETWORK_ALLOWLIST;
+          parse_host_list (c, json_object_get_member (eg, "allowedHosts"),
+                           "defaultEgress.allowedHosts", FALSE);
+        }
+      else if (g_strcmp0 (kind, "resolver") == 0)
+        refuse (c, "defaultEgress.kind: 'resolver' takes a function and cannot be written in a "
+                "JSON config; use 'static' with allowedHosts");
+      else
+        refuse (c, "defaultEgress.kind: must be 'deny-all', 'allow-all' or 'static'");
+    }
+  if (profile != NULL)
+    {
+      JsonNode *hosts = json_object_get_member (profile, "hosts");
+
+      if (string_member (c, profile, "name", "egressProfile.name") == NULL)
+        refuse (c, "egressProfile.name: is required");
+      parse_host_list (c, hosts, "egressProfile.hosts", TRUE);
+      /* A profile with no hosts is deny-all (spec E.6). */
+      c->opts->network = c->opts->egress_hosts->len == 0 ? NZ_NETWORK_DENY_ALL
+                                                         : NZ_NETWORK_ALLOWLIST;
+    }
+}
+
+static void
+parse_backend (ConfigCtx *c, JsonObject *b)
+{
+  static const char *const known[] = {
+    "tier", "runtime", "service", "image", "cpuLimit", "readyTimeoutMs", "readyPollIntervalMs",
+    "readOnlyRootfs", "writableRootfsPaths", "network", "hostReachability", "labels",
+    "egressProxyImage", "egressProxyUpstreamNetwork", "brokeredCredentials", "allowInwardFor",
+    NULL
+  };
+  /* Docker topology and proxy settings: a namespace sandbox has no docker network, no
+   * published port and no proxy container, so these would be silently meaningless. */
+  static const char *const docker_only[] = { "network", "hostReachability", "labels",
+                                             "egressProxyImage", "egressProxyUpstreamNetwork",
+                                             "brokeredCredentials", "allowInwardFor" };
+  const char *tier = string_member (c, b, "tier", "backend.tier");
+  const char *runtime = string_member (c, b, "runtime", "backend.runtime");
+  const char *service = string_member (c, b, "service", "backend.service");
+  JsonNode *n;
+
+  refuse_unknown (c, b, "backend.", known);
+  if (g_strcmp0 (tier, "container") == 0)
+    c->opts->backend = g_strdup_printf ("container:%s", runtime ? runtime : "docker");
+  else if (g_strcmp0 (tier, "microvm") == 0)
+    c->opts->backend = g_strdup (g_strcmp0 (service, "kubernetes") == 0 ? "microvm:kubernetes"
+                                                                         : "microvm:firecracker");
+  else
+    {
+      refuse (c, "backend.tier: must be 'container' or 'microvm'");
+      return;
+    }
+  if (strcmp (c->opts->backend, "container:bwrap") != 0)
+    return; /* refused by name in nz_backend_lookup() */
+
+  if (json_object_has_member (b, "image"))
+    refuse (c, "backend.image: container:bwrap runs no image (its root is a read-only view of "
+            "the host's system directories)");
+  for (gsize i = 0; i < G_N_ELEMENTS (docker_only); i++)
+    if (json_object_has_member (b, docker_only[i]))
+      refuse (c, "backend.%s: not supported by container:bwrap (a docker setting)",
+              docker_only[i]);
+  n = json_object_get_member (b, "cpuLimit");
+  if (n != NULL)
+    {
+      if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) == G_TYPE_STRING
+          || json_node_get_value_type (n) == G_TYPE_BOOLEAN || !isfinite (json_node_get_double (n))
+          || json_node_get_double (n) <= 0)
+        refuse (c, "backend.cpuLimit: must be a finite number greater than 0 (e.g. 1.5)");
+      else
+        c->opts->cpus = json_node_get_double (n);
+    }
+  if (json_object_has_member (b, "readyTimeoutMs"))
+    {
+      gint64 v = positive_int (c, b, "readyTimeoutMs", "backend.readyTimeoutMs", G_MAXINT32);
+
+      if (v > 0)
+        c->opts->ready_timeout_ms = (guint)v;
+    }
+  positive_int (c, b, "readyPollIntervalMs", "backend.readyPollIntervalMs", G_MAXINT32);
+  n = json_object_get_member (b, "readOnlyRootfs");
+  if (n != NULL)
+    {
+      if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
+        refuse (c, "backend.readOnlyRootfs: must be a boolean");
+      else if (!json_node_get_boolean (n))
+        refuse (c, "backend.readOnlyRootfs: container:bwrap cannot offer a writable root: it is "
+                "the host's own system directories");
+    }
+  n = json_object_get_member (b, "writableRootfsPaths");
+  if (n != NULL)
+    {
+      JsonArray *arr = JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
+
+      if (arr == NULL)
+        refuse (c, "backend.writableRootfsPaths: must be an array of paths");
+      for (guint i = 0; arr != NULL && i < json_array_get_length (arr); i++)
+        {
+          JsonNode *e = json_array_get_element (arr, i);
+
+          if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_STRING)
+            refuse (c, "backend.writableRootfsPaths[%u]: must be a string", i);
+          else
+            g_ptr_array_add (c->opts->writable_paths, g_strdup (json_node_get_string (e)));
+        }
+    }
+}
+
+gboolean
+nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize len,
+                               GError **error)
+{
+  static const char *const known[] = { "backend", "layout", "defaultEgress", "egressProfile",
+                                       "defaultTimeoutMs", "defaultMemoryLimitMb",
+                                       "defaultMaxProcesses", NULL };
+  g_autoptr (JsonObject) root = NULL;
+  g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
+  ConfigCtx c = { opts, reasons };
+  JsonObject *b, *layout;
+
+  g_return_val_if_fail (opts != NULL && data != NULL, FALSE);
+  root = nz_json_parse_object (data, len, error);
+  if (root == NULL)
+    {
+      if (error != NULL && *error != NULL)
+        (*error)->code = NZ_ERROR_INVALID_ARGS;
+      return nz_prefix_error (error, "config");
+    }
+  refuse_unknown (&c, root, "", known);
+  b = object_member (&c, root, "backend", "backend");
+  if (b != NULL)
+    {
+      parse_backend (&c, b);
+      /* An unavailable backend is refused by name, before its fields are judged. */
+      if (opts->backend != NULL && nz_backend_lookup (opts->backend, error) == NULL)
+        return nz_prefix_error (error, "config backend");
+    }
+  layout = object_member (&c, root, "layout", "layout");
+  if (layout != NULL)
+    parse_layout (&c, layout);
+  parse_egress (&c, root);
+  opts->default_timeout_ms = positive_int (&c, root, "defaultTimeoutMs", "defaultTimeoutMs",
+                                           NZ_MAX_SAFE_INTEGER);
+  opts->memory_mb = positive_int (&c, root, "defaultMemoryLimitMb", "defaultMemoryLimitMb",
+                                  G_GINT64_CONSTANT (1) << 40);
+  opts->max_processes = positive_int (&c, root, "defaultMaxProcesses", "defaultMaxProcesses",
+                                      G_MAXINT32);
+  return throw_reasons (error, reasons, "invalid config");
+}

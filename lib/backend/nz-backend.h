@@ -1,0 +1,123 @@
+/* nz-backend.h: the backend interface (DESIGN.md "Backends"): create, destroy, capabilities,
+ * status, and "give me a transport" (endpoint + token). Tools never switch on the backend;
+ * they look it up by name here. */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+#include "nz-state.h"
+
+G_BEGIN_DECLS
+
+#define NZ_BACKEND_DEFAULT "container:bwrap"
+
+/* Spec A.5: the container paths a layout mount lands on when it names none. */
+#define NZ_LAYOUT_OUTPUTS_PATH "/mnt/user-data/outputs"
+#define NZ_LAYOUT_UPLOADS_PATH "/mnt/user-data/uploads"
+#define NZ_LAYOUT_SCRATCH_PATH "/mnt/user-data/scratch"
+#define NZ_LAYOUT_TOOL_RESULTS_PATH "/mnt/user-data/tool_results"
+#define NZ_LAYOUT_TRANSCRIPTS_PATH "/mnt/transcripts"
+#define NZ_LAYOUT_SKILLS_PARENT "/mnt/skills"
+
+/* Readiness deadline default, spec B.1 (readyTimeoutMs). */
+#define NZ_READY_TIMEOUT_MS_DEFAULT 30000
+
+typedef enum
+{
+  NZ_NETWORK_DENY_ALL,  /* only loopback */
+  NZ_NETWORK_ALLOW_ALL, /* the host's network */
+  NZ_NETWORK_ALLOWLIST, /* egress only to the listed hosts */
+} NzNetwork;
+
+typedef struct
+{
+  char *label;          /* "outputs", "uploads", ..., "skill:<id>" */
+  char *host_path;      /* absolute host directory */
+  char *container_path; /* absolute path inside the sandbox */
+  gboolean writable;
+} NzMount;
+
+/* Everything namzu-create was asked for, from --config and flags (flags win). */
+typedef struct
+{
+  char *backend;              /* NULL means NZ_BACKEND_DEFAULT */
+  char *image;                /* only for image-based backends */
+  NzNetwork network;
+  GPtrArray *egress_hosts;    /* char *, for NZ_NETWORK_ALLOWLIST */
+  gint64 memory_mb;           /* 0 = unset */
+  gint64 max_processes;       /* 0 = unset */
+  double cpus;                /* 0 = unset */
+  gint64 default_timeout_ms;  /* 0 = unset; recorded, the per-exec timeout is the agent's */
+  guint ready_timeout_ms;
+  GPtrArray *mounts;          /* NzMount *, layout order */
+  GPtrArray *writable_paths;  /* char *, extra writable tmpfs paths */
+  gboolean read_only_rootfs;
+} NzCreateOptions;
+
+NzCreateOptions *nz_create_options_new (void);
+void nz_create_options_free (NzCreateOptions *opts);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzCreateOptions, nz_create_options_free)
+
+/* Sets the outputs/uploads host directory (flags --outputs / --uploads), replacing a mount of
+ * the same label; the container path is the spec default. */
+gboolean nz_create_options_set_mount (NzCreateOptions *opts, const char *label,
+                                      const char *host_path, GError **error);
+
+/* Reads the reference provider config (DESIGN.md "Configuration") into @opts. Validates the
+ * whole document before returning, without I/O; every refusal names the field, e.g.
+ * "defaultMemoryLimitMb: must be a positive integer". */
+gboolean nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize len,
+                                        GError **error);
+
+/* Checks what needs no I/O and is common to every backend (paths absolute and normalised, no
+ * duplicate container paths, limits positive). */
+gboolean nz_create_options_validate (const NzCreateOptions *opts, GError **error);
+
+typedef enum
+{
+  NZ_SANDBOX_RUNNING,      /* processes alive and the agent answers healthz */
+  NZ_SANDBOX_UNRESPONSIVE, /* processes alive, agent does not answer */
+  NZ_SANDBOX_DEAD,         /* processes gone */
+} NzSandboxStatus;
+
+const char *nz_sandbox_status_name (NzSandboxStatus status);
+
+typedef struct _NzBackend NzBackend;
+struct _NzBackend
+{
+  const char *name;      /* "container:bwrap" */
+  const char *tier;      /* "container" */
+  const char *transport; /* "agent" | "worker" */
+  /* Refuses what this backend cannot enforce, before any I/O. */
+  gboolean (*check) (const NzCreateOptions *opts, GError **error);
+  /* Starts a sandbox and returns its handle once its transport answers; on failure nothing is
+   * left behind. */
+  NzHandle *(*create) (const NzCreateOptions *opts, GError **error);
+  /* Tears it down, checked; on failure the state is kept so destroy can be retried. */
+  gboolean (*destroy) (NzHandle *h, GError **error);
+  NzSandboxStatus (*status) (NzHandle *h, guint timeout_ms);
+  /* Adds this sandbox's capabilities to the public handle. */
+  void (*describe) (NzHandle *h, JsonObject *public_handle);
+};
+
+/* The backend called @name. Known names that this build does not implement are refused with
+ * UNSUPPORTED ("backend 'X' is not available in this build yet"); other names with
+ * INVALID_ARGS. */
+const NzBackend *nz_backend_lookup (const char *name, GError **error);
+/* Every backend name namzu knows, implemented or not. */
+const char *const *nz_backend_names (void);
+
+/* check + create with the backend @opts names. */
+NzHandle *nz_backend_create (const NzCreateOptions *opts, GError **error);
+/* destroy with the backend the handle names. */
+gboolean nz_backend_destroy (NzHandle *h, GError **error);
+NzSandboxStatus nz_backend_status (NzHandle *h, guint timeout_ms);
+/* "Give me a transport": the endpoint and the per-instance token (either may be NULL). */
+gboolean nz_backend_transport (NzHandle *h, const char **endpoint, const char **token,
+                               GError **error);
+/* The public handle: id, backend, tier, createdAt, rootDir, capabilities — never the token.
+ * Returns a new reference. */
+JsonObject *nz_backend_public_handle (NzHandle *h);
+
+G_END_DECLS

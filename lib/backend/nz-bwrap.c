@@ -1,0 +1,849 @@
+#define _GNU_SOURCE
+#include "nz-bwrap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nz-agent-client.h"
+#include "nz-autofd.h"
+#include "nz-cgroup.h"
+#include "nz-errors.h"
+#include "nz-json.h"
+#include "nz-seccomp.h"
+#include "nz-token.h"
+
+/* How long destroy waits for the sandbox's processes to be gone before it reports failure. */
+#define NZ_BWRAP_KILL_TIMEOUT_MS 5000
+/* /etc is scanned this deep for files the sandbox must not read (see mask_etc). */
+#define NZ_BWRAP_ETC_DEPTH 4
+
+static const char *const bwrap_missing_hint = "install bubblewrap: apt-get install bubblewrap";
+
+/* ---- argv ----------------------------------------------------------------------------- */
+
+static void
+add (GPtrArray *argv, const char *arg)
+{
+  g_ptr_array_add (argv, g_strdup (arg));
+}
+
+static void
+add2 (GPtrArray *argv, const char *a, const char *b)
+{
+  add (argv, a);
+  add (argv, b);
+}
+
+static void
+add3 (GPtrArray *argv, const char *a, const char *b, const char *c)
+{
+  add (argv, a);
+  add (argv, b);
+  add (argv, c);
+}
+
+/* The sandbox's uid maps onto ours, and we are usually root, so every root-only file in /etc
+ * (shadow, gshadow, ssh host keys, sudoers) would be readable by its owner: the workload.
+ * Anything not world-readable is masked: files by /dev/null, directories by an empty tmpfs. */
+static void
+mask_etc (GPtrArray *argv, const char *host_root, const char *rel, int depth)
+{
+  g_autofree char *host_dir = g_build_filename (host_root, rel, NULL);
+  g_autoptr (GDir) d = g_dir_open (host_dir, 0, NULL);
+  const char *name;
+
+  if (d == NULL || depth <= 0)
+    return;
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *child_rel = g_build_filename (rel, name, NULL);
+      g_autofree char *host = g_build_filename (host_root, child_rel, NULL);
+      struct stat st;
+
+      if (lstat (host, &st) != 0 || S_ISLNK (st.st_mode))
+        continue;
+      if (S_ISDIR (st.st_mode))
+        {
+          if ((st.st_mode & S_IROTH) == 0 || (st.st_mode & S_IXOTH) == 0)
+            add2 (argv, "--tmpfs", child_rel);
+          else
+            mask_etc (argv, host_root, child_rel, depth - 1);
+        }
+      else if ((st.st_mode & S_IROTH) == 0)
+        add3 (argv, "--ro-bind", "/dev/null", child_rel);
+    }
+}
+
+/* /bin, /lib, ... as the host has them: a merged-/usr host has symlinks, an older one dirs. */
+static void
+add_system_dirs (GPtrArray *argv, const char *host_root)
+{
+  static const char *const dirs[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+  g_autofree char *usr = g_build_filename (host_root, "usr", NULL);
+
+  add3 (argv, "--ro-bind", usr, "/usr");
+  for (gsize i = 0; i < G_N_ELEMENTS (dirs); i++)
+    {
+      g_autofree char *host = g_build_filename (host_root, dirs[i], NULL);
+      struct stat st;
+
+      if (lstat (host, &st) != 0)
+        continue;
+      if (S_ISLNK (st.st_mode))
+        {
+          g_autofree char *target = g_file_read_link (host, NULL);
+
+          if (target != NULL)
+            add3 (argv, "--symlink", target, dirs[i]);
+        }
+      else if (S_ISDIR (st.st_mode))
+        add3 (argv, "--ro-bind", host, dirs[i]);
+    }
+}
+
+const char *
+nz_bwrap_workspace (const NzCreateOptions *opts)
+{
+  for (guint i = 0; i < opts->mounts->len; i++)
+    {
+      NzMount *m = opts->mounts->pdata[i];
+
+      if (strcmp (m->label, "outputs") == 0)
+        return m->container_path;
+    }
+  return NZ_BWRAP_WORKSPACE;
+}
+
+static const char *
+agent_inside (const char *agent_host_path)
+{
+  /* An agent installed under /usr is already in the sandbox's read-only /usr. */
+  return g_str_has_prefix (agent_host_path, "/usr/") ? agent_host_path : NZ_BWRAP_BOUND_AGENT;
+}
+
+GPtrArray *
+nz_bwrap_build_argv (const NzBwrapPlan *plan)
+{
+  static const char *const tmpfs_paths[] = { "/tmp", "/var/tmp", NZ_BWRAP_WORKSPACE,
+                                             NZ_BWRAP_HOME };
+  const NzCreateOptions *opts = plan->opts;
+  const char *root = plan->host_root != NULL ? plan->host_root : "/";
+  GPtrArray *argv = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *uid = g_strdup_printf ("%d", NZ_BWRAP_UID);
+  g_autofree char *etc = g_build_filename (root, "etc", NULL);
+  g_autofree char *fd_seccomp = g_strdup_printf ("%d", NZ_BWRAP_SECCOMP_FD);
+  g_autofree char *fd_status = g_strdup_printf ("%d", NZ_BWRAP_STATUS_FD);
+  const char *agent = agent_inside (plan->agent_host_path);
+
+  add (argv, plan->bwrap);
+  /* Namespaces: user (so the sandbox's root is nobody's root), pid, ipc, uts, cgroup where the
+   * kernel has it, and net unless the host asked for its network. */
+  add3 (argv, "--unshare-user", "--uid", uid);
+  add2 (argv, "--gid", uid);
+  add3 (argv, "--unshare-pid", "--unshare-ipc", "--unshare-uts");
+  add (argv, "--unshare-cgroup-try");
+  if (opts->network != NZ_NETWORK_ALLOW_ALL)
+    add (argv, "--unshare-net"); /* deny-all: a fresh net namespace has only lo */
+  add2 (argv, "--hostname", NZ_BWRAP_HOSTNAME);
+  /* No capabilities, even inside the user namespace; bwrap always sets no-new-privs. */
+  add2 (argv, "--cap-drop", "ALL");
+  /* Its own session, so the workload cannot TIOCSTI into a terminal it was started from. */
+  add (argv, "--new-session");
+
+  /* The root: a read-only view of the host's system directories. Not /home, /root, /run, /srv,
+   * /var or /mnt of the host: nothing of the host's data. */
+  add_system_dirs (argv, root);
+  add3 (argv, "--ro-bind", etc, "/etc");
+  mask_etc (argv, root, "/etc", NZ_BWRAP_ETC_DEPTH);
+  add2 (argv, "--proc", "/proc");
+  add2 (argv, "--dev", "/dev");
+  /* Writable scratch, the docker baseline's set (spec B.1 DEFAULT_WRITABLE_ROOTFS_PATHS); bwrap's
+   * tmpfs is exec, like docker's `exec` option, so `cc -o /tmp/a && /tmp/a` works. */
+  for (gsize i = 0; i < G_N_ELEMENTS (tmpfs_paths); i++)
+    add2 (argv, "--tmpfs", tmpfs_paths[i]);
+  for (guint i = 0; i < opts->writable_paths->len; i++)
+    add2 (argv, "--tmpfs", opts->writable_paths->pdata[i]);
+  /* Layout mounts, spec B.4 order and modes. */
+  for (guint i = 0; i < opts->mounts->len; i++)
+    {
+      NzMount *m = opts->mounts->pdata[i];
+
+      add3 (argv, m->writable ? "--bind" : "--ro-bind", m->host_path, m->container_path);
+    }
+  /* The agent's socket directory is the host's <state>/<id>/sock. */
+  add3 (argv, "--bind", plan->sock_dir, NZ_BWRAP_SOCK_DIR);
+  if (strcmp (agent, plan->agent_host_path) != 0)
+    add3 (argv, "--ro-bind", plan->agent_host_path, agent);
+  /* Like docker's --read-only: the root tmpfs bwrap built stays as it is now. */
+  add2 (argv, "--remount-ro", "/");
+  add2 (argv, "--chdir", nz_bwrap_workspace (opts));
+  add2 (argv, "--seccomp", fd_seccomp);
+  add2 (argv, "--json-status-fd", fd_status);
+  /* No --die-with-parent: the sandbox outlives namzu-create. */
+  add2 (argv, "--", agent);
+  return argv;
+}
+
+static char *
+join_roots (const NzCreateOptions *opts, gboolean writable_only)
+{
+  g_autoptr (GPtrArray) roots = g_ptr_array_new ();
+  const char *ws = nz_bwrap_workspace (opts);
+
+  g_ptr_array_add (roots, (gpointer)ws);
+  for (guint i = 0; i < opts->mounts->len; i++)
+    {
+      NzMount *m = opts->mounts->pdata[i];
+      gboolean seen = FALSE;
+
+      if (writable_only && !m->writable)
+        continue;
+      for (guint j = 0; j < roots->len; j++)
+        seen = seen || strcmp (roots->pdata[j], m->container_path) == 0;
+      if (!seen)
+        g_ptr_array_add (roots, m->container_path);
+    }
+  g_ptr_array_add (roots, NULL);
+  return g_strjoinv (":", (char **)roots->pdata);
+}
+
+char **
+nz_bwrap_build_envp (const NzCreateOptions *opts, const char *token)
+{
+  GPtrArray *env = g_ptr_array_new ();
+
+  /* The whole environment, nothing inherited from the host: bwrap hands its own environment
+   * to the agent. This replaces `--clearenv` + `--setenv`, which would put the token in
+   * bwrap's argv for every `ps` on the host to read. */
+  g_ptr_array_add (env, g_strdup ("PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"));
+  g_ptr_array_add (env, g_strdup ("HOME=" NZ_BWRAP_HOME));
+  g_ptr_array_add (env, g_strdup ("USER=namzu"));
+  g_ptr_array_add (env, g_strdup ("LOGNAME=namzu"));
+  g_ptr_array_add (env, g_strdup ("LANG=C.UTF-8"));
+  g_ptr_array_add (env, g_strdup ("NAMZU_AGENT_UNIX_PATH=" NZ_BWRAP_SOCK_PATH));
+  g_ptr_array_add (env, g_strdup_printf ("NAMZU_SANDBOX_WORKSPACE=%s", nz_bwrap_workspace (opts)));
+  if (opts->mounts->len > 0)
+    {
+      g_autofree char *r = join_roots (opts, FALSE);
+      g_autofree char *w = join_roots (opts, TRUE);
+
+      g_ptr_array_add (env, g_strdup_printf ("NAMZU_SANDBOX_READ_ROOTS=%s", r));
+      g_ptr_array_add (env, g_strdup_printf ("NAMZU_SANDBOX_WRITE_ROOTS=%s", w));
+    }
+  /* The agent strips NAMZU_AGENT_* from every command it starts, so the workload does not get
+   * the token through its environment. */
+  if (token != NULL)
+    g_ptr_array_add (env, g_strdup_printf ("NAMZU_AGENT_BIND_TOKEN=%s", token));
+  g_ptr_array_add (env, NULL);
+  return (char **)g_ptr_array_free (env, FALSE);
+}
+
+/* ---- finding binaries ----------------------------------------------------------------- */
+
+char *
+nz_bwrap_find_binary (GError **error)
+{
+  const char *env = g_getenv ("NAMZU_BWRAP");
+  char *path;
+
+  if (env != NULL && *env != '\0')
+    {
+      if (g_file_test (env, G_FILE_TEST_IS_EXECUTABLE) && !g_file_test (env, G_FILE_TEST_IS_DIR))
+        return g_strdup (env);
+      return (nz_throw (error, NZ_ERROR_NOT_FOUND,
+                        "bubblewrap not found at NAMZU_BWRAP=%s: %s", env, bwrap_missing_hint),
+              NULL);
+    }
+  path = g_find_program_in_path ("bwrap");
+  if (path == NULL)
+    return (nz_throw (error, NZ_ERROR_NOT_FOUND,
+                      "bubblewrap (bwrap) is not installed or not on PATH: %s",
+                      bwrap_missing_hint), NULL);
+  return path;
+}
+
+char *
+nz_bwrap_find_agent (GError **error)
+{
+  const char *env = g_getenv ("NAMZU_AGENT_BIN");
+  g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
+  g_autoptr (GPtrArray) tried = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *list = NULL;
+
+  if (env != NULL && *env != '\0')
+    {
+      if (g_path_is_absolute (env) && g_file_test (env, G_FILE_TEST_IS_EXECUTABLE))
+        return g_strdup (env);
+      return (nz_throw (error, NZ_ERROR_NOT_FOUND,
+                        "NAMZU_AGENT_BIN=%s is not an executable absolute path", env), NULL);
+    }
+  if (self != NULL)
+    {
+      g_autofree char *dir = g_path_get_dirname (self);
+
+      /* Build tree: every tool sits in <build>/tools/; installed: <prefix>/bin. */
+      g_ptr_array_add (tried, g_build_filename (dir, "namzu-agent", NULL));
+      g_ptr_array_add (tried, g_build_filename (dir, "..", "namzu-agent", "namzu-agent", NULL));
+    }
+  g_ptr_array_add (tried, g_strdup (NZ_BACKEND_LIBEXECDIR "/namzu/namzu-agent"));
+  for (guint i = 0; i < tried->len; i++)
+    if (g_file_test (tried->pdata[i], G_FILE_TEST_IS_EXECUTABLE)
+        && !g_file_test (tried->pdata[i], G_FILE_TEST_IS_DIR))
+      return g_canonicalize_filename (tried->pdata[i], NULL);
+  g_ptr_array_add (tried, NULL);
+  list = g_strjoinv (", ", (char **)tried->pdata);
+  return (nz_throw (error, NZ_ERROR_NOT_FOUND,
+                    "namzu-agent not found (looked at %s); set NAMZU_AGENT_BIN", list), NULL);
+}
+
+/* ---- processes ------------------------------------------------------------------------ */
+
+/* State letter and start time (clock ticks since boot) of @pid, from /proc/<pid>/stat. */
+static gboolean
+proc_stat (pid_t pid, char *state, guint64 *start)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", (int)pid);
+  g_autofree char *text = NULL;
+  g_auto (GStrv) fields = NULL;
+  char *p;
+
+  if (pid <= 0 || !g_file_get_contents (path, &text, NULL, NULL))
+    return FALSE;
+  /* The command name may hold spaces and parentheses: fields start after the last ')'. */
+  p = strrchr (text, ')');
+  if (p == NULL || p[1] != ' ')
+    return FALSE;
+  fields = g_strsplit (p + 2, " ", -1);
+  /* fields[0] is field 3 (state); starttime is field 22 → fields[19]. */
+  if (g_strv_length (fields) < 20)
+    return FALSE;
+  *state = fields[0][0];
+  *start = g_ascii_strtoull (fields[19], NULL, 10);
+  return TRUE;
+}
+
+static guint64
+proc_start_time (pid_t pid)
+{
+  char state;
+  guint64 start = 0;
+
+  return proc_stat (pid, &state, &start) ? start : 0;
+}
+
+/* Alive and still the process we started (a recycled pid has another start time). A zombie
+ * counts as gone: it holds no resources, and its reaper is not us. */
+static gboolean
+proc_is_ours (pid_t pid, guint64 start)
+{
+  char state;
+  guint64 now_start;
+
+  if (!proc_stat (pid, &state, &now_start))
+    return FALSE;
+  return state != 'Z' && state != 'X' && now_start == start;
+}
+
+typedef struct
+{
+  pid_t pid;
+  guint64 start;
+} NzProc;
+
+static void
+priv_procs (NzHandle *h, NzProc procs[2])
+{
+  double v = 0;
+
+  memset (procs, 0, sizeof (NzProc) * 2);
+  if (nz_json_get_number (h->priv, "childPid", &v))
+    procs[0].pid = (pid_t)v;
+  if (nz_json_get_number (h->priv, "childStartTime", &v))
+    procs[0].start = (guint64)v;
+  if (nz_json_get_number (h->priv, "bwrapPid", &v))
+    procs[1].pid = (pid_t)v;
+  if (nz_json_get_number (h->priv, "bwrapStartTime", &v))
+    procs[1].start = (guint64)v;
+}
+
+/* SIGKILLs the sandbox's pid 1 (which takes its whole pid namespace down) and bwrap, then waits
+ * up to @timeout_ms for both to be gone. */
+static gboolean
+kill_procs (const char *id, NzProc procs[2], pid_t reap_child, guint timeout_ms, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
+
+  for (int i = 0; i < 2; i++)
+    if (procs[i].pid > 0 && proc_is_ours (procs[i].pid, procs[i].start))
+      kill (procs[i].pid, SIGKILL);
+  for (;;)
+    {
+      gboolean alive = FALSE;
+
+      if (reap_child > 0)
+        waitpid (reap_child, NULL, WNOHANG);
+      for (int i = 0; i < 2; i++)
+        alive = alive || (procs[i].pid > 0 && proc_is_ours (procs[i].pid, procs[i].start));
+      if (!alive)
+        return TRUE;
+      if (g_get_monotonic_time () >= deadline)
+        return nz_throw (error, NZ_ERROR_FAILED,
+                         "sandbox '%s' could not be confirmed gone: its processes (%d, %d) are "
+                         "still alive %u ms after SIGKILL", id, (int)procs[0].pid,
+                         (int)procs[1].pid, timeout_ms);
+      g_usleep (10 * 1000);
+    }
+}
+
+/* The last non-empty line bwrap wrote to its log, for a failure message. */
+static char *
+log_tail (const char *log_path)
+{
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  guint n;
+
+  if (!g_file_get_contents (log_path, &text, NULL, NULL))
+    return g_strdup ("(no log)");
+  lines = g_strsplit (g_strstrip (text), "\n", -1);
+  n = g_strv_length (lines);
+  return g_strdup (n > 0 && *lines[n - 1] != '\0' ? lines[n - 1] : "(empty log)");
+}
+
+/* Reads "child-pid" from bwrap's --json-status-fd file, once bwrap has written it. */
+static pid_t
+read_child_pid (const char *status_path)
+{
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+
+  if (!g_file_get_contents (status_path, &text, NULL, NULL))
+    return 0;
+  lines = g_strsplit (text, "\n", -1);
+  for (char **l = lines; *l != NULL; l++)
+    {
+      g_autoptr (JsonObject) obj = NULL;
+      double v;
+
+      if (**l == '\0')
+        continue;
+      obj = nz_json_parse_object (*l, -1, NULL);
+      if (obj != NULL && nz_json_get_number (obj, "child-pid", &v) && v > 0)
+        return (pid_t)v;
+    }
+  return 0;
+}
+
+static int
+move_fd_high (int fd)
+{
+  /* Above the fixed numbers the child dup2()s into, so no dup2 clobbers a source. */
+  int high = fcntl (fd, F_DUPFD_CLOEXEC, 10);
+
+  close (fd);
+  return high;
+}
+
+/* fork + exec bwrap detached: its own session, stdin /dev/null, stdout/stderr to @log_fd, the
+ * seccomp program at fd 3 and the status file at fd 4, joined to the cgroups before exec so
+ * nothing it forks escapes the limits. Returns bwrap's pid, or -1 with an error. */
+static pid_t
+spawn_bwrap (char **argv, char **envp, int log_fd, int seccomp_fd, int status_fd,
+             NzCgroup *cg, GError **error)
+{
+  nz_autofd int devnull = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+  nz_autofd int err_r = -1;
+  nz_autofd int err_w = -1;
+  int pipefd[2];
+  int child_errno = 0;
+  const int *cg_fds = (const int *)(gpointer)cg->procs_fds->data;
+  guint n_cg = cg->procs_fds->len;
+  pid_t pid;
+  ssize_t n;
+
+  if (devnull < 0 || pipe2 (pipefd, O_CLOEXEC) != 0)
+    return (nz_throw_errno_prefix (error, "cannot prepare bwrap's descriptors"), -1);
+  err_r = pipefd[0];
+  err_w = move_fd_high (pipefd[1]);
+  devnull = move_fd_high (devnull);
+  log_fd = fcntl (log_fd, F_DUPFD_CLOEXEC, 10);
+  seccomp_fd = fcntl (seccomp_fd, F_DUPFD_CLOEXEC, 10);
+  status_fd = fcntl (status_fd, F_DUPFD_CLOEXEC, 10);
+  if (err_w < 0 || devnull < 0 || log_fd < 0 || seccomp_fd < 0 || status_fd < 0)
+    return (nz_throw_errno_prefix (error, "cannot prepare bwrap's descriptors"), -1);
+
+  pid = fork ();
+  if (pid < 0)
+    {
+      close (log_fd);
+      close (seccomp_fd);
+      close (status_fd);
+      return (nz_throw_errno_prefix (error, "fork"), -1);
+    }
+  if (pid == 0)
+    {
+      /* Child: async-signal-safe calls only. */
+      int e = 0;
+
+      if (setsid () < 0)
+        e = errno;
+      if (e == 0)
+        e = nz_cgroup_join_fds (cg_fds, n_cg);
+      if (e == 0 && (dup2 (devnull, 0) < 0 || dup2 (log_fd, 1) < 0 || dup2 (log_fd, 2) < 0
+                     || dup2 (seccomp_fd, NZ_BWRAP_SECCOMP_FD) < 0
+                     || dup2 (status_fd, NZ_BWRAP_STATUS_FD) < 0))
+        e = errno;
+      if (e == 0)
+        {
+          /* Everything else we hold (sockets, other sandboxes' files) stays out of bwrap. */
+          syscall (SYS_close_range, NZ_BWRAP_STATUS_FD + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
+          signal (SIGPIPE, SIG_DFL);
+          execve (argv[0], argv, envp);
+          e = errno;
+        }
+      while (write (err_w, &e, sizeof e) < 0 && errno == EINTR)
+        ;
+      _exit (127);
+    }
+  close (log_fd);
+  close (seccomp_fd);
+  close (status_fd);
+  nz_close_fd (&err_w);
+  do
+    n = read (err_r, &child_errno, sizeof child_errno);
+  while (n < 0 && errno == EINTR);
+  if (n == sizeof child_errno)
+    {
+      waitpid (pid, NULL, 0);
+      errno = child_errno;
+      if (child_errno == ENOENT)
+        return (nz_throw (error, NZ_ERROR_NOT_FOUND, "cannot run %s: %s: %s", argv[0],
+                          g_strerror (child_errno), bwrap_missing_hint), -1);
+      return (nz_throw_errno_prefix (error, "cannot start %s", argv[0]), -1);
+    }
+  return pid;
+}
+
+/* ---- create --------------------------------------------------------------------------- */
+
+gboolean
+nz_bwrap_check (const NzCreateOptions *opts, GError **error)
+{
+  if (opts->network == NZ_NETWORK_ALLOWLIST)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "egress allowlists are not yet supported on this backend (container:bwrap); "
+                     "use --network deny-all or allow-all");
+  if (opts->image != NULL)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "--image: container:bwrap runs no image (its root is a read-only view of "
+                     "the host's system directories)");
+  if (!opts->read_only_rootfs)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "backend.readOnlyRootfs: container:bwrap cannot offer a writable root");
+  return TRUE;
+}
+
+typedef struct
+{
+  NzHandle *h;
+  NzCgroup *cg;
+  pid_t bwrap_pid;
+} CreateState;
+
+/* Undo everything a failed create started: processes, cgroups, state. */
+static void
+create_rollback (CreateState *st)
+{
+  NzProc procs[2];
+
+  if (st->bwrap_pid > 0)
+    {
+      priv_procs (st->h, procs);
+      if (procs[1].pid == 0)
+        {
+          procs[1].pid = st->bwrap_pid;
+          procs[1].start = proc_start_time (st->bwrap_pid);
+        }
+      kill (st->bwrap_pid, SIGKILL);
+      kill_procs (st->h->id, procs, st->bwrap_pid, NZ_BWRAP_KILL_TIMEOUT_MS, NULL);
+      waitpid (st->bwrap_pid, NULL, WNOHANG);
+    }
+  if (st->cg != NULL)
+    {
+      nz_cgroup_close_fds (st->cg);
+      nz_cgroup_remove ((const char *const *)st->cg->paths->pdata, st->cg->paths->len,
+                        NZ_BWRAP_KILL_TIMEOUT_MS, NULL);
+    }
+  nz_handle_remove_dir (st->h, NULL);
+}
+
+static void
+record_policy (NzHandle *h, const NzCreateOptions *opts, const char *agent, NzCgroup *cg)
+{
+  JsonArray *cgroups = json_array_new ();
+  JsonObject *limits = json_object_new ();
+  JsonArray *mounts = json_array_new ();
+
+  for (guint i = 0; i < cg->paths->len; i++)
+    json_array_add_string_element (cgroups, cg->paths->pdata[i]);
+  json_object_set_array_member (h->priv, "cgroups", cgroups);
+  json_object_set_string_member (h->priv, "network",
+                                 opts->network == NZ_NETWORK_ALLOW_ALL ? "allow-all" : "deny-all");
+  if (opts->memory_mb > 0)
+    json_object_set_int_member (limits, "memoryMb", opts->memory_mb);
+  if (opts->max_processes > 0)
+    json_object_set_int_member (limits, "maxProcesses", opts->max_processes);
+  if (opts->cpus > 0)
+    json_object_set_double_member (limits, "cpus", opts->cpus);
+  json_object_set_object_member (h->priv, "limits", limits);
+  json_object_set_string_member (h->priv, "rootDir", nz_bwrap_workspace (opts));
+  json_object_set_string_member (h->priv, "agent", agent);
+  if (opts->default_timeout_ms > 0)
+    json_object_set_int_member (h->priv, "defaultTimeoutMs", opts->default_timeout_ms);
+  for (guint i = 0; i < opts->mounts->len; i++)
+    {
+      NzMount *m = opts->mounts->pdata[i];
+      JsonObject *o = json_object_new ();
+
+      json_object_set_string_member (o, "label", m->label);
+      json_object_set_string_member (o, "hostPath", m->host_path);
+      json_object_set_string_member (o, "containerPath", m->container_path);
+      json_object_set_boolean_member (o, "writable", m->writable);
+      json_array_add_object_element (mounts, o);
+    }
+  json_object_set_array_member (h->priv, "mounts", mounts);
+}
+
+/* Waits for bwrap to report its child and for the agent to answer healthz with protocol 2,
+ * watching bwrap so a sandbox that died is reported at once, not at the deadline. */
+static gboolean
+wait_ready (CreateState *st, const char *status_path, const char *log_path, guint timeout_ms,
+            GError **error)
+{
+  g_autoptr (NzAgentClient) client = nz_agent_client_new (st->h->endpoint, st->h->token);
+  gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
+  g_autoptr (GError) last = NULL;
+  pid_t child = 0;
+
+  for (;;)
+    {
+      gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+      int status = 0;
+
+      if (waitpid (st->bwrap_pid, &status, WNOHANG) == st->bwrap_pid)
+        {
+          g_autofree char *tail = log_tail (log_path);
+
+          st->bwrap_pid = 0;
+          return nz_throw (error, NZ_ERROR_FAILED, "the sandbox exited during startup (%s %d): %s",
+                           WIFSIGNALED (status) ? "signal" : "status",
+                           WIFSIGNALED (status) ? WTERMSIG (status) : WEXITSTATUS (status), tail);
+        }
+      if (child == 0 && (child = read_child_pid (status_path)) > 0)
+        {
+          json_object_set_int_member (st->h->priv, "childPid", child);
+          json_object_set_int_member (st->h->priv, "childStartTime",
+                                      (gint64)proc_start_time (child));
+          if (!nz_handle_save (st->h, error))
+            return FALSE;
+        }
+      if (left_ms <= 0)
+        return nz_throw (error, NZ_ERROR_TIMED_OUT,
+                         "the sandbox's agent did not become ready within %u ms: %s", timeout_ms,
+                         last != NULL ? last->message : "bwrap did not start its child");
+      if (child > 0)
+        {
+          g_clear_error (&last);
+          if (nz_agent_client_wait_ready (client, (guint)MIN (left_ms, 200), &last))
+            return TRUE;
+          /* A protocol mismatch or a retiring agent does not heal by waiting. */
+          if (!g_error_matches (last, NZ_ERROR, NZ_ERROR_TIMED_OUT))
+            {
+              g_propagate_prefixed_error (error, g_steal_pointer (&last),
+                                          "the sandbox's agent was refused: ");
+              return FALSE;
+            }
+        }
+      else
+        g_usleep (5 * 1000);
+    }
+}
+
+NzHandle *
+nz_bwrap_create (const NzCreateOptions *opts, GError **error)
+{
+  g_autoptr (NzHandle) h = nz_handle_new ();
+  g_autoptr (NzCgroup) cg = NULL;
+  g_autoptr (GPtrArray) argv = NULL;
+  g_auto (GStrv) envp = NULL;
+  g_autofree char *bwrap = NULL;
+  g_autofree char *agent = NULL;
+  g_autofree char *sock_dir = NULL;
+  g_autofree char *log_path = NULL;
+  g_autofree char *status_path = NULL;
+  g_autofree char *sock_path = NULL;
+  nz_autofd int seccomp_fd = -1;
+  nz_autofd int log_fd = -1;
+  nz_autofd int status_fd = -1;
+  NzCgroupLimits limits = { opts->memory_mb, opts->max_processes, opts->cpus };
+  CreateState st = { h, NULL, 0 };
+  NzBwrapPlan plan = { 0 };
+
+  /* Everything that needs no sandbox first, so a refusal leaves nothing behind. */
+  bwrap = nz_bwrap_find_binary (error);
+  if (bwrap == NULL)
+    return NULL;
+  agent = nz_bwrap_find_agent (error);
+  if (agent == NULL)
+    return NULL;
+  for (guint i = 0; i < opts->mounts->len; i++)
+    {
+      NzMount *m = opts->mounts->pdata[i];
+
+      if (!g_file_test (m->host_path, G_FILE_TEST_IS_DIR))
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS, "layout.%s: host directory '%s' does "
+                          "not exist", m->label, m->host_path), NULL);
+    }
+  seccomp_fd = nz_seccomp_build_fd (error);
+  if (seccomp_fd < 0)
+    return NULL;
+
+  h->id = nz_state_new_id ();
+  h->backend = g_strdup ("container:bwrap");
+  h->tier = g_strdup ("container");
+  h->created_at_ms = g_get_real_time () / 1000;
+  h->token = nz_token_mint (error);
+  if (h->token == NULL || !nz_handle_make_dir (h, error))
+    return NULL;
+
+  cg = nz_cgroup_create (h->id, &limits, error);
+  if (cg == NULL)
+    {
+      create_rollback (&st);
+      return NULL;
+    }
+  st.cg = cg;
+  sock_dir = g_build_filename (h->dir, "sock", NULL);
+  sock_path = g_build_filename (sock_dir, "agent.sock", NULL);
+  log_path = g_build_filename (h->dir, "bwrap.log", NULL);
+  status_path = g_build_filename (h->dir, "status.json", NULL);
+  h->endpoint = g_strdup_printf ("unix:%s", sock_path);
+  record_policy (h, opts, agent, cg);
+  if (mkdir (sock_dir, 0700) != 0)
+    {
+      nz_throw_errno_prefix (error, "mkdir '%s'", sock_dir);
+      create_rollback (&st);
+      return NULL;
+    }
+  log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  status_fd = open (status_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (log_fd < 0 || status_fd < 0)
+    {
+      nz_throw_errno_prefix (error, "cannot create files in '%s'", h->dir);
+      create_rollback (&st);
+      return NULL;
+    }
+  /* Saved before anything runs: a create killed half-way still leaves a handle that
+   * namzu-destroy can act on. */
+  if (!nz_handle_save (h, error))
+    {
+      create_rollback (&st);
+      return NULL;
+    }
+
+  plan.bwrap = bwrap;
+  plan.opts = opts;
+  plan.agent_host_path = agent;
+  plan.sock_dir = sock_dir;
+  plan.host_root = "/";
+  argv = nz_bwrap_build_argv (&plan);
+  g_ptr_array_add (argv, NULL);
+  envp = nz_bwrap_build_envp (opts, h->token);
+  st.bwrap_pid = spawn_bwrap ((char **)argv->pdata, envp, log_fd, seccomp_fd, status_fd, cg,
+                              error);
+  if (st.bwrap_pid < 0)
+    {
+      st.bwrap_pid = 0;
+      create_rollback (&st);
+      return NULL;
+    }
+  nz_cgroup_close_fds (cg);
+  json_object_set_int_member (h->priv, "bwrapPid", st.bwrap_pid);
+  json_object_set_int_member (h->priv, "bwrapStartTime",
+                              (gint64)proc_start_time (st.bwrap_pid));
+  if (!nz_handle_save (h, error)
+      || !wait_ready (&st, status_path, log_path, opts->ready_timeout_ms, error))
+    {
+      create_rollback (&st);
+      return NULL;
+    }
+  return g_steal_pointer (&h);
+}
+
+/* ---- destroy, status, describe -------------------------------------------------------- */
+
+gboolean
+nz_bwrap_destroy (NzHandle *h, GError **error)
+{
+  NzProc procs[2];
+  JsonArray *cgroups = nz_json_get_array (h->priv, "cgroups");
+  g_autoptr (GPtrArray) paths = g_ptr_array_new ();
+
+  priv_procs (h, procs);
+  if (!kill_procs (h->id, procs, 0, NZ_BWRAP_KILL_TIMEOUT_MS, error))
+    return FALSE;
+  for (guint i = 0; cgroups != NULL && i < json_array_get_length (cgroups); i++)
+    {
+      const char *p = json_array_get_string_element (cgroups, i);
+
+      if (p != NULL)
+        g_ptr_array_add (paths, (gpointer)p);
+    }
+  if (!nz_cgroup_remove ((const char *const *)paths->pdata, paths->len,
+                         NZ_BWRAP_KILL_TIMEOUT_MS, error))
+    return nz_prefix_error (error, "sandbox '%s' is stopped but not cleaned up", h->id);
+  return nz_handle_remove_dir (h, error);
+}
+
+NzSandboxStatus
+nz_bwrap_status (NzHandle *h, guint timeout_ms)
+{
+  NzProc procs[2];
+  g_autoptr (NzAgentClient) client = NULL;
+
+  priv_procs (h, procs);
+  if (!proc_is_ours (procs[0].pid, procs[0].start) || !proc_is_ours (procs[1].pid, procs[1].start))
+    return NZ_SANDBOX_DEAD;
+  if (timeout_ms == 0 || h->endpoint == NULL)
+    return NZ_SANDBOX_RUNNING;
+  client = nz_agent_client_new (h->endpoint, h->token);
+  return nz_agent_client_wait_ready (client, timeout_ms, NULL) ? NZ_SANDBOX_RUNNING
+                                                               : NZ_SANDBOX_UNRESPONSIVE;
+}
+
+void
+nz_bwrap_describe (NzHandle *h, JsonObject *pub)
+{
+  JsonObject *caps = json_object_new ();
+  JsonObject *limits = nz_json_get_object (h->priv, "limits");
+  const char *root = nz_json_get_string (h->priv, "rootDir");
+  const char *net = nz_json_get_string (h->priv, "network");
+
+  if (root != NULL)
+    json_object_set_string_member (pub, "rootDir", root);
+  json_object_set_string_member (pub, "network", net != NULL ? net : "deny-all");
+  if (limits != NULL)
+    json_object_set_object_member (pub, "limits", json_object_ref (limits));
+  /* What a host may rely on; everything else the agent advertises in healthz features. */
+  json_object_set_string_member (caps, "transport", "agent");
+  json_object_set_boolean_member (caps, "egressAllowlist", FALSE);
+  json_object_set_boolean_member (caps, "setNetworkPolicy", FALSE);
+  json_object_set_boolean_member (caps, "persistentAfterCreate", TRUE);
+  json_object_set_object_member (pub, "capabilities", caps);
+}

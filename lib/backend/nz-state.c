@@ -1,0 +1,445 @@
+#include "nz-state.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nz-errors.h"
+#include "nz-json.h"
+
+/* A handle on stdin is one small JSON object; anything bigger is not a handle. */
+#define NZ_STDIN_HANDLE_MAX (64 * 1024)
+
+NzHandle *
+nz_handle_new (void)
+{
+  NzHandle *h = g_new0 (NzHandle, 1);
+
+  h->priv = json_object_new ();
+  return h;
+}
+
+void
+nz_handle_free (NzHandle *h)
+{
+  if (h == NULL)
+    return;
+  g_free (h->id);
+  g_free (h->backend);
+  g_free (h->tier);
+  g_free (h->dir);
+  g_free (h->endpoint);
+  if (h->token != NULL)
+    memset (h->token, 0, strlen (h->token));
+  g_free (h->token);
+  g_clear_pointer (&h->priv, json_object_unref);
+  g_free (h);
+}
+
+char *
+nz_state_dir (GError **error)
+{
+  const char *env = g_getenv ("NAMZU_STATE_DIR");
+  const char *xdg = g_getenv ("XDG_RUNTIME_DIR");
+
+  if (env != NULL && *env != '\0')
+    {
+      if (!g_path_is_absolute (env))
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "NAMZU_STATE_DIR must be an absolute path, got '%s'", env),
+                NULL);
+      return g_strdup (env);
+    }
+  if (xdg != NULL && g_path_is_absolute (xdg))
+    return g_build_filename (xdg, "namzu", NULL);
+  if (geteuid () == 0)
+    return g_strdup ("/run/namzu");
+  return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                    "no state directory: set NAMZU_STATE_DIR or XDG_RUNTIME_DIR"),
+          NULL);
+}
+
+char *
+nz_state_dir_ensure (GError **error)
+{
+  g_autofree char *dir = nz_state_dir (error);
+  struct stat st;
+
+  if (dir == NULL)
+    return NULL;
+  if (g_mkdir_with_parents (dir, 0700) != 0)
+    return (nz_throw_errno_prefix (error, "cannot create the state directory '%s'", dir), NULL);
+  if (lstat (dir, &st) != 0)
+    return (nz_throw_errno_prefix (error, "state directory '%s'", dir), NULL);
+  if (!S_ISDIR (st.st_mode))
+    return (nz_throw (error, NZ_ERROR_PERMISSION_DENIED,
+                      "state directory '%s' is not a directory", dir), NULL);
+  /* It holds credentials: someone else's directory, or a shared one, is not ours to use. */
+  if (st.st_uid != geteuid ())
+    return (nz_throw (error, NZ_ERROR_PERMISSION_DENIED,
+                      "state directory '%s' is owned by uid %u, not by us (uid %u)", dir,
+                      (guint)st.st_uid, (guint)geteuid ()), NULL);
+  if ((st.st_mode & 077) != 0 && chmod (dir, 0700) != 0)
+    return (nz_throw_errno_prefix (error, "cannot make the state directory '%s' private", dir),
+            NULL);
+  if (access (dir, W_OK | X_OK) != 0)
+    return (nz_throw_errno_prefix (error, "state directory '%s' is not writable", dir), NULL);
+  return g_steal_pointer (&dir);
+}
+
+char *
+nz_state_new_id (void)
+{
+  return g_strdup_printf ("nz-%06x%06x", g_random_int_range (0, 0x1000000),
+                          g_random_int_range (0, 0x1000000));
+}
+
+gboolean
+nz_state_id_is_valid (const char *id)
+{
+  if (id == NULL || strlen (id) != 15 || strncmp (id, "nz-", 3) != 0)
+    return FALSE;
+  for (const char *p = id + 3; *p != '\0'; p++)
+    if (!g_ascii_isxdigit (*p) || g_ascii_isupper (*p))
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+nz_handle_make_dir (NzHandle *h, GError **error)
+{
+  g_autofree char *state = nz_state_dir_ensure (error);
+  g_autofree char *dir = NULL;
+
+  g_return_val_if_fail (h != NULL && nz_state_id_is_valid (h->id), FALSE);
+  if (state == NULL)
+    return FALSE;
+  dir = g_build_filename (state, h->id, NULL);
+  if (mkdir (dir, 0700) != 0)
+    return nz_throw_errno_prefix (error, "cannot create '%s'", dir);
+  g_free (h->dir);
+  h->dir = g_steal_pointer (&dir);
+  return TRUE;
+}
+
+JsonObject *
+nz_handle_to_private_json (const NzHandle *h)
+{
+  JsonObject *obj = json_object_new ();
+
+  json_object_set_string_member (obj, "id", h->id);
+  json_object_set_string_member (obj, "backend", h->backend);
+  json_object_set_string_member (obj, "tier", h->tier);
+  json_object_set_int_member (obj, "createdAt", h->created_at_ms);
+  if (h->endpoint != NULL)
+    json_object_set_string_member (obj, "endpoint", h->endpoint);
+  if (h->token != NULL)
+    json_object_set_string_member (obj, "token", h->token);
+  json_object_set_object_member (obj, "private", json_object_ref (h->priv));
+  return obj;
+}
+
+NzHandle *
+nz_handle_from_private_json (JsonObject *obj, GError **error)
+{
+  g_autoptr (NzHandle) h = nz_handle_new ();
+  const char *id = nz_json_get_string (obj, "id");
+  const char *backend = nz_json_get_string (obj, "backend");
+  const char *tier = nz_json_get_string (obj, "tier");
+  JsonObject *priv = nz_json_get_object (obj, "private");
+  double created = 0;
+
+  if (!nz_state_id_is_valid (id) || backend == NULL || tier == NULL
+      || !nz_json_get_number (obj, "createdAt", &created))
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "not a namzu handle (needs id, backend, tier, createdAt)"), NULL);
+  h->id = g_strdup (id);
+  h->backend = g_strdup (backend);
+  h->tier = g_strdup (tier);
+  h->created_at_ms = (gint64)created;
+  h->endpoint = g_strdup (nz_json_get_string (obj, "endpoint"));
+  h->token = g_strdup (nz_json_get_string (obj, "token"));
+  if (priv != NULL)
+    {
+      json_object_unref (h->priv);
+      h->priv = json_object_ref (priv);
+    }
+  return g_steal_pointer (&h);
+}
+
+gboolean
+nz_handle_save (NzHandle *h, GError **error)
+{
+  g_autoptr (JsonObject) obj = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *text = NULL;
+  gsize len = 0;
+
+  g_return_val_if_fail (h != NULL && h->dir != NULL, FALSE);
+  obj = nz_handle_to_private_json (h);
+  text = nz_json_object_to_string (obj, &len);
+  path = g_build_filename (h->dir, NZ_HANDLE_FILE, NULL);
+  /* Atomic (rename over) and created 0600: a reader sees the old handle or the new one, and
+   * never a token in a world-readable file. */
+  if (!g_file_set_contents_full (path, text, (gssize)len, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
+                                 error))
+    {
+      nz_error_convert (error);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static NzHandle *
+load_from_dir (const char *dir, GError **error)
+{
+  g_autofree char *path = g_build_filename (dir, NZ_HANDLE_FILE, NULL);
+  g_autofree char *text = NULL;
+  g_autoptr (JsonObject) obj = NULL;
+  gsize len = 0;
+  NzHandle *h;
+
+  if (!g_file_get_contents (path, &text, &len, error))
+    {
+      nz_error_convert (error);
+      return NULL;
+    }
+  obj = nz_json_parse_object (text, (gssize)len, error);
+  if (obj == NULL)
+    return (nz_prefix_error (error, "'%s'", path), NULL);
+  h = nz_handle_from_private_json (obj, error);
+  if (h == NULL)
+    return (nz_prefix_error (error, "'%s'", path), NULL);
+  h->dir = g_strdup (dir);
+  return h;
+}
+
+NzHandle *
+nz_handle_load (const char *id, GError **error)
+{
+  g_autofree char *state = nz_state_dir (error);
+  g_autofree char *dir = NULL;
+  NzHandle *h;
+
+  if (state == NULL)
+    return NULL;
+  if (!nz_state_id_is_valid (id))
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "'%s' is not a sandbox id (expected nz- and 12 hex digits)", id), NULL);
+  dir = g_build_filename (state, id, NULL);
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+    return (nz_throw (error, NZ_ERROR_NOT_FOUND,
+                      "unknown sandbox '%s': it is not in the state directory '%s' "
+                      "(namzu-ls lists the sandboxes there)", id, state), NULL);
+  h = load_from_dir (dir, error);
+  if (h == NULL)
+    return (nz_prefix_error (error, "sandbox '%s' has an unreadable handle", id), NULL);
+  if (g_strcmp0 (h->id, id) != 0)
+    {
+      nz_handle_free (h);
+      return (nz_throw (error, NZ_ERROR_FAILED, "handle in '%s' names another sandbox", dir),
+              NULL);
+    }
+  return h;
+}
+
+static gint
+compare_created (gconstpointer a, gconstpointer b)
+{
+  const NzHandle *ha = *(NzHandle *const *)a;
+  const NzHandle *hb = *(NzHandle *const *)b;
+
+  if (ha->created_at_ms != hb->created_at_ms)
+    return ha->created_at_ms < hb->created_at_ms ? -1 : 1;
+  return strcmp (ha->id, hb->id);
+}
+
+GPtrArray *
+nz_state_list (GError **error)
+{
+  g_autofree char *state = nz_state_dir (error);
+  g_autoptr (GPtrArray) out = NULL;
+  g_autoptr (GDir) d = NULL;
+  g_autoptr (GError) local = NULL;
+  const char *name;
+
+  if (state == NULL)
+    return NULL;
+  out = g_ptr_array_new_with_free_func ((GDestroyNotify)nz_handle_free);
+  d = g_dir_open (state, 0, &local);
+  if (d == NULL)
+    {
+      /* No state directory yet simply means no sandboxes. */
+      if (g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        return g_steal_pointer (&out);
+      g_propagate_error (error, g_steal_pointer (&local));
+      nz_error_convert (error);
+      return NULL;
+    }
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *dir = NULL;
+      NzHandle *h;
+
+      if (!nz_state_id_is_valid (name))
+        continue;
+      dir = g_build_filename (state, name, NULL);
+      h = load_from_dir (dir, NULL);
+      if (h != NULL && g_strcmp0 (h->id, name) == 0)
+        g_ptr_array_add (out, h);
+      else
+        nz_handle_free (h);
+    }
+  g_ptr_array_sort (out, compare_created);
+  return g_steal_pointer (&out);
+}
+
+static gboolean
+remove_tree (int parent_fd, const char *name, GError **error)
+{
+  struct stat st;
+
+  if (fstatat (parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? TRUE : nz_throw_errno_prefix (error, "stat '%s'", name);
+  if (S_ISDIR (st.st_mode))
+    {
+      int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+      DIR *dp;
+      struct dirent *de;
+
+      if (fd < 0)
+        return nz_throw_errno_prefix (error, "open '%s'", name);
+      dp = fdopendir (fd);
+      if (dp == NULL)
+        {
+          close (fd);
+          return nz_throw_errno_prefix (error, "open '%s'", name);
+        }
+      while ((de = readdir (dp)) != NULL)
+        if (strcmp (de->d_name, ".") != 0 && strcmp (de->d_name, "..") != 0)
+          g_ptr_array_add (names, g_strdup (de->d_name));
+      for (guint i = 0; i < names->len; i++)
+        if (!remove_tree (dirfd (dp), names->pdata[i], error))
+          {
+            closedir (dp);
+            return FALSE;
+          }
+      closedir (dp);
+      if (unlinkat (parent_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+        return nz_throw_errno_prefix (error, "remove '%s'", name);
+      return TRUE;
+    }
+  if (unlinkat (parent_fd, name, 0) != 0 && errno != ENOENT)
+    return nz_throw_errno_prefix (error, "remove '%s'", name);
+  return TRUE;
+}
+
+gboolean
+nz_handle_remove_dir (NzHandle *h, GError **error)
+{
+  g_autofree char *parent = NULL;
+  g_autofree char *base = NULL;
+  int fd;
+  gboolean ok;
+
+  g_return_val_if_fail (h != NULL, FALSE);
+  if (h->dir == NULL)
+    return TRUE;
+  parent = g_path_get_dirname (h->dir);
+  base = g_path_get_basename (h->dir);
+  fd = open (parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? TRUE : nz_throw_errno_prefix (error, "open '%s'", parent);
+  ok = remove_tree (fd, base, error);
+  close (fd);
+  if (!ok)
+    return nz_prefix_error (error, "cannot remove '%s'", h->dir);
+  return TRUE;
+}
+
+static char *
+read_handle_id (int fd, GError **error)
+{
+  g_autoptr (GString) buf = g_string_new (NULL);
+  g_autoptr (JsonObject) obj = NULL;
+  JsonObject *err;
+  const char *id;
+  char chunk[4096];
+
+  for (;;)
+    {
+      ssize_t n = read (fd, chunk, sizeof chunk);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return (nz_throw_errno_prefix (error, "read the handle on stdin"), NULL);
+      if (n == 0)
+        break;
+      g_string_append_len (buf, chunk, n);
+      if (buf->len > NZ_STDIN_HANDLE_MAX)
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "stdin holds more than %d bytes, which is not a sandbox handle",
+                          NZ_STDIN_HANDLE_MAX), NULL);
+    }
+  g_strstrip (buf->str);
+  if (buf->str[0] == '\0')
+    return NULL; /* nothing there: the caller reports "no sandbox given" */
+  obj = nz_json_parse_object (buf->str, -1, error);
+  if (obj == NULL && error != NULL && *error != NULL)
+    (*error)->code = NZ_ERROR_INVALID_ARGS;
+  if (obj == NULL)
+    return (nz_prefix_error (error, "stdin does not hold a sandbox handle (JSON from namzu-create)"),
+            NULL);
+  /* A failed namzu-create upstream prints its error object: pass its message on. */
+  err = nz_json_get_object (obj, "error");
+  if (err != NULL)
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS, "the handle on stdin is an error: %s",
+                      nz_json_get_string (err, "message") ?: "(no message)"), NULL);
+  id = nz_json_get_string (obj, "id");
+  if (id == NULL)
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "the JSON on stdin is not a sandbox handle: it has no string \"id\""),
+            NULL);
+  return g_strdup (id);
+}
+
+NzHandle *
+nz_handle_resolve_fd (const char *sandbox_arg, int fd, GError **error)
+{
+  const char *env = g_getenv ("NAMZU_SANDBOX");
+  g_autofree char *id = NULL;
+
+  if (sandbox_arg != NULL && *sandbox_arg != '\0')
+    id = g_strdup (sandbox_arg);
+  else if (env != NULL && *env != '\0')
+    id = g_strdup (env);
+  else if (fd >= 0)
+    {
+      g_autoptr (GError) local = NULL;
+
+      id = read_handle_id (fd, &local);
+      if (local != NULL)
+        {
+          g_propagate_error (error, g_steal_pointer (&local));
+          return NULL;
+        }
+    }
+  if (id == NULL)
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "no sandbox given: pass --sandbox ID, set NAMZU_SANDBOX, or pipe the "
+                      "handle from namzu-create on stdin"), NULL);
+  return nz_handle_load (id, error);
+}
+
+NzHandle *
+nz_handle_resolve (const char *sandbox_arg, gboolean allow_stdin, GError **error)
+{
+  return nz_handle_resolve_fd (sandbox_arg, allow_stdin && !isatty (STDIN_FILENO) ? STDIN_FILENO : -1,
+                               error);
+}

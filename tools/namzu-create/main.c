@@ -1,0 +1,195 @@
+/* namzu-create: create a sandbox and print its public handle (JSON) on stdout. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nz-backend.h"
+#include "nz-cli.h"
+#include "nz-errors.h"
+#include "nz-json.h"
+#include "nz-knobs.h"
+
+static char *opt_backend, *opt_network, *opt_image, *opt_memory, *opt_procs, *opt_cpus;
+static char *opt_outputs, *opt_uploads, *opt_config, *opt_ready;
+static char **opt_egress;
+
+static const GOptionEntry entries[] = {
+  { "backend", 0, 0, G_OPTION_ARG_STRING, &opt_backend,
+    "Backend to create on (default: container:bwrap)", "NAME" },
+  { "network", 0, 0, G_OPTION_ARG_STRING, &opt_network,
+    "Egress: deny-all (default, loopback only) or allow-all", "POLICY" },
+  { "egress", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_egress,
+    "Allow egress only to these hosts (comma-separated, repeatable)", "HOST,..." },
+  { "image", 0, 0, G_OPTION_ARG_STRING, &opt_image, "Image (image-based backends only)", "IMAGE" },
+  { "memory-mb", 0, 0, G_OPTION_ARG_STRING, &opt_memory, "Memory limit in MiB", "N" },
+  { "max-processes", 0, 0, G_OPTION_ARG_STRING, &opt_procs, "Process/thread limit", "N" },
+  { "cpus", 0, 0, G_OPTION_ARG_STRING, &opt_cpus, "CPU limit, e.g. 1.5", "X" },
+  { "outputs", 0, 0, G_OPTION_ARG_FILENAME, &opt_outputs,
+    "Host directory bound writable at /mnt/user-data/outputs (the workspace)", "DIR" },
+  { "uploads", 0, 0, G_OPTION_ARG_FILENAME, &opt_uploads,
+    "Host directory bound read-only at /mnt/user-data/uploads", "DIR" },
+  { "config", 0, 0, G_OPTION_ARG_FILENAME, &opt_config,
+    "Provider config (reference JSON) from FILE, or - for stdin; flags win", "FILE" },
+  { "ready-timeout", 0, 0, G_OPTION_ARG_STRING, &opt_ready,
+    "Milliseconds to wait for the agent (default 30000)", "MS" },
+  { NULL }
+};
+
+static const char summary[] =
+  "Creates a sandbox and prints its public handle (JSON: id, backend, tier, createdAt,\n"
+  "rootDir, network, limits, capabilities) on stdout. The token stays in the private state\n"
+  "directory ($NAMZU_STATE_DIR, else $XDG_RUNTIME_DIR/namzu, else /run/namzu).\n"
+  "Exit status: 0 created, 1 failure, 2 bad usage or config.";
+
+static gboolean
+parse_positive (const char *flag, const char *text, gint64 max, gint64 *out, GError **error)
+{
+  guint64 v = 0;
+
+  if (!g_ascii_string_to_unsigned (text, 10, 1, (guint64)max, &v, NULL))
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "%s must be an integer between 1 and %" G_GINT64_FORMAT ", got '%s'", flag,
+                     max, text);
+  *out = (gint64)v;
+  return TRUE;
+}
+
+static char *
+read_config (const char *path, gsize *len, GError **error)
+{
+  char *data = NULL;
+
+  if (strcmp (path, "-") == 0)
+    {
+      g_autoptr (GIOChannel) ch = g_io_channel_unix_new (STDIN_FILENO);
+
+      g_io_channel_set_encoding (ch, NULL, NULL);
+      if (g_io_channel_read_to_end (ch, &data, len, error) != G_IO_STATUS_NORMAL)
+        return (nz_prefix_error (error, "--config -"), NULL);
+      return data;
+    }
+  if (!g_file_get_contents (path, &data, len, error))
+    {
+      nz_error_convert (error);
+      return (nz_prefix_error (error, "--config"), NULL);
+    }
+  return data;
+}
+
+/* The config first, then the flags over it (DESIGN.md "Configuration"). */
+static gboolean
+build_options (NzCreateOptions *opts, GError **error)
+{
+  if (opt_config != NULL)
+    {
+      gsize len = 0;
+      g_autofree char *data = read_config (opt_config, &len, error);
+
+      if (data == NULL || !nz_create_options_load_config (opts, data, (gssize)len, error))
+        return FALSE;
+    }
+  if (opt_backend != NULL)
+    {
+      g_free (opts->backend);
+      opts->backend = g_strdup (opt_backend);
+    }
+  if (opt_image != NULL)
+    {
+      g_free (opts->image);
+      opts->image = g_strdup (opt_image);
+    }
+  if (opt_network != NULL)
+    {
+      if (strcmp (opt_network, "deny-all") == 0)
+        opts->network = NZ_NETWORK_DENY_ALL;
+      else if (strcmp (opt_network, "allow-all") == 0)
+        opts->network = NZ_NETWORK_ALLOW_ALL;
+      else
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "--network must be deny-all or allow-all, got '%s' (an allowlist is "
+                         "--egress HOST,...)", opt_network);
+      g_ptr_array_set_size (opts->egress_hosts, 0);
+    }
+  if (opt_egress != NULL)
+    {
+      if (opt_network != NULL)
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS, "--egress cannot be combined with --network");
+      g_ptr_array_set_size (opts->egress_hosts, 0);
+      for (char **e = opt_egress; *e != NULL; e++)
+        {
+          g_auto (GStrv) hosts = g_strsplit (*e, ",", -1);
+
+          for (char **hst = hosts; *hst != NULL; hst++)
+            if (*g_strstrip (*hst) != '\0')
+              g_ptr_array_add (opts->egress_hosts, g_strdup (*hst));
+        }
+      opts->network = NZ_NETWORK_ALLOWLIST;
+    }
+  if (opt_memory != NULL
+      && !parse_positive ("--memory-mb", opt_memory, G_GINT64_CONSTANT (1) << 40, &opts->memory_mb,
+                          error))
+    return FALSE;
+  if (opt_procs != NULL
+      && !parse_positive ("--max-processes", opt_procs, G_MAXINT32, &opts->max_processes, error))
+    return FALSE;
+  if (opt_cpus != NULL)
+    {
+      double v = 0;
+
+      if (!nz_parse_js_number (opt_cpus, &v) || !isfinite (v) || v <= 0 || *opt_cpus == '\0')
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "--cpus must be a finite number greater than 0 (e.g. 1.5), got '%s'",
+                         opt_cpus);
+      opts->cpus = v;
+    }
+  if (opt_ready != NULL)
+    {
+      gint64 v = 0;
+
+      if (!parse_positive ("--ready-timeout", opt_ready, G_MAXINT32, &v, error))
+        return FALSE;
+      opts->ready_timeout_ms = (guint)v;
+    }
+  if (opt_outputs != NULL && !nz_create_options_set_mount (opts, "outputs", opt_outputs, error))
+    return FALSE;
+  if (opt_uploads != NULL && !nz_create_options_set_mount (opts, "uploads", opt_uploads, error))
+    return FALSE;
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- create a sandbox");
+  g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
+  g_autoptr (NzHandle) h = NULL;
+  g_autoptr (JsonObject) pub = NULL;
+  g_autoptr (GError) error = NULL;
+
+  nz_cli_init ("namzu-create");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_summary (ctx, summary);
+  nz_cli_parse (ctx, &argc, &argv);
+  if (argc > 1)
+    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+
+  if (!build_options (opts, &error))
+    return nz_cli_fail (error, TRUE);
+  h = nz_backend_create (opts, &error);
+  if (h == NULL)
+    return nz_cli_fail (error, TRUE);
+  pub = nz_backend_public_handle (h);
+  if (!nz_cli_print_object (pub))
+    {
+      /* Nobody will learn this sandbox's id: do not leave it running. */
+      g_autoptr (GError) derr = NULL;
+
+      nz_cli_warn ("cannot write the handle to stdout; destroying sandbox %s", h->id);
+      if (!nz_backend_destroy (h, &derr))
+        nz_cli_warn ("%s", derr->message);
+      return NZ_EXIT_FAILURE;
+    }
+  return NZ_EXIT_OK;
+}

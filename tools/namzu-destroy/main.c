@@ -1,0 +1,42 @@
+/* namzu-destroy: tear a sandbox down, checked, and print {"id":...,"destroyed":true}. */
+#include <stdio.h>
+
+#include "nz-backend.h"
+#include "nz-cli.h"
+#include "nz-errors.h"
+
+static char *opt_sandbox;
+
+static const GOptionEntry entries[] = {
+  { "sandbox", 0, 0, G_OPTION_ARG_STRING, &opt_sandbox,
+    "Sandbox id (default: $NAMZU_SANDBOX, else the JSON handle on stdin)", "ID" },
+  { NULL }
+};
+
+static const char summary[] =
+  "Kills every process of the sandbox, confirms they are gone, removes its cgroups and its\n"
+  "state. When that cannot be confirmed the state is kept so the command can be retried.\n"
+  "Exit status: 0 destroyed, 1 failure (unknown sandbox, not confirmed gone), 2 bad usage.";
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- destroy a sandbox");
+  g_autoptr (NzHandle) h = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) out = json_object_new ();
+
+  nz_cli_init ("namzu-destroy");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_summary (ctx, summary);
+  nz_cli_parse (ctx, &argc, &argv);
+  if (argc > 1)
+    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+
+  h = nz_handle_resolve (opt_sandbox, TRUE, &error);
+  if (h == NULL || !nz_backend_destroy (h, &error))
+    return nz_cli_fail (error, TRUE);
+  json_object_set_string_member (out, "id", h->id);
+  json_object_set_boolean_member (out, "destroyed", TRUE);
+  return nz_cli_print_object (out) ? NZ_EXIT_OK : NZ_EXIT_FAILURE;
+}

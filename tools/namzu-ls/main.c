@@ -1,0 +1,53 @@
+/* namzu-ls: list the sandboxes in the state directory as JSON Lines, one public handle plus
+ * "status" per line, oldest first. No sandboxes, no lines. */
+#include <stdio.h>
+
+#include "nz-backend.h"
+#include "nz-cli.h"
+#include "nz-errors.h"
+
+/* Per-sandbox healthz budget: ls must stay quick with many sandboxes. */
+#define NZ_LS_PROBE_MS 500
+
+static gboolean opt_no_probe;
+
+static const GOptionEntry entries[] = {
+  { "no-probe", 0, 0, G_OPTION_ARG_NONE, &opt_no_probe,
+    "Judge status from the processes only; do not ask each agent for healthz", NULL },
+  { NULL }
+};
+
+static const char summary[] =
+  "Prints one JSON object per line: the public handle namzu-create printed, plus \"status\":\n"
+  "running (processes alive, agent answers), unresponsive (alive, agent silent) or dead.\n"
+  "Exit status: 0 listed, 1 the state directory cannot be read, 2 bad usage.";
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- list sandboxes");
+  g_autoptr (GPtrArray) handles = NULL;
+  g_autoptr (GError) error = NULL;
+
+  nz_cli_init ("namzu-ls");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_summary (ctx, summary);
+  nz_cli_parse (ctx, &argc, &argv);
+  if (argc > 1)
+    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+
+  handles = nz_state_list (&error);
+  if (handles == NULL)
+    return nz_cli_fail (error, TRUE);
+  for (guint i = 0; i < handles->len; i++)
+    {
+      NzHandle *h = handles->pdata[i];
+      g_autoptr (JsonObject) pub = nz_backend_public_handle (h);
+      NzSandboxStatus st = nz_backend_status (h, opt_no_probe ? 0 : NZ_LS_PROBE_MS);
+
+      json_object_set_string_member (pub, "status", nz_sandbox_status_name (st));
+      if (!nz_cli_print_object (pub))
+        return NZ_EXIT_FAILURE;
+    }
+  return NZ_EXIT_OK;
+}
