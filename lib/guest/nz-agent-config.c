@@ -1,0 +1,151 @@
+#include "nz-agent-config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "nz-errors.h"
+#include "nz-jstext.h"
+#include "nz-knobs.h"
+
+typedef struct
+{
+  const char *name;
+  gint64 fallback;
+  gboolean allow_zero;
+  gsize offset; /* into NzAgentConfig */
+} Knob;
+
+#define KNOB(name, fallback, zero, field) { name, fallback, zero, G_STRUCT_OFFSET (NzAgentConfig, field) }
+
+/* Every numeric knob of spec B.2 this agent uses; all read once, before listening. */
+static const Knob knobs[] = {
+  KNOB ("NAMZU_AGENT_MAX_FRAME_BYTES", 268435456, FALSE, max_frame_bytes),
+  KNOB ("NAMZU_AGENT_MAX_PREAUTH_FRAME_BYTES", 8388608, FALSE, max_preauth_frame_bytes),
+  KNOB ("NAMZU_AGENT_MAX_PREAUTH_CONNECTIONS", 64, FALSE, max_preauth_connections),
+  KNOB ("NAMZU_AGENT_MAX_PREAUTH_BUFFER_BYTES", 33554432, FALSE, max_preauth_buffer_bytes),
+  KNOB ("NAMZU_AGENT_PREAUTH_IDLE_TIMEOUT_MS", 10000, FALSE, preauth_idle_timeout_ms),
+  KNOB ("NAMZU_AGENT_PREAUTH_DEADLINE_MS", 10000, FALSE, preauth_deadline_ms),
+  KNOB ("NAMZU_AGENT_REFUSAL_FLUSH_GRACE_MS", 1000, FALSE, refusal_flush_grace_ms),
+  KNOB ("NAMZU_AGENT_EXECUTION_LEASE_TTL_MS", 30000, FALSE, limits.execution_lease_ttl_ms),
+  KNOB ("NAMZU_AGENT_EXECUTION_TERMINAL_TTL_MS", 60000, FALSE, limits.execution_terminal_ttl_ms),
+  KNOB ("NAMZU_AGENT_MAX_TRACKED_EXECUTIONS", 1024, FALSE, limits.max_tracked_executions),
+  KNOB ("NAMZU_AGENT_CANCEL_GRACE_MS", 250, TRUE, limits.cancel_grace_ms),
+  KNOB ("NAMZU_AGENT_CANCEL_CONFIRM_TIMEOUT_MS", 5000, FALSE, limits.cancel_confirm_timeout_ms),
+  KNOB ("NAMZU_AGENT_EXECUTION_LOG_BYTES", 1048576, FALSE, limits.execution_log_bytes),
+  KNOB ("NAMZU_AGENT_MAX_RETAINED_OUTPUT_LOGS", 32, FALSE, limits.max_retained_output_logs),
+  KNOB ("NAMZU_AGENT_EXECUTION_RETAINED_TTL_MS", 600000, FALSE, limits.execution_retained_ttl_ms),
+  KNOB ("NAMZU_SANDBOX_MAX_TIMEOUT_MS", 1800000, FALSE, limits.max_timeout_ms),
+};
+
+void
+nz_agent_config_free (NzAgentConfig *config)
+{
+  if (config == NULL)
+    return;
+  g_free (config->unix_path);
+  g_free (config->vsock_port);
+  g_free (config->bind_token);
+  g_free (config->workspace);
+  g_free (config->read_roots);
+  g_free (config->write_roots);
+  g_free (config);
+}
+
+gboolean
+nz_agent_config_is_gated (const NzAgentConfig *config)
+{
+  return config->bind_token != NULL || config->require_token;
+}
+
+static gboolean
+parse_tcp_port (const char *raw, guint16 *out, GError **error)
+{
+  double v;
+
+  if (nz_parse_js_number (raw, &v) && v == floor (v) && v >= 0 && v <= 65535)
+    {
+      *out = (guint16)v;
+      return TRUE;
+    }
+  {
+    g_autoptr (GString) json = g_string_new (NULL);
+
+    nz_jstext_append_json_string (json, raw);
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "agent: NAMZU_AGENT_TCP_PORT must be an integer port in [0, 65535], got %s",
+                     json->str);
+  }
+}
+
+NzAgentConfig *
+nz_agent_config_new_from_env (GError **error)
+{
+  g_autoptr (NzAgentConfig) c = g_new0 (NzAgentConfig, 1);
+  const char *unix_path = g_getenv ("NAMZU_AGENT_UNIX_PATH");
+  const char *vsock = g_getenv ("NAMZU_AGENT_VSOCK_PORT");
+  const char *tcp = g_getenv ("NAMZU_AGENT_TCP_PORT");
+  const char *bind = g_getenv ("NAMZU_AGENT_BIND_TOKEN");
+  const char *require = g_getenv ("NAMZU_AGENT_REQUIRE_TOKEN");
+  const char *workspace = g_getenv ("NAMZU_SANDBOX_WORKSPACE");
+
+  for (gsize i = 0; i < G_N_ELEMENTS (knobs); i++)
+    {
+      gint64 *field = G_STRUCT_MEMBER_P (c, knobs[i].offset);
+
+      if (!nz_knob_int (knobs[i].name, knobs[i].fallback, knobs[i].allow_zero, field, error))
+        return NULL;
+    }
+  c->max_preauth_frame_bytes = MIN (c->max_preauth_frame_bytes, c->max_frame_bytes);
+  c->max_preauth_buffer_bytes = MAX (c->max_preauth_buffer_bytes, c->max_preauth_frame_bytes);
+
+  c->workspace = g_strdup (workspace != NULL && *workspace != '\0' ? workspace : "/workspace");
+  c->read_roots = g_strdup (g_getenv ("NAMZU_SANDBOX_READ_ROOTS"));
+  c->write_roots = g_strdup (g_getenv ("NAMZU_SANDBOX_WRITE_ROOTS"));
+
+  /* An empty preset token would authenticate nobody, or worse, everybody: refuse it. */
+  if (bind != NULL && *bind == '\0')
+    {
+      nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                "agent: NAMZU_AGENT_BIND_TOKEN is set but empty — unset it to run without a "
+                "credential, or set it to a per-instance secret");
+      return NULL;
+    }
+  c->bind_token = g_strdup (bind);
+  c->require_token = require != NULL && *require != '\0';
+
+  /* Mode precedence is the reference's: unix, then vsock fd 3, then TCP. */
+  if (unix_path != NULL)
+    {
+      c->listen_mode = NZ_AGENT_LISTEN_UNIX;
+      c->unix_path = g_strdup (unix_path);
+    }
+  else if (vsock != NULL)
+    {
+      c->listen_mode = NZ_AGENT_LISTEN_VSOCK_FD;
+      c->vsock_port = g_strdup (vsock);
+    }
+  else if (tcp != NULL)
+    {
+      c->listen_mode = NZ_AGENT_LISTEN_TCP;
+      if (!parse_tcp_port (tcp, &c->tcp_port, error))
+        return NULL;
+      /* A routed listener without a credential would hand the workload to anyone who can
+       * reach the port. */
+      if (!nz_agent_config_is_gated (c))
+        {
+          nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                    "agent: NAMZU_AGENT_TCP_PORT is a routed listener and needs a credential — "
+                    "set NAMZU_AGENT_BIND_TOKEN to a per-instance secret, or "
+                    "NAMZU_AGENT_REQUIRE_TOKEN to bind the first token seen");
+          return NULL;
+        }
+    }
+  else
+    {
+      nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                "agent: none of NAMZU_AGENT_UNIX_PATH, NAMZU_AGENT_VSOCK_PORT or "
+                "NAMZU_AGENT_TCP_PORT set");
+      return NULL;
+    }
+  return g_steal_pointer (&c);
+}

@@ -1,0 +1,658 @@
+#include "nz-agent-ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "nz-errors.h"
+#include "nz-exec.h"
+#include "nz-fileio.h"
+#include "nz-jail.h"
+#include "nz-json.h"
+#include "nz-jstext.h"
+#include "nz-knobs.h"
+
+/* Only what this agent implements: a host tests membership and must never be promised a
+ * feature that is missing (spec A.9). */
+static const char *const agent_features[] = { "guest-boot-id", NULL };
+
+static NzGuest *
+conn_guest (NzAgentConn *conn)
+{
+  return nz_agent_server_get_guest (nz_agent_conn_get_server (conn));
+}
+
+static JsonObject *
+ok_reply_with_boot_id (NzGuest *guest)
+{
+  JsonObject *reply = json_object_new ();
+
+  json_object_set_boolean_member (reply, "ok", TRUE);
+  json_object_set_string_member (reply, "guestBootId", guest->boot_id);
+  return reply;
+}
+
+static JsonNode *
+body_member (NzEnvelope *env, const char *name)
+{
+  if (env->body == NULL || !json_object_has_member (env->body, name))
+    return NULL;
+  return json_object_get_member (env->body, name);
+}
+
+/* JS truthiness of a JSON value (absent = undefined = falsy). */
+static gboolean
+js_truthy (JsonNode *n)
+{
+  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
+    return FALSE;
+  if (!JSON_NODE_HOLDS_VALUE (n))
+    return TRUE;
+  switch (json_node_get_value_type (n))
+    {
+    case G_TYPE_STRING:
+      return json_node_get_string (n)[0] != '\0';
+    case G_TYPE_BOOLEAN:
+      return json_node_get_boolean (n);
+    case G_TYPE_INT64:
+      return json_node_get_int (n) != 0;
+    default:
+      {
+        double d = json_node_get_double (n);
+
+        return d != 0 && !isnan (d);
+      }
+    }
+}
+
+static const char *
+node_string (JsonNode *n)
+{
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+static gboolean
+node_number (JsonNode *n, double *out)
+{
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n))
+    return FALSE;
+  switch (json_node_get_value_type (n))
+    {
+    case G_TYPE_INT64:
+      *out = (double)json_node_get_int (n);
+      return TRUE;
+    case G_TYPE_DOUBLE:
+      *out = json_node_get_double (n);
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+/* JS Number(value) for the few members the reference coerces that way. */
+static double
+node_js_number (JsonNode *n)
+{
+  double d;
+
+  if (n == NULL)
+    return NAN;
+  if (JSON_NODE_HOLDS_NULL (n))
+    return 0;
+  if (node_number (n, &d))
+    return d;
+  if (JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_BOOLEAN)
+    return json_node_get_boolean (n) ? 1 : 0;
+  if (node_string (n) != NULL && nz_parse_js_number (node_string (n), &d))
+    return d;
+  return NAN;
+}
+
+static void
+set_result_members (JsonObject *obj, const NzExecResult *r)
+{
+  json_object_set_int_member (obj, "exitCode", r->exit_code);
+  json_object_set_boolean_member (obj, "timedOut", r->timed_out);
+  json_object_set_int_member (obj, "durationMs", r->duration_ms);
+  if (r->signal != 0)
+    json_object_set_string_member (obj, "signal", nz_exec_signal_name (r->signal));
+  json_object_set_boolean_member (obj, "stdoutTruncated", r->stdout_truncated);
+  json_object_set_boolean_member (obj, "stderrTruncated", r->stderr_truncated);
+}
+
+/* terminalPayload: {ok:true, gb, state:<outcome>, started, result?, error?} (spec C.2). */
+static JsonObject *
+terminal_payload (NzGuest *guest, NzExecRecord *rec)
+{
+  JsonObject *reply = ok_reply_with_boot_id (guest);
+
+  json_object_set_string_member (reply, "state", nz_exec_outcome_to_string (rec->outcome));
+  json_object_set_boolean_member (reply, "started", rec->started);
+  if (rec->has_result)
+    {
+      JsonObject *result = json_object_new ();
+
+      set_result_members (result, &rec->result);
+      json_object_set_object_member (reply, "result", result);
+    }
+  if (rec->error != NULL)
+    json_object_set_string_member (reply, "error", rec->error);
+  return reply;
+}
+
+/* ---- healthz ---- */
+
+static void
+op_healthz (NzAgentConn *conn)
+{
+  NzGuest *guest = conn_guest (conn);
+  g_autoptr (JsonObject) reply = json_object_new ();
+  JsonArray *features = json_array_new ();
+
+  for (guint i = 0; agent_features[i] != NULL; i++)
+    json_array_add_string_element (features, agent_features[i]);
+  json_object_set_boolean_member (reply, "ok", !guest->retiring);
+  json_object_set_int_member (reply, "protocolVersion", NZ_GUEST_PROTOCOL_VERSION);
+  json_object_set_array_member (reply, "features", features);
+  if (guest->retiring)
+    json_object_set_boolean_member (reply, "retiring", TRUE);
+  nz_agent_conn_reply (conn, reply);
+}
+
+/* ---- reserve-execution ---- */
+
+static void
+op_reserve (NzAgentConn *conn, NzEnvelope *env)
+{
+  NzGuest *guest = conn_guest (conn);
+  JsonNode *id_node = body_member (env, "executionId");
+  const char *id = NULL;
+  gint64 now = nz_guest_now_ms ();
+  gboolean existing = FALSE;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) reply = NULL;
+  NzExecRecord *rec;
+
+  nz_exec_registry_prune (guest->registry, now);
+  if (guest->retiring)
+    {
+      nz_agent_conn_reply_error (conn, "agent_retiring");
+      return;
+    }
+  /* "Provided" is JS-truthy: an absent, null or empty id lets the guest mint one. */
+  if (js_truthy (id_node))
+    {
+      id = node_string (id_node);
+      if (id == NULL || !nz_exec_id_is_valid (id))
+        {
+          nz_agent_conn_reply_error (conn, "invalid_execution_id");
+          return;
+        }
+    }
+  rec = nz_exec_registry_reserve (guest->registry, id, now, &existing, &error);
+  if (rec == NULL)
+    {
+      nz_agent_conn_reply_error (conn, error->message);
+      return;
+    }
+  reply = ok_reply_with_boot_id (guest);
+  json_object_set_int_member (reply, "protocolVersion", NZ_GUEST_PROTOCOL_VERSION);
+  json_object_set_string_member (reply, "executionId", rec->id);
+  json_object_set_int_member (reply, "leaseExpiresAt", rec->expires_at != 0 ? rec->expires_at : now);
+  /* `state` only when the caller named the id (a test pins the minted reply's keys). */
+  if (id != NULL)
+    json_object_set_string_member (reply, "state", nz_exec_state_to_string (rec->state));
+  if (existing && rec->has_log)
+    {
+      json_object_set_boolean_member (reply, "retainedOutput", TRUE);
+      json_object_set_int_member (reply, "outputOffset", 0);
+    }
+  nz_agent_conn_reply (conn, reply);
+}
+
+/* ---- execute ---- */
+
+static void
+exec_output (NzExecRecord *rec, NzExecStream stream, const guint8 *data, gsize len,
+             gpointer user_data)
+{
+  NzAgentConn *conn = user_data;
+  g_autoptr (GString) frame = g_string_sized_new (len + 48);
+
+  /* Built by hand: the per-chunk lossy decode may contain U+0000, which a C-string JSON
+   * builder would cut short. */
+  g_string_append (frame, stream == NZ_EXEC_STREAM_STDOUT ? "{\"type\":\"stdout_delta\",\"data\":"
+                                                          : "{\"type\":\"stderr_delta\",\"data\":");
+  nz_jstext_append_json_lossy (frame, data, len);
+  g_string_append_c (frame, '}');
+  nz_agent_conn_write_frame (conn, frame->str, frame->len);
+}
+
+static void
+exec_finished (NzExecRecord *rec, const NzExecResult *result, const char *error_message,
+               gboolean fenced, gpointer user_data)
+{
+  NzAgentConn *conn = user_data;
+  g_autoptr (JsonObject) frame = NULL;
+
+  if (fenced)
+    {
+      /* No terminal frame: the host sees "socket closed before exec stream terminator". */
+      nz_agent_conn_destroy (conn);
+      return;
+    }
+  if (result == NULL)
+    {
+      nz_agent_conn_stream_error (conn, error_message);
+      return;
+    }
+  frame = json_object_new ();
+  json_object_set_string_member (frame, "type", "result");
+  set_result_members (frame, result);
+  nz_agent_conn_write_object (conn, frame);
+  nz_agent_conn_write_terminator (conn);
+  nz_agent_conn_end (conn);
+}
+
+static const NzExecCallbacks exec_callbacks = {
+  .output = exec_output,
+  .finished = exec_finished,
+};
+
+static void
+op_execute (NzAgentConn *conn, NzEnvelope *env)
+{
+  NzGuest *guest = conn_guest (conn);
+  const char *command = node_string (body_member (env, "command"));
+  JsonNode *id_node = body_member (env, "executionId");
+  JsonNode *cwd_node = body_member (env, "cwd");
+  JsonNode *timeout_node = body_member (env, "timeoutMs");
+  JsonNode *stdin_node = body_member (env, "stdin");
+  JsonArray *args_array = env->body != NULL ? nz_json_get_array (env->body, "args") : NULL;
+  gboolean retain = env->body != NULL && nz_json_get_bool (env->body, "retainOutput", FALSE);
+  const char *id = NULL;
+  g_autofree char *cwd = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  g_autoptr (NzExecRecord) rec = NULL;
+  g_auto (GStrv) envp = NULL;
+  g_autoptr (GBytes) stdin_bytes = NULL;
+  double timeout = NZ_GUEST_DEFAULT_TIMEOUT_MS;
+  double max_output;
+  NzExecSpec spec = { 0 };
+
+  /* Validation order is the reference's (spec A.6.3). */
+  if (command == NULL || *command == '\0')
+    {
+      nz_agent_conn_stream_error (conn, "missing_command");
+      return;
+    }
+  if (id_node != NULL)
+    {
+      id = node_string (id_node);
+      if (id == NULL || !nz_exec_id_is_valid (id))
+        {
+          nz_agent_conn_stream_error (conn, "invalid_execution_id");
+          return;
+        }
+    }
+  if (retain && id == NULL)
+    {
+      nz_agent_conn_stream_error (conn, "retain_requires_execution_id");
+      return;
+    }
+  if (!js_truthy (cwd_node))
+    cwd = g_strdup (nz_jail_get_workspace (guest->jail));
+  else if (node_string (cwd_node) == NULL)
+    {
+      nz_agent_conn_stream_error (conn, "invalid_cwd: The \"path\" argument must be of type string");
+      return;
+    }
+  else if ((cwd = nz_jail_resolve_cwd (guest->jail, node_string (cwd_node), &error)) == NULL)
+    {
+      g_autofree char *msg = g_strdup_printf ("invalid_cwd: %s", error->message);
+
+      nz_agent_conn_stream_error (conn, msg);
+      return;
+    }
+  /* Above the ceiling is refused, never shortened: a caller asking for more time than the
+   * guest allows must learn it before the command runs. */
+  if (timeout_node != NULL
+      && (!node_number (timeout_node, &timeout) || !isfinite (timeout) || timeout <= 0
+          || timeout > (double)guest->limits.max_timeout_ms))
+    {
+      g_autofree char *msg = g_strdup_printf (
+          "invalid_timeout: timeoutMs must be a finite number in (0, %" G_GINT64_FORMAT
+          "] (NAMZU_SANDBOX_MAX_TIMEOUT_MS)",
+          guest->limits.max_timeout_ms);
+
+      nz_agent_conn_stream_error (conn, msg);
+      return;
+    }
+  max_output = node_js_number (body_member (env, "maxOutputBytes"));
+  if (isnan (max_output) || max_output == 0)
+    max_output = (double)NZ_GUEST_DEFAULT_MAX_OUTPUT_BYTES;
+
+  if (id != NULL)
+    {
+      NzExecRecord *tracked;
+
+      nz_exec_registry_prune (guest->registry, nz_guest_now_ms ());
+      tracked = nz_exec_registry_lookup (guest->registry, id);
+      if (tracked == NULL)
+        {
+          nz_agent_conn_stream_error (conn, "unknown_execution");
+          return;
+        }
+      if (tracked->state != NZ_EXEC_STATE_RESERVED)
+        {
+          g_autofree char *msg = g_strdup_printf ("execution_not_reserved: %s",
+                                                  nz_exec_state_to_string (tracked->state));
+
+          nz_agent_conn_stream_error (conn, msg);
+          return;
+        }
+      if (retain)
+        {
+          /* Retained output and attach are not in this agent (no `execution-attach`
+           * feature), so a request for them is refused rather than silently not retained. */
+          nz_agent_conn_stream_error (conn, "retain_output_unsupported");
+          return;
+        }
+      rec = nz_exec_record_ref (tracked);
+    }
+  else
+    /* Untracked: a private record with the same process group, timeout and cause, but not
+     * cancellable by id. */
+    rec = nz_exec_record_new (NULL);
+
+  if (args_array != NULL)
+    {
+      for (guint i = 0; i < json_array_get_length (args_array); i++)
+        {
+          const char *a = node_string (json_array_get_element (args_array, i));
+
+          if (a == NULL)
+            {
+              g_autofree char *msg = g_strdup_printf (
+                  "The \"args[%u]\" argument must be of type string", i);
+
+              nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_FAILED,
+                                                  NULL, msg, nz_guest_now_ms ());
+              nz_agent_conn_stream_error (conn, msg);
+              return;
+            }
+          g_ptr_array_add (args, (gpointer)a);
+        }
+    }
+  g_ptr_array_add (args, NULL);
+  envp = nz_guest_child_environ (env->body != NULL ? nz_json_get_object (env->body, "env") : NULL);
+  if (stdin_node != NULL)
+    {
+      char *text = nz_js_string (stdin_node);
+
+      stdin_bytes = g_bytes_new_take (text, strlen (text));
+    }
+
+  spec.command = command;
+  spec.args = (const char *const *)args->pdata;
+  spec.cwd = cwd;
+  spec.envp = envp;
+  spec.stdin_data = stdin_bytes;
+  spec.timeout_ms = (gint64)ceil (timeout);
+  spec.max_output_bytes = max_output >= (double)G_MAXINT64 ? G_MAXINT64 : (gint64)MAX (max_output, 0);
+  if (!nz_exec_start (guest, rec, &spec, &exec_callbacks, nz_agent_conn_ref (conn),
+                      (GDestroyNotify)nz_agent_conn_unref, &error))
+    {
+      /* nz_exec_start did not take the callback data on failure. */
+      nz_agent_conn_unref (conn);
+      nz_agent_conn_stream_error (conn, error->message);
+      return;
+    }
+}
+
+/* ---- cancel-execution ---- */
+
+static void
+cancel_confirmed (NzExecRecord *rec, const char *error_message, gpointer user_data)
+{
+  g_autoptr (NzAgentConn) conn = user_data;
+  NzGuest *guest = conn_guest (conn);
+
+  if (error_message != NULL)
+    {
+      g_autoptr (JsonObject) reply = json_object_new ();
+
+      /* An unconfirmed kill leaves a workload nobody owns: fence the agent. */
+      nz_guest_retire (guest, error_message);
+      json_object_set_boolean_member (reply, "ok", FALSE);
+      json_object_set_string_member (reply, "guestBootId", guest->boot_id);
+      json_object_set_string_member (reply, "error", "cancellation_unconfirmed");
+      json_object_set_string_member (reply, "message", error_message);
+      nz_agent_conn_reply (conn, reply);
+      return;
+    }
+  {
+    g_autoptr (JsonObject) reply = terminal_payload (guest, rec);
+
+    nz_agent_conn_reply (conn, reply);
+  }
+}
+
+static void
+op_cancel (NzAgentConn *conn, NzEnvelope *env)
+{
+  NzGuest *guest = conn_guest (conn);
+  const char *id = node_string (body_member (env, "executionId"));
+  NzExecRecord *rec;
+
+  if (id == NULL || !nz_exec_id_is_valid (id))
+    {
+      nz_agent_conn_reply_error (conn, "invalid_execution_id");
+      return;
+    }
+  rec = nz_exec_registry_lookup (guest->registry, id);
+  if (rec == NULL)
+    {
+      g_autoptr (JsonObject) reply = json_object_new ();
+
+      /* Carries the boot id on purpose: a restarted agent answering about a previous
+       * process's id is detectable. */
+      json_object_set_boolean_member (reply, "ok", FALSE);
+      json_object_set_string_member (reply, "guestBootId", guest->boot_id);
+      json_object_set_string_member (reply, "error", "unknown_execution");
+      nz_agent_conn_reply (conn, reply);
+      return;
+    }
+  if (rec->state == NZ_EXEC_STATE_RESERVED || rec->state == NZ_EXEC_STATE_STARTING)
+    {
+      gint64 now = nz_guest_now_ms ();
+      NzExecResult result = { .exit_code = 1 };
+
+      result.duration_ms = rec->started_at != 0 ? MAX (0, now - rec->started_at) : 0;
+      rec->cause = NZ_EXEC_CAUSE_CANCELLED;
+      nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_CANCELLED,
+                                          &result, NULL, now);
+    }
+  nz_exec_terminate (guest, rec, NZ_EXEC_CAUSE_CANCELLED, cancel_confirmed,
+                     nz_agent_conn_ref (conn));
+}
+
+/* ---- read-file / write-file (whole file) ---- */
+
+static const char *
+require_path (NzAgentConn *conn, NzEnvelope *env, const char *missing_error)
+{
+  JsonNode *path_node = body_member (env, "path");
+  const char *path;
+
+  if (!js_truthy (path_node))
+    {
+      nz_agent_conn_reply_error (conn, missing_error);
+      return NULL;
+    }
+  path = node_string (path_node);
+  if (path == NULL)
+    nz_agent_conn_reply_error (conn, "The \"path\" argument must be of type string");
+  return path;
+}
+
+static void
+op_read_file (NzAgentConn *conn, NzEnvelope *env)
+{
+  NzGuest *guest = conn_guest (conn);
+  const char *path = require_path (conn, env, "missing_path");
+  const char *encoding = env->body != NULL ? nz_json_get_string (env->body, "encoding") : NULL;
+  gboolean base64 = g_strcmp0 (encoding, "base64") == 0;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *lexical = NULL;
+  g_autofree char *root = NULL;
+  g_autofree char *real = NULL;
+  g_autoptr (GBytes) content = NULL;
+  g_autoptr (GString) reply = NULL;
+  gsize len = 0;
+  const guint8 *data;
+
+  if (path == NULL)
+    return;
+  if ((lexical = nz_jail_resolve_read (guest->jail, path, &root, &error)) == NULL
+      || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL
+      || (content = nz_fileio_read_all (real, &error)) == NULL)
+    {
+      nz_agent_conn_reply_error (conn, error->message);
+      return;
+    }
+  data = g_bytes_get_data (content, &len);
+  reply = g_string_sized_new (len + 128);
+  g_string_append (reply, "{\"ok\":true,\"guestBootId\":");
+  nz_jstext_append_json_string (reply, guest->boot_id);
+  g_string_append (reply, ",\"content\":");
+  if (base64)
+    {
+      g_autofree char *b64 = g_base64_encode (data, len);
+
+      g_string_append_printf (reply, "\"%s\"", b64);
+    }
+  else
+    nz_jstext_append_json_lossy (reply, data, len);
+  g_string_append_printf (reply, ",\"sizeBytes\":%" G_GSIZE_FORMAT ",\"encoding\":\"%s\"}", len,
+                          base64 ? "base64" : "utf8");
+  nz_agent_conn_write_frame (conn, reply->str, reply->len);
+  nz_agent_conn_end (conn);
+}
+
+static void
+op_write_file (NzAgentConn *conn, NzEnvelope *env)
+{
+  NzGuest *guest = conn_guest (conn);
+  const char *path = require_path (conn, env, "missing_path_or_content");
+  JsonNode *part = body_member (env, "part");
+  JsonNode *content_node = body_member (env, "content");
+  const char *encoding = env->body != NULL ? nz_json_get_string (env->body, "encoding") : NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *lexical = NULL;
+  g_autofree char *root = NULL;
+  g_autofree char *real = NULL;
+  g_autofree char *dir = NULL;
+  g_autofree char *text = NULL;
+  g_autofree guchar *decoded = NULL;
+  gsize len = 0;
+  const void *data;
+  g_autoptr (JsonObject) reply = NULL;
+
+  if (path == NULL)
+    return;
+  if (part != NULL && !JSON_NODE_HOLDS_NULL (part))
+    {
+      if (!JSON_NODE_HOLDS_OBJECT (part))
+        {
+          nz_agent_conn_reply_error (conn, "write_part_invalid_shape");
+          return;
+        }
+      /* The parts protocol is not advertised (no `write-file-parts`); refuse it rather than
+       * write a part as if it were the whole file. */
+      nz_agent_conn_reply_error (conn, "write_part_unsupported");
+      return;
+    }
+  if (content_node == NULL)
+    {
+      nz_agent_conn_reply_error (conn, "missing_path_or_content");
+      return;
+    }
+  if ((lexical = nz_jail_resolve_write (guest->jail, path, &root, &error)) == NULL)
+    {
+      nz_agent_conn_reply_error (conn, error->message);
+      return;
+    }
+  dir = g_path_get_dirname (lexical);
+  if (!nz_fileio_mkdir_p (dir, &error)
+      || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL)
+    {
+      nz_agent_conn_reply_error (conn, error->message);
+      return;
+    }
+  text = nz_js_string (content_node);
+  if (g_strcmp0 (encoding, "base64") == 0)
+    {
+      decoded = g_base64_decode (text, &len);
+      data = decoded;
+    }
+  else
+    {
+      data = text;
+      len = strlen (text);
+    }
+  if (!nz_fileio_write_durable (real, data, len, &error))
+    {
+      nz_agent_conn_reply_error (conn, error->message);
+      return;
+    }
+  reply = ok_reply_with_boot_id (guest);
+  json_object_set_int_member (reply, "bytesWritten", (gint64)len);
+  nz_agent_conn_reply (conn, reply);
+}
+
+/* ---- dispatch (spec A.5) ---- */
+
+void
+nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env)
+{
+  NzGuest *guest = conn_guest (conn);
+  const char *op = env->op;
+
+  if (strcmp (op, "healthz") == 0)
+    {
+      op_healthz (conn);
+      return;
+    }
+  if (strcmp (op, "cancel-execution") == 0)
+    {
+      op_cancel (conn, env);
+      return;
+    }
+  if (guest->retiring)
+    {
+      /* The attach ops are refused in their stream shape; everything else, including
+       * execute, in the reply shape. */
+      if (strcmp (op, "attach-execution") == 0 || strcmp (op, "attach-session") == 0)
+        nz_agent_conn_stream_error (conn, "agent_retiring");
+      else
+        nz_agent_conn_reply_error (conn, "agent_retiring");
+      return;
+    }
+  if (strcmp (op, "reserve-execution") == 0)
+    op_reserve (conn, env);
+  else if (strcmp (op, "execute") == 0)
+    op_execute (conn, env);
+  else if (strcmp (op, "read-file") == 0)
+    op_read_file (conn, env);
+  else if (strcmp (op, "write-file") == 0)
+    op_write_file (conn, env);
+  else
+    {
+      g_autofree char *msg = g_strdup_printf ("unknown_op: %s", op);
+
+      nz_agent_conn_reply_error (conn, msg);
+    }
+}

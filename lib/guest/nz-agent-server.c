@@ -1,0 +1,197 @@
+#include "nz-agent-server.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gio/gio.h>
+#include <gio/gunixsocketaddress.h>
+
+#include "nz-agent-conn.h"
+#include "nz-errors.h"
+#include "nz-token.h"
+
+/* Seconds before the first TCP keepalive probe (TCP_KEEPALIVE_INITIAL_DELAY_MS = 15000). */
+#define TCP_KEEPALIVE_IDLE_S 15
+
+struct _NzAgentServer
+{
+  const NzAgentConfig *config;
+  NzGuest *guest;
+  GSocketService *service;
+  char *address;
+  char *bound_token; /* trust-on-first-use binding, for the life of the process */
+  gboolean stopped;
+};
+
+NzAgentServer *
+nz_agent_server_new (const NzAgentConfig *config, NzGuest *guest)
+{
+  NzAgentServer *server;
+
+  g_return_val_if_fail (config != NULL && guest != NULL, NULL);
+  server = g_new0 (NzAgentServer, 1);
+  server->config = config;
+  server->guest = guest;
+  return server;
+}
+
+void
+nz_agent_server_free (NzAgentServer *server)
+{
+  if (server == NULL)
+    return;
+  nz_agent_server_stop (server);
+  g_clear_object (&server->service);
+  g_free (server->address);
+  g_free (server->bound_token);
+  g_free (server);
+}
+
+const char *
+nz_agent_server_get_address (NzAgentServer *server)
+{
+  return server->address;
+}
+
+void
+nz_agent_server_stop (NzAgentServer *server)
+{
+  if (server->stopped || server->service == NULL)
+    return;
+  server->stopped = TRUE;
+  g_socket_service_stop (server->service);
+  g_socket_listener_close (G_SOCKET_LISTENER (server->service));
+  if (server->config->listen_mode == NZ_AGENT_LISTEN_UNIX)
+    unlink (server->config->unix_path);
+}
+
+const NzAgentConfig *
+nz_agent_server_get_config (NzAgentServer *server)
+{
+  return server->config;
+}
+
+NzGuest *
+nz_agent_server_get_guest (NzAgentServer *server)
+{
+  return server->guest;
+}
+
+gboolean
+nz_agent_server_authorize (NzAgentServer *server, const char *token)
+{
+  const NzAgentConfig *config = server->config;
+
+  if (config->bind_token != NULL)
+    return nz_token_equal (config->bind_token, token);
+  /* Trust on first use: a missing or empty token never binds, and a refused intruder never
+   * unseats the binding. */
+  if (token == NULL || *token == '\0')
+    return FALSE;
+  if (server->bound_token == NULL)
+    {
+      server->bound_token = g_strdup (token);
+      return TRUE;
+    }
+  return nz_token_equal (server->bound_token, token);
+}
+
+static gboolean
+on_incoming (GSocketService *service, GSocketConnection *connection, GObject *source_object,
+             gpointer user_data)
+{
+  NzAgentServer *server = user_data;
+  GSocket *sock = g_socket_connection_get_socket (connection);
+
+  if (server->config->listen_mode == NZ_AGENT_LISTEN_TCP)
+    {
+      g_socket_set_keepalive (sock, TRUE);
+      g_socket_set_option (sock, IPPROTO_TCP, TCP_KEEPIDLE, TCP_KEEPALIVE_IDLE_S, NULL);
+    }
+  nz_agent_conn_start (server, connection);
+  return TRUE;
+}
+
+static gboolean
+listen_unix (NzAgentServer *server, GError **error)
+{
+  const char *path = server->config->unix_path;
+  g_autoptr (GSocketAddress) addr = NULL;
+
+  /* rm -f first: a stale socket from a previous agent must not block the bind. */
+  if (unlink (path) != 0 && errno != ENOENT)
+    return nz_throw_errno_prefix (error, "agent: cannot remove '%s'", path);
+  addr = g_unix_socket_address_new (path);
+  if (!g_socket_listener_add_address (G_SOCKET_LISTENER (server->service), addr,
+                                      G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT, NULL, NULL,
+                                      error))
+    return FALSE;
+  server->address = g_strdup_printf ("unix:%s", path);
+  return TRUE;
+}
+
+static gboolean
+listen_vsock_fd (NzAgentServer *server, GError **error)
+{
+  g_autoptr (GSocket) sock = g_socket_new_from_fd (NZ_AGENT_VSOCK_FD, error);
+
+  if (sock == NULL)
+    return nz_prefix_error (error, "agent: NAMZU_AGENT_VSOCK_PORT: fd %d", NZ_AGENT_VSOCK_FD);
+  /* The bridge hands over a bound socket; listen() again is harmless if it already listens. */
+  if (!g_socket_listen (sock, error))
+    return FALSE;
+  if (!g_socket_listener_add_socket (G_SOCKET_LISTENER (server->service), sock, NULL, error))
+    return FALSE;
+  server->address = g_strdup_printf ("vsock-fd:%d", NZ_AGENT_VSOCK_FD);
+  return TRUE;
+}
+
+static gboolean
+listen_tcp (NzAgentServer *server, GError **error)
+{
+  g_autoptr (GInetAddress) any = g_inet_address_new_any (G_SOCKET_FAMILY_IPV4);
+  g_autoptr (GSocketAddress) addr = g_inet_socket_address_new (any, server->config->tcp_port);
+  g_autoptr (GSocketAddress) effective = NULL;
+
+  if (!g_socket_listener_add_address (G_SOCKET_LISTENER (server->service), addr,
+                                      G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL,
+                                      &effective, error))
+    return FALSE;
+  server->address = g_strdup_printf (
+      "tcp:0.0.0.0:%u", g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (effective)));
+  return TRUE;
+}
+
+gboolean
+nz_agent_server_listen (NzAgentServer *server, GError **error)
+{
+  gboolean ok = FALSE;
+
+  g_return_val_if_fail (server != NULL && server->service == NULL, FALSE);
+  server->service = g_socket_service_new ();
+  g_signal_connect (server->service, "incoming", G_CALLBACK (on_incoming), server);
+  switch (server->config->listen_mode)
+    {
+    case NZ_AGENT_LISTEN_UNIX:
+      ok = listen_unix (server, error);
+      break;
+    case NZ_AGENT_LISTEN_VSOCK_FD:
+      ok = listen_vsock_fd (server, error);
+      break;
+    case NZ_AGENT_LISTEN_TCP:
+      ok = listen_tcp (server, error);
+      break;
+    default:
+      g_assert_not_reached ();
+    }
+  if (!ok)
+    {
+      nz_error_convert (error);
+      return FALSE;
+    }
+  g_socket_service_start (server->service);
+  return TRUE;
+}

@@ -1,0 +1,189 @@
+#define _GNU_SOURCE
+#include "nz-jstext.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "nz-errors.h"
+
+static void
+append_escaped_char (GString *out, guchar c)
+{
+  switch (c)
+    {
+    case '"':
+      g_string_append (out, "\\\"");
+      break;
+    case '\\':
+      g_string_append (out, "\\\\");
+      break;
+    case '\b':
+      g_string_append (out, "\\b");
+      break;
+    case '\f':
+      g_string_append (out, "\\f");
+      break;
+    case '\n':
+      g_string_append (out, "\\n");
+      break;
+    case '\r':
+      g_string_append (out, "\\r");
+      break;
+    case '\t':
+      g_string_append (out, "\\t");
+      break;
+    default:
+      if (c < 0x20)
+        g_string_append_printf (out, "\\u%04x", c);
+      else
+        g_string_append_c (out, (char)c);
+    }
+}
+
+void
+nz_jstext_append_json_lossy (GString *out, const void *data, gsize len)
+{
+  const guchar *s = data;
+  gsize i = 0;
+
+  g_string_append_c (out, '"');
+  while (i < len)
+    {
+      guchar b = s[i];
+      guint need;
+      guchar lo = 0x80, hi = 0xBF;
+      gsize j;
+      gboolean ok = TRUE;
+
+      if (b < 0x80)
+        {
+          append_escaped_char (out, b);
+          i++;
+          continue;
+        }
+      if (b >= 0xC2 && b <= 0xDF)
+        need = 1;
+      else if (b == 0xE0)
+        need = 2, lo = 0xA0;
+      else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF)
+        need = 2;
+      else if (b == 0xED)
+        need = 2, hi = 0x9F;
+      else if (b == 0xF0)
+        need = 3, lo = 0x90;
+      else if (b >= 0xF1 && b <= 0xF3)
+        need = 3;
+      else if (b == 0xF4)
+        need = 3, hi = 0x8F;
+      else
+        {
+          g_string_append (out, "\xEF\xBF\xBD");
+          i++;
+          continue;
+        }
+      /* One U+FFFD per maximal subpart: stop at the first byte that cannot continue. */
+      j = i + 1;
+      for (guint k = 0; k < need; k++, j++)
+        {
+          guchar c;
+
+          if (j >= len)
+            {
+              ok = FALSE;
+              break;
+            }
+          c = s[j];
+          if (c < (k == 0 ? lo : 0x80) || c > (k == 0 ? hi : 0xBF))
+            {
+              ok = FALSE;
+              break;
+            }
+        }
+      if (ok)
+        g_string_append_len (out, (const char *)s + i, (gssize)(j - i));
+      else
+        g_string_append (out, "\xEF\xBF\xBD");
+      i = j;
+    }
+  g_string_append_c (out, '"');
+}
+
+void
+nz_jstext_append_json_string (GString *out, const char *s)
+{
+  nz_jstext_append_json_lossy (out, s, strlen (s));
+}
+
+char *
+nz_js_string (JsonNode *n)
+{
+  if (n == NULL)
+    return g_strdup ("undefined");
+  if (JSON_NODE_HOLDS_NULL (n))
+    return g_strdup ("null");
+  if (JSON_NODE_HOLDS_OBJECT (n))
+    return g_strdup ("[object Object]");
+  if (JSON_NODE_HOLDS_ARRAY (n))
+    {
+      JsonArray *a = json_node_get_array (n);
+      GString *s = g_string_new (NULL);
+
+      for (guint i = 0; i < json_array_get_length (a); i++)
+        {
+          JsonNode *e = json_array_get_element (a, i);
+
+          if (i > 0)
+            g_string_append_c (s, ',');
+          if (!JSON_NODE_HOLDS_NULL (e))
+            {
+              g_autofree char *part = nz_js_string (e);
+
+              g_string_append (s, part);
+            }
+        }
+      return g_string_free (s, FALSE);
+    }
+  switch (json_node_get_value_type (n))
+    {
+    case G_TYPE_STRING:
+      return g_strdup (json_node_get_string (n));
+    case G_TYPE_BOOLEAN:
+      return g_strdup (json_node_get_boolean (n) ? "true" : "false");
+    case G_TYPE_INT64:
+      return g_strdup_printf ("%" G_GINT64_FORMAT, json_node_get_int (n));
+    default:
+      {
+        double d = json_node_get_double (n);
+        char buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+        if (d == (double)(gint64)d && d > -1e15 && d < 1e15)
+          return g_strdup_printf ("%" G_GINT64_FORMAT, (gint64)d);
+        return g_strdup (g_ascii_dtostr (buf, sizeof buf, d));
+      }
+    }
+}
+
+const char *
+nz_errno_name (int errsv)
+{
+  const char *name = strerrorname_np (errsv);
+
+  return name != NULL ? name : "EUNKNOWN";
+}
+
+gboolean
+nz_throw_node_errno (GError **error, int errsv, const char *syscall, const char *path)
+{
+  g_autofree char *msg = g_strdup (g_strerror (errsv));
+
+  /* libuv spells these in lower case ("no such file or directory"). */
+  if (msg[0] != '\0')
+    msg[0] = g_ascii_tolower (msg[0]);
+  if (path != NULL)
+    g_set_error (error, NZ_ERROR, nz_error_code_from_errno (errsv), "%s: %s, %s '%s'",
+                 nz_errno_name (errsv), msg, syscall, path);
+  else
+    g_set_error (error, NZ_ERROR, nz_error_code_from_errno (errsv), "%s: %s, %s",
+                 nz_errno_name (errsv), msg, syscall);
+  return FALSE;
+}
