@@ -268,6 +268,17 @@ finish (Run *run, const char *target)
   return fail_with (EXIT_NAMZU, nz_error_code_name (e), "%s", e->message);
 }
 
+/* Like nz_cli_usage_error(), but returns the status so main()'s cleanups run (exit() would
+ * skip them and the sanitizers would report the skipped frees). */
+static int
+usage_error (const char *msg)
+{
+  fprintf (stderr, "%s: %s\nTry '%s --help' for more information.\n", nz_cli_tool (), msg,
+           nz_cli_tool ());
+  return NZ_EXIT_USAGE;
+}
+
+/* Usage mistakes are G_OPTION_ERROR (exit 2); trouble with our stdin is NZ_ERROR (125). */
 static JsonObject *
 build_body (GError **error)
 {
@@ -291,7 +302,8 @@ build_body (GError **error)
           g_autofree char *key = eq != NULL ? g_strndup (opt_env[i], eq - opt_env[i]) : NULL;
 
           if (key == NULL || *key == '\0')
-            nz_cli_usage_error ("--env wants K=V, got \"%s\"", opt_env[i]);
+            return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                                 "--env wants K=V, got \"%s\"", opt_env[i]), NULL);
           json_object_set_string_member (env, key, eq + 1);
         }
     }
@@ -300,8 +312,9 @@ build_body (GError **error)
       gint64 ms = 0;
 
       if (!parse_timeout_ms (opt_timeout, &ms))
-        nz_cli_usage_error ("--timeout wants milliseconds or a duration like 30s, 5m, 1h; got "
-                            "\"%s\"", opt_timeout);
+        return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                             "--timeout wants milliseconds or a duration like 30s, 5m, 1h; got "
+                             "\"%s\"", opt_timeout), NULL);
       json_object_set_int_member (body, "timeoutMs", ms);
     }
   if (opt_stdin)
@@ -355,9 +368,11 @@ main (int argc, char **argv)
       memmove (opt_command, opt_command + 1, g_strv_length (opt_command) * sizeof (char *));
     }
   if (opt_command == NULL || opt_command[0] == NULL || *opt_command[0] == '\0')
-    nz_cli_usage_error ("no COMMAND given");
+    return usage_error ("no COMMAND given");
 
   body = build_body (&error);
+  if (body == NULL && error->domain == G_OPTION_ERROR)
+    return usage_error (error->message);
   if (body == NULL)
     return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
   if (opt_endpoint != NULL)

@@ -1,0 +1,407 @@
+/* namzu-exec against the real namzu-agent: both built binaries, a real unix socket (or TCP
+ * with a token), real processes. The agent is started per test with a private workspace and
+ * its ready line is read from stdout instead of sleeping. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+
+#include "nz-json.h"
+#include "../nz-test.h"
+
+typedef struct
+{
+  char *dir;
+  char *workspace;
+  char *endpoint;
+  char *token; /* TCP mode only */
+  GSubprocess *proc;
+} Agent;
+
+static void
+die_with_parent (gpointer user_data)
+{
+  /* A failed assertion ends the forked test; the agent must not outlive it. */
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
+}
+
+/* Starts namzu-agent on a unix socket (tcp=FALSE) or on TCP port 0 with a bind token. */
+static Agent *
+agent_start (gboolean tcp)
+{
+  g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE);
+  g_autofree char *bin = nz_test_tool ("namzu-agent");
+  g_autoptr (GDataInputStream) in = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *line = NULL;
+  Agent *a = g_new0 (Agent, 1);
+
+  a->dir = g_dir_make_tmp ("nz-exec-XXXXXX", NULL);
+  ck_assert_ptr_nonnull (a->dir);
+  a->workspace = g_build_filename (a->dir, "ws", NULL);
+  ck_assert_int_eq (g_mkdir (a->workspace, 0700), 0);
+  g_subprocess_launcher_unsetenv (l, "NAMZU_AGENT_TCP_PORT");
+  g_subprocess_launcher_unsetenv (l, "NAMZU_AGENT_UNIX_PATH");
+  g_subprocess_launcher_unsetenv (l, "NAMZU_AGENT_BIND_TOKEN");
+  g_subprocess_launcher_unsetenv (l, "NAMZU_AGENT_REQUIRE_TOKEN");
+  g_subprocess_launcher_setenv (l, "NAMZU_SANDBOX_WORKSPACE", a->workspace, TRUE);
+  g_subprocess_launcher_setenv (l, "NAMZU_AGENT_SHUTDOWN_DEADLINE_MS", "3000", TRUE);
+  if (tcp)
+    {
+      a->token = g_strdup ("test-token-0123456789");
+      g_subprocess_launcher_setenv (l, "NAMZU_AGENT_TCP_PORT", "0", TRUE);
+      g_subprocess_launcher_setenv (l, "NAMZU_AGENT_BIND_TOKEN", a->token, TRUE);
+    }
+  else
+    {
+      g_autofree char *sock = g_build_filename (a->dir, "agent.sock", NULL);
+
+      g_subprocess_launcher_setenv (l, "NAMZU_AGENT_UNIX_PATH", sock, TRUE);
+      a->endpoint = g_strdup_printf ("unix:%s", sock);
+    }
+  g_subprocess_launcher_set_child_setup (l, die_with_parent, NULL, NULL);
+  a->proc = g_subprocess_launcher_spawn (l, &error, bin, NULL);
+  ck_assert_msg (a->proc != NULL, "spawn %s: %s", bin, error ? error->message : "");
+  in = g_data_input_stream_new (g_subprocess_get_stdout_pipe (a->proc));
+  line = g_data_input_stream_read_line_utf8 (in, NULL, NULL, &error);
+  ck_assert_msg (line != NULL, "namzu-agent printed no ready line: %s",
+                 error ? error->message : "EOF");
+  if (tcp)
+    {
+      /* The ready line ends with the bound port, whatever words precede it. */
+      const char *p = line + strlen (line);
+      guint64 port = 0;
+
+      while (p > line && g_ascii_isdigit (p[-1]))
+        p--;
+      ck_assert_msg (g_ascii_string_to_unsigned (p, 10, 1, 65535, &port, NULL),
+                     "no port at the end of the ready line \"%s\"", line);
+      a->endpoint = g_strdup_printf ("tcp:127.0.0.1:%u", (unsigned)port);
+    }
+  return a;
+}
+
+static void
+agent_stop (Agent *a)
+{
+  const char *rm[] = { "/bin/rm", "-rf", a->dir, NULL };
+
+  g_subprocess_send_signal (a->proc, SIGTERM);
+  ck_assert (g_subprocess_wait (a->proc, NULL, NULL));
+  g_spawn_sync (NULL, (char **)rm, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);
+  g_object_unref (a->proc);
+  g_free (a->dir);
+  g_free (a->workspace);
+  g_free (a->endpoint);
+  g_free (a->token);
+  g_free (a);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Agent, agent_stop)
+
+static GSubprocess *
+exec_spawn (Agent *a, const char *token, GSubprocessFlags flags, const char *const *args)
+{
+  g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (flags);
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GError) error = NULL;
+  GSubprocess *p;
+
+  g_ptr_array_add (argv, nz_test_tool ("namzu-exec"));
+  if (a != NULL)
+    {
+      g_ptr_array_add (argv, g_strdup ("--endpoint"));
+      g_ptr_array_add (argv, g_strdup (a->endpoint));
+    }
+  for (guint i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, g_strdup (args[i]));
+  g_ptr_array_add (argv, NULL);
+  g_subprocess_launcher_unsetenv (l, "NAMZU_SANDBOX");
+  g_subprocess_launcher_unsetenv (l, "NAMZU_TOKEN");
+  if (token != NULL)
+    g_subprocess_launcher_setenv (l, "NAMZU_TOKEN", token, TRUE);
+  p = g_subprocess_launcher_spawnv (l, (const char *const *)argv->pdata, &error);
+  ck_assert_msg (p != NULL, "spawn namzu-exec: %s", error ? error->message : "");
+  return p;
+}
+
+/* Runs namzu-exec to completion; returns its exit status (128+N if a signal killed it). */
+static int
+exec_run (Agent *a, const char *token, const char *stdin_text, char **out, char **err,
+          const char *const *args)
+{
+  g_autoptr (GSubprocess) p = exec_spawn (
+      a, token,
+      G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE
+          | G_SUBPROCESS_FLAGS_STDERR_PIPE,
+      args);
+  g_autoptr (GError) error = NULL;
+
+  ck_assert_msg (g_subprocess_communicate_utf8 (p, stdin_text, NULL, out, err, &error),
+                 "communicate: %s", error ? error->message : "");
+  if (g_subprocess_get_if_signaled (p))
+    return 128 + g_subprocess_get_term_sig (p);
+  return g_subprocess_get_exit_status (p);
+}
+
+#define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+START_TEST (test_echo_and_stderr_separation)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+
+  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err, ARGS ("--", "echo", "hello", "world")),
+                    0);
+  ck_assert_str_eq (out, "hello world\n");
+  ck_assert_str_eq (err, "");
+  /* Options end at COMMAND even without "--": -c belongs to sh. */
+  ck_assert_int_eq (exec_run (a, NULL, "", &out2, &err2,
+                              ARGS ("sh", "-c", "echo out; echo err >&2; echo out2")),
+                    0);
+  ck_assert_str_eq (out2, "out\nout2\n");
+  ck_assert_str_eq (err2, "err\n");
+}
+END_TEST
+
+START_TEST (test_exit_statuses)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  static const struct { const char *script; int status; } cases[] = {
+    { "exit 0", 0 },
+    { "exit 3", 3 },
+    { "exit 255", 255 },
+    { "kill -TERM $$", 128 + SIGTERM },
+    { "kill -KILL $$", 128 + SIGKILL },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *out = NULL, *err = NULL;
+      int status = exec_run (a, NULL, "", &out, &err, ARGS ("--", "sh", "-c", cases[i].script));
+
+      ck_assert_msg (status == cases[i].status, "%s: status %d, want %d (stderr: %s)",
+                     cases[i].script, status, cases[i].status, err);
+    }
+}
+END_TEST
+
+START_TEST (test_timeout)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+  gint64 t0 = g_get_monotonic_time ();
+
+  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err, ARGS ("--timeout", "300", "--", "sleep", "30")),
+                    124);
+  ck_assert_int_lt (g_get_monotonic_time () - t0, 5 * G_USEC_PER_SEC);
+  ck_assert_int_eq (exec_run (a, NULL, "", &out2, &err2, ARGS ("--timeout", "1s", "--", "true")), 0);
+}
+END_TEST
+
+START_TEST (test_not_found_and_not_executable)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+  g_autofree char *script = g_build_filename (a->workspace, "not-exec.sh", NULL);
+
+  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err, ARGS ("--", "/nonexistent/namzu-cmd")), 127);
+  ck_assert_msg (g_str_has_prefix (err, "namzu-exec: ") && strstr (err, "not found"), "%s", err);
+  ck_assert_str_eq (out, "");
+  ck_assert (g_file_set_contents (script, "#!/bin/sh\necho no\n", -1, NULL));
+  ck_assert_int_eq (chmod (script, 0644), 0);
+  ck_assert_int_eq (exec_run (a, NULL, "", &out2, &err2, ARGS ("--", "./not-exec.sh")), 126);
+  ck_assert_msg (g_str_has_prefix (err2, "namzu-exec: "), "%s", err2);
+}
+END_TEST
+
+START_TEST (test_env_and_cwd)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *out = NULL, *err = NULL;
+  g_autofree char *want = g_strdup_printf ("bar|x=y\n%s/sub/dir\n", a->workspace);
+
+  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err,
+                              ARGS ("--env", "FOO=bar", "-e", "EQ=x=y", "--cwd", "sub/dir", "--",
+                                    "sh", "-c", "echo \"$FOO|$EQ\"; pwd -P")),
+                    0);
+  ck_assert_str_eq (out, want);
+}
+END_TEST
+
+START_TEST (test_json_events)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *out = NULL, *err = NULL;
+  g_auto (GStrv) lines = NULL;
+  g_autoptr (GString) so = g_string_new (NULL), se = g_string_new (NULL);
+  guint results = 0, n;
+  double code = -1;
+
+  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err,
+                              ARGS ("--json", "--", "sh", "-c", "echo a; echo b >&2; exit 5")),
+                    5);
+  lines = g_strsplit (out, "\n", -1);
+  n = g_strv_length (lines);
+  ck_assert_msg (n >= 2 && *lines[n - 1] == '\0', "not newline-terminated NDJSON: %s", out);
+  for (guint i = 0; i + 1 < n; i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (JsonObject) ev = nz_json_parse_object (lines[i], -1, &error);
+      const char *type;
+
+      ck_assert_msg (ev != NULL, "line %u is not a JSON object: %s", i, lines[i]);
+      type = nz_json_get_string (ev, "type");
+      ck_assert_ptr_nonnull (type);
+      if (g_str_equal (type, "stdout"))
+        g_string_append (so, nz_json_get_string (ev, "data"));
+      else if (g_str_equal (type, "stderr"))
+        g_string_append (se, nz_json_get_string (ev, "data"));
+      else
+        {
+          ck_assert_str_eq (type, "result");
+          ck_assert_msg (i + 2 == n, "result is not the last line: %s", out);
+          results++;
+          ck_assert (nz_json_get_number (ev, "exitCode", &code));
+          ck_assert (!nz_json_get_bool (ev, "timedOut", TRUE));
+          ck_assert (g_str_has_prefix (nz_json_get_string (ev, "executionId"), "exec_"));
+        }
+    }
+  ck_assert_uint_eq (results, 1);
+  ck_assert (code == 5);
+  ck_assert_str_eq (so->str, "a\n");
+  ck_assert_str_eq (se->str, "b\n");
+  ck_assert_str_eq (err, "");
+}
+END_TEST
+
+START_TEST (test_stdin)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+
+  ck_assert_int_eq (exec_run (a, NULL, "line one\nline two\n", &out, &err,
+                              ARGS ("-i", "--", "sort", "-r")),
+                    0);
+  ck_assert_str_eq (out, "line two\nline one\n");
+  /* Without -i the command's stdin is empty, even when ours is not. */
+  ck_assert_int_eq (exec_run (a, NULL, "ignored\n", &out2, &err2,
+                              ARGS ("--", "wc", "-c")),
+                    0);
+  ck_assert_str_eq (g_strstrip (out2), "0");
+}
+END_TEST
+
+/* SIGINT/SIGTERM to namzu-exec cancel the remote command, which must be gone afterwards. */
+static void
+assert_signal_cancels (int signo)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *pidfile = g_build_filename (a->workspace, "pid", NULL);
+  g_autoptr (GSubprocess) p = exec_spawn (
+      a, NULL, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE,
+      ARGS ("--", "sh", "-c", "echo $$ > pid; echo started; exec sleep 60"));
+  g_autoptr (GDataInputStream) in = g_data_input_stream_new (g_subprocess_get_stdout_pipe (p));
+  g_autofree char *line = g_data_input_stream_read_line_utf8 (in, NULL, NULL, NULL);
+  g_autofree char *pidtext = NULL;
+  gint64 t0, deadline;
+  guint64 pid = 0;
+
+  ck_assert_str_eq (line, "started");
+  ck_assert (g_file_get_contents (pidfile, &pidtext, NULL, NULL));
+  ck_assert (g_ascii_string_to_unsigned (g_strstrip (pidtext), 10, 2, G_MAXINT, &pid, NULL));
+  ck_assert_int_eq (kill ((pid_t)pid, 0), 0);
+  t0 = g_get_monotonic_time ();
+  g_subprocess_send_signal (p, signo);
+  ck_assert (g_subprocess_wait (p, NULL, NULL));
+  ck_assert_msg (g_subprocess_get_if_exited (p), "namzu-exec died of the signal itself");
+  ck_assert_int_eq (g_subprocess_get_exit_status (p), 128 + signo);
+  ck_assert_int_lt (g_get_monotonic_time () - t0, 5 * G_USEC_PER_SEC);
+  /* The agent confirmed the group gone before we exited; allow only for its final reap. */
+  deadline = g_get_monotonic_time () + G_USEC_PER_SEC / 2;
+  while (kill ((pid_t)pid, 0) == 0 && g_get_monotonic_time () < deadline)
+    g_usleep (10000);
+  ck_assert_msg (kill ((pid_t)pid, 0) == -1 && errno == ESRCH,
+                 "remote command %u still exists after cancellation", (unsigned)pid);
+}
+
+START_TEST (test_sigint_cancels_remote)
+{
+  assert_signal_cancels (SIGINT);
+}
+END_TEST
+
+START_TEST (test_sigterm_cancels_remote)
+{
+  assert_signal_cancels (SIGTERM);
+}
+END_TEST
+
+START_TEST (test_unreachable_endpoint)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  const char *args[] = { "--endpoint", "unix:/nonexistent/namzu/agent.sock", "--", "true", NULL };
+  int status = exec_run (NULL, NULL, "", &out, &err, args);
+
+  ck_assert_int_eq (status, 125);
+  ck_assert_str_eq (out, "");
+  ck_assert_msg (g_str_has_prefix (err, "namzu-exec: ") && strstr (err, "cannot reach")
+                     && strstr (err, "namzu-ls") && strchr (err, '\n') == err + strlen (err) - 1,
+                 "not one clear line: %s", err);
+}
+END_TEST
+
+START_TEST (test_usage_errors)
+{
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &out, &err, ARGS ("--endpoint", "unix:/x")), 2);
+  ck_assert_msg (strstr (err, "no COMMAND") && strstr (err, "--help"), "%s", err);
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &out2, &err2,
+                              ARGS ("--endpoint", "unix:/x", "--timeout", "soon", "--", "true")),
+                    2);
+}
+END_TEST
+
+START_TEST (test_tcp_token)
+{
+  g_autoptr (Agent) a = agent_start (TRUE);
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+
+  ck_assert_int_eq (exec_run (a, a->token, "", &out, &err, ARGS ("--", "echo", "over tcp")), 0);
+  ck_assert_str_eq (out, "over tcp\n");
+  ck_assert_int_eq (exec_run (a, "wrong-token", "", &out2, &err2, ARGS ("--", "true")), 125);
+  ck_assert_msg (strstr (err2, "unauthorized") != NULL, "%s", err2);
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("exec");
+  TCase *tc = tcase_create ("exec");
+  g_autofree char *agent = NULL;
+
+  agent = g_build_filename (g_getenv ("NZ_TOOLS_DIR") ? g_getenv ("NZ_TOOLS_DIR") : ".",
+                            "namzu-agent", NULL);
+  nz_test_require (g_file_test (agent, G_FILE_TEST_IS_EXECUTABLE), "namzu-agent is not built");
+  tcase_set_timeout (tc, 30);
+  tcase_add_test (tc, test_echo_and_stderr_separation);
+  tcase_add_test (tc, test_exit_statuses);
+  tcase_add_test (tc, test_timeout);
+  tcase_add_test (tc, test_not_found_and_not_executable);
+  tcase_add_test (tc, test_env_and_cwd);
+  tcase_add_test (tc, test_json_events);
+  tcase_add_test (tc, test_stdin);
+  tcase_add_test (tc, test_sigint_cancels_remote);
+  tcase_add_test (tc, test_sigterm_cancels_remote);
+  tcase_add_test (tc, test_unreachable_endpoint);
+  tcase_add_test (tc, test_usage_errors);
+  tcase_add_test (tc, test_tcp_token);
+  suite_add_tcase (s, tc);
+  return nz_test_run (s);
+}
