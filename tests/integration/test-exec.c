@@ -120,7 +120,9 @@ exec_spawn (Agent *a, const char *token, GSubprocessFlags flags, const char *con
   for (guint i = 0; args[i] != NULL; i++)
     g_ptr_array_add (argv, g_strdup (args[i]));
   g_ptr_array_add (argv, NULL);
-  g_subprocess_launcher_unsetenv (l, "NAMZU_SANDBOX");
+  /* Direct-agent runs must not pick up a sandbox from the environment. */
+  if (a != NULL)
+    g_subprocess_launcher_unsetenv (l, "NAMZU_SANDBOX");
   g_subprocess_launcher_unsetenv (l, "NAMZU_TOKEN");
   if (token != NULL)
     g_subprocess_launcher_setenv (l, "NAMZU_TOKEN", token, TRUE);
@@ -379,6 +381,69 @@ START_TEST (test_tcp_token)
 }
 END_TEST
 
+static char *
+run_tool (const char *name, const char *arg1, const char *arg2)
+{
+  g_autofree char *bin = nz_test_tool (name);
+  const char *argv[] = { bin, arg1, arg2, NULL };
+  g_autofree char *err = NULL;
+  char *out = NULL;
+  int status = 0;
+
+  ck_assert (g_spawn_sync (NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                           &status, NULL));
+  ck_assert_msg (g_spawn_check_wait_status (status, NULL), "%s failed: %s", name, err);
+  return out;
+}
+
+/* The sandbox paths through lib/backend's handles: the handle piped from namzu-create, then
+ * $NAMZU_SANDBOX, then --sandbox; then an agent that died under a running command, a sandbox
+ * whose agent is gone, and one that was destroyed. */
+START_TEST (test_sandbox_handles)
+{
+  g_autofree char *state = g_dir_make_tmp ("nz-exec-state-XXXXXX", NULL);
+  g_autofree char *handle = NULL, *destroyed = NULL;
+  g_autofree char *o1 = NULL, *e1 = NULL, *o2 = NULL, *e2 = NULL, *o3 = NULL, *e3 = NULL;
+  g_autofree char *o4 = NULL, *e4 = NULL, *o5 = NULL, *e5 = NULL, *o6 = NULL, *e6 = NULL;
+  g_autoptr (JsonObject) h = NULL;
+  const char *rm[] = { "/bin/rm", "-rf", state, NULL };
+  const char *id;
+
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  g_unsetenv ("NAMZU_SANDBOX");
+  handle = run_tool ("namzu-create", NULL, NULL);
+  h = nz_json_parse_object (handle, -1, NULL);
+  ck_assert_msg (h != NULL && (id = nz_json_get_string (h, "id")) != NULL, "handle: %s", handle);
+
+  ck_assert_int_eq (exec_run (NULL, NULL, handle, &o1, &e1, ARGS ("--", "echo", "piped")), 0);
+  ck_assert_str_eq (o1, "piped\n");
+  g_setenv ("NAMZU_SANDBOX", id, TRUE);
+  ck_assert_int_eq (exec_run (NULL, NULL, "from stdin\n", &o2, &e2, ARGS ("-i", "--", "cat")), 0);
+  ck_assert_str_eq (o2, "from stdin\n");
+  g_unsetenv ("NAMZU_SANDBOX");
+
+  /* The command kills its own agent: the stream is cut, the outcome unknown -> 125. */
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &o3, &e3,
+                              ARGS ("--sandbox", id, "--", "sh", "-c", "kill -9 $PPID; sleep 5")),
+                    125);
+  ck_assert_msg (strstr (e3, "socket closed before exec stream terminator"), "%s", e3);
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &o4, &e4, ARGS ("--sandbox", id, "--", "true")),
+                    125);
+  ck_assert_msg (g_str_has_prefix (e4, "namzu-exec: cannot reach sandbox ")
+                     && strstr (e4, "namzu-ls") && strstr (e4, "namzu-create"),
+                 "%s", e4);
+
+  destroyed = run_tool ("namzu-destroy", "--sandbox", id);
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &o5, &e5, ARGS ("--sandbox", id, "--", "true")),
+                    125);
+  ck_assert_msg (g_str_has_prefix (e5, "namzu-exec: ") && strstr (e5, "namzu-ls"), "%s", e5);
+  /* Nothing to say where to run: a clear refusal, not a hang on a terminal. */
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &o6, &e6, ARGS ("--", "true")), 125);
+  ck_assert_msg (g_str_has_prefix (e6, "namzu-exec: "), "%s", e6);
+  g_spawn_sync (NULL, (char **)rm, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -389,6 +454,8 @@ main (void)
   agent = g_build_filename (g_getenv ("NZ_TOOLS_DIR") ? g_getenv ("NZ_TOOLS_DIR") : ".",
                             "namzu-agent", NULL);
   nz_test_require (g_file_test (agent, G_FILE_TEST_IS_EXECUTABLE), "namzu-agent is not built");
+  /* A namzu-exec that does not read its stdin must fail an assertion, not kill the test. */
+  signal (SIGPIPE, SIG_IGN);
   tcase_set_timeout (tc, 30);
   tcase_add_test (tc, test_echo_and_stderr_separation);
   tcase_add_test (tc, test_exit_statuses);
@@ -402,6 +469,7 @@ main (void)
   tcase_add_test (tc, test_unreachable_endpoint);
   tcase_add_test (tc, test_usage_errors);
   tcase_add_test (tc, test_tcp_token);
+  tcase_add_test (tc, test_sandbox_handles);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

@@ -265,6 +265,11 @@ finish (Run *run, const char *target)
     return fail_with (EXIT_NAMZU, nz_error_code_name (e),
                       "cannot reach %s (%s); it may have stopped: check namzu-ls, or create a "
                       "new sandbox with namzu-create", target, e->message);
+  /* Reserved, so it may have run: say the outcome is unknown and where to look. */
+  if (target != NULL)
+    return fail_with (EXIT_NAMZU, nz_error_code_name (e),
+                      "%s; the command's outcome in %s is unknown (check it with namzu-ls)",
+                      e->message, target);
   return fail_with (EXIT_NAMZU, nz_error_code_name (e), "%s", e->message);
 }
 
