@@ -781,9 +781,25 @@ END_TEST
 
 START_TEST (test_require_token)
 {
-  Agent *a = agent_start_full (FALSE, (const char *const[]){ "NAMZU_AGENT_REQUIRE_TOKEN=1", NULL });
+  Agent *a = agent_start_full (FALSE, (const char *const[]){ "NAMZU_AGENT_REQUIRE_TOKEN=1",
+                                                               "NAMZU_AGENT_MAX_FRAME_BYTES=4096",
+                                                               NULL });
   g_autoptr (JsonObject) first = NULL;
   g_autoptr (JsonObject) again = NULL;
+  g_autoptr (GPtrArray) big = NULL;
+  g_autoptr (JsonObject) refusal = NULL;
+  int fd;
+
+  /* The pre-auth cap is clamped to the global one, and still named as the pre-auth cap. */
+  fd = agent_connect (a);
+  send_all (fd, "00002000\n", 9);
+  big = read_frames (fd);
+  ck_assert_uint_eq (big->len, 1);
+  refusal = parse (big->pdata[0]);
+  ck_assert_str_eq (nz_json_get_string (refusal, "error"),
+                    "frame_too_large: announced 8192 bytes, limit 4096 "
+                    "(NAMZU_AGENT_MAX_PREAUTH_FRAME_BYTES)");
+  close (fd);
 
   /* Empty never binds. */
   assert_reply_error (a, "{\"op\":\"reserve-execution\",\"token\":\"\"}", "unauthorized");
@@ -856,6 +872,86 @@ START_TEST (test_cancel_grace_zero_allowed)
    * or KILL, either way a signal ends it and the timeout is reported. */
   ck_assert (nz_json_get_bool (r->result, "timedOut", FALSE));
   ck_assert_ptr_nonnull (nz_json_get_string (r->result, "signal"));
+  agent_stop (a);
+}
+END_TEST
+
+START_TEST (test_cancel_unconfirmed)
+{
+  Agent *a = agent_start ();
+  g_autofree char *id = reserve (a);
+  g_autofree char *cancel = g_strdup_printf (
+      "{\"op\":\"cancel-execution\",\"body\":{\"executionId\":\"%s\"}}", id);
+  ExecThread t = { a, NULL, NULL };
+  g_autoptr (GThread) thread = NULL;
+  g_autoptr (JsonObject) c = NULL;
+  g_autoptr (JsonObject) h = NULL;
+  const char *message;
+
+  /* The leader dies on SIGTERM, a member ignoring it keeps the pipes: once the leader is
+   * reaped its pgid may be reused, so the agent refuses to SIGKILL it and fences itself. */
+  t.body = g_strdup_printf ("{\"executionId\":\"%s\",\"command\":\"sh\",\"args\":[\"-c\","
+                            "\"(trap '' TERM; exec sleep 2) & exec sleep 30\"]}",
+                            id);
+  thread = g_thread_new ("exec", exec_thread, &t);
+  g_usleep (200000);
+  c = reply (a, cancel);
+  ck_assert (!nz_json_get_bool (c, "ok", TRUE));
+  ck_assert_str_eq (nz_json_get_string (c, "error"), "cancellation_unconfirmed");
+  ck_assert_ptr_nonnull (nz_json_get_string (c, "guestBootId"));
+  message = nz_json_get_string (c, "message");
+  ck_assert_msg (g_regex_match_simple ("^process group [0-9]+ outlived its leader during "
+                                       "cancellation; refusing to signal a reusable numeric "
+                                       "process-group id$",
+                                       message, 0, 0),
+                 "%s", message);
+  h = reply (a, "{\"op\":\"healthz\"}");
+  ck_assert (nz_json_get_bool (h, "retiring", FALSE));
+  g_thread_join (g_steal_pointer (&thread));
+  g_ptr_array_unref (t.frames);
+  g_free (t.body);
+  agent_stop (a);
+}
+END_TEST
+
+START_TEST (test_vsock_fd)
+{
+  g_autofree char *tool = nz_test_tool ("namzu-agent");
+  const char *argv[] = { tool, NULL };
+  g_autofree char *dir = g_dir_make_tmp ("nz-vsock-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "bridge.sock", NULL);
+  g_autofree char *ws_env = g_strdup_printf ("NAMZU_SANDBOX_WORKSPACE=%s", dir);
+  g_auto (GStrv) env = agent_env ((const char *const[]){ "NAMZU_AGENT_VSOCK_PORT=1024", ws_env, NULL });
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  int lfd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int source_fds[1];
+  int target_fds[1] = { 3 };
+  Agent *a = g_new0 (Agent, 1);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) h = NULL;
+  char line[128] = { 0 };
+  gsize n = 0;
+
+  /* Stand in for the vsock bridge: a bound, listening socket handed over as fd 3. */
+  g_strlcpy (sun.sun_path, path, sizeof sun.sun_path);
+  ck_assert_int_eq (bind (lfd, (struct sockaddr *)&sun, sizeof sun), 0);
+  ck_assert_int_eq (listen (lfd, 16), 0);
+  source_fds[0] = lfd;
+  ck_assert_msg (g_spawn_async_with_pipes_and_fds (NULL, argv, (const char *const *)env,
+                                                   G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, -1, -1,
+                                                   -1, source_fds, target_fds, 1, &a->pid, NULL,
+                                                   &a->stdout_fd, NULL, &error),
+                 "%s", error ? error->message : "");
+  close (lfd);
+  while (n < sizeof line - 1 && read (a->stdout_fd, line + n, 1) == 1 && line[n] != '\n')
+    n++;
+  line[n] = '\0';
+  ck_assert_str_eq (line, "namzu-agent listening on vsock-fd:3");
+  a->dir = g_strdup (dir);
+  a->ws = g_strdup (dir);
+  a->sock_path = g_strdup (path);
+  h = reply (a, "{\"op\":\"healthz\"}");
+  ck_assert (nz_json_get_bool (h, "ok", FALSE));
   agent_stop (a);
 }
 END_TEST
@@ -1056,6 +1152,8 @@ main (void)
   tcase_add_test (tc, test_cancel_grace);
   tcase_add_test (tc, test_cancel_grace_zero_allowed);
   tcase_add_test (tc, test_fencing);
+  tcase_add_test (tc, test_cancel_unconfirmed);
+  tcase_add_test (tc, test_vsock_fd);
   tcase_add_test (tc, test_framing_unix);
   tcase_add_test (tc, test_tcp_token);
   tcase_add_test (tc, test_require_token);
