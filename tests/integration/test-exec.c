@@ -1,6 +1,6 @@
-/* namzu-exec against the real namzu-agent: both built binaries, a real unix socket (or TCP
- * with a token), real processes. The agent is started per test with a private workspace and
- * its ready line is read from stdout instead of sleeping. */
+/* namzu-exec and lib/client against the real namzu-agent: built binaries, a real unix socket
+ * (or TCP with a token), real processes. The agent is started per test with a private
+ * workspace and its ready line is read from stdout instead of sleeping. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -11,6 +11,8 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
+#include "nz-agent-client.h"
+#include "nz-errors.h"
 #include "nz-json.h"
 #include "../nz-test.h"
 
@@ -30,9 +32,10 @@ die_with_parent (gpointer user_data)
   prctl (PR_SET_PDEATHSIG, SIGKILL);
 }
 
-/* Starts namzu-agent on a unix socket (tcp=FALSE) or on TCP port 0 with a bind token. */
+/* Starts namzu-agent on a unix socket (tcp=FALSE) or on TCP port 0 with a bind token; waits
+ * for its ready line unless @no_wait (unix only). */
 static Agent *
-agent_start (gboolean tcp)
+agent_start_full (gboolean tcp, gboolean no_wait)
 {
   g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE);
   g_autofree char *bin = nz_test_tool ("namzu-agent");
@@ -67,6 +70,8 @@ agent_start (gboolean tcp)
   g_subprocess_launcher_set_child_setup (l, die_with_parent, NULL, NULL);
   a->proc = g_subprocess_launcher_spawn (l, &error, bin, NULL);
   ck_assert_msg (a->proc != NULL, "spawn %s: %s", bin, error ? error->message : "");
+  if (no_wait)
+    return a;
   in = g_data_input_stream_new (g_subprocess_get_stdout_pipe (a->proc));
   line = g_data_input_stream_read_line_utf8 (in, NULL, NULL, &error);
   ck_assert_msg (line != NULL, "namzu-agent printed no ready line: %s",
@@ -84,6 +89,12 @@ agent_start (gboolean tcp)
       a->endpoint = g_strdup_printf ("tcp:127.0.0.1:%u", (unsigned)port);
     }
   return a;
+}
+
+static Agent *
+agent_start (gboolean tcp)
+{
+  return agent_start_full (tcp, FALSE);
 }
 
 static void
@@ -444,6 +455,111 @@ START_TEST (test_sandbox_handles)
 }
 END_TEST
 
+/* ---- lib/client against the real agent ------------------------------------------------- */
+
+START_TEST (test_client_wait_ready)
+{
+  /* No ready line read: the client's readiness polling is what waits here. */
+  g_autoptr (Agent) a = agent_start_full (FALSE, TRUE);
+  g_autoptr (NzAgentClient) c = nz_agent_client_new (a->endpoint, NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) h = NULL;
+
+  ck_assert_msg (nz_agent_client_wait_ready (c, 10000, &error), "%s",
+                 error ? error->message : "");
+  h = nz_agent_client_healthz (c, NULL, &error);
+  ck_assert_msg (h != NULL, "%s", error ? error->message : "");
+  ck_assert_ptr_nonnull (nz_agent_client_get_features (c));
+  ck_assert (!json_object_has_member (h, "guestBootId"));
+}
+END_TEST
+
+typedef struct
+{
+  GCancellable *cancellable;
+  GString *out;
+} CancelOnStart;
+
+static void
+cancel_on_start (NzExecStream stream, const char *data, gsize len, gpointer user_data)
+{
+  CancelOnStart *cs = user_data;
+
+  g_string_append_len (cs->out, data, len);
+  if (strstr (cs->out->str, "started\n") != NULL)
+    g_cancellable_cancel (cs->cancellable);
+}
+
+START_TEST (test_client_exec_cancel)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autoptr (NzAgentClient) c = nz_agent_client_new (a->endpoint, NULL);
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr (GString) out = g_string_new (NULL);
+  CancelOnStart cs = { cancellable, out };
+  g_autoptr (JsonObject) body = json_object_new ();
+  g_autoptr (JsonObject) again = NULL;
+  g_autoptr (JsonArray) args = json_array_new ();
+  g_autoptr (GError) error = NULL;
+  g_autofree char *id = NULL, *pidtext = NULL;
+  g_autofree char *pidfile = g_build_filename (a->workspace, "pid", NULL);
+  guint64 pid = 0;
+
+  json_array_add_string_element (args, "-c");
+  json_array_add_string_element (args, "echo $$ > pid; echo started; exec sleep 60");
+  json_object_set_string_member (body, "command", "sh");
+  json_object_set_array_member (body, "args", json_array_ref (args));
+  ck_assert_ptr_null (nz_agent_client_exec (c, body, cancel_on_start, &cs, &id, cancellable,
+                                            &error));
+  ck_assert_msg (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED), "%s",
+                 error->message);
+  ck_assert (g_str_has_prefix (id, "exec_"));
+  ck_assert (g_file_get_contents (pidfile, &pidtext, NULL, NULL));
+  ck_assert (g_ascii_string_to_unsigned (g_strstrip (pidtext), 10, 2, G_MAXINT, &pid, NULL));
+  ck_assert_msg (kill ((pid_t)pid, 0) == -1 && errno == ESRCH, "command survived the cancel");
+  /* cancel-execution is idempotent: asking again reports the same terminal outcome. */
+  again = nz_agent_client_cancel (c, id, NULL, &error);
+  ck_assert_msg (again != NULL, "%s", error ? error->message : "");
+  ck_assert_str_eq (nz_json_get_string (again, "state"), "cancelled");
+}
+END_TEST
+
+START_TEST (test_client_cancel_unknown)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autoptr (NzAgentClient) c = nz_agent_client_new (a->endpoint, NULL);
+  g_autoptr (GError) error = NULL;
+
+  ck_assert_ptr_null (
+      nz_agent_client_cancel (c, "exec_6f1c1a4e-0f3b-4c2e-9a7d-2b1e8f0c9d11", NULL, &error));
+  ck_assert_msg (strstr (error->message, "unknown_execution") != NULL, "%s", error->message);
+}
+END_TEST
+
+static gboolean
+collect_types (JsonObject *frame, gpointer user_data, GError **error)
+{
+  g_string_append_printf (user_data, "%s,", nz_json_get_string (frame, "type"));
+  return TRUE;
+}
+
+START_TEST (test_client_stream)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autoptr (NzAgentClient) c = nz_agent_client_new (a->endpoint, NULL);
+  g_autoptr (JsonObject) body = json_object_new ();
+  g_autoptr (GString) types = g_string_new (NULL);
+  g_autoptr (GError) error = NULL;
+
+  /* An untracked execute is a plain stream: deltas, result, terminator, close. */
+  json_object_set_string_member (body, "command", "pwd");
+  ck_assert_msg (nz_agent_client_stream (c, "execute", body, 10000, collect_types, types, NULL,
+                                         &error),
+                 "%s", error ? error->message : "");
+  ck_assert_str_eq (types->str, "stdout_delta,result,");
+}
+END_TEST
+
 int
 main (void)
 {
@@ -470,6 +586,10 @@ main (void)
   tcase_add_test (tc, test_usage_errors);
   tcase_add_test (tc, test_tcp_token);
   tcase_add_test (tc, test_sandbox_handles);
+  tcase_add_test (tc, test_client_wait_ready);
+  tcase_add_test (tc, test_client_exec_cancel);
+  tcase_add_test (tc, test_client_cancel_unknown);
+  tcase_add_test (tc, test_client_stream);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
