@@ -72,7 +72,13 @@ nz_state_dir_ensure (GError **error)
   if (dir == NULL)
     return NULL;
   if (g_mkdir_with_parents (dir, 0700) != 0)
-    return (nz_throw_errno_prefix (error, "cannot create the state directory '%s'", dir), NULL);
+    {
+      nz_throw_errno_prefix (error, "cannot create the state directory '%s'", dir);
+      /* ENOTDIR and friends: the environment is broken, not the command line (exit 1). */
+      if (error != NULL && (*error)->code == NZ_ERROR_INVALID_ARGS)
+        (*error)->code = NZ_ERROR_FAILED;
+      return NULL;
+    }
   if (lstat (dir, &st) != 0)
     return (nz_throw_errno_prefix (error, "state directory '%s'", dir), NULL);
   if (!S_ISDIR (st.st_mode))

@@ -1,0 +1,604 @@
+/* End to end for container:bwrap with real bubblewrap, the real namzu-agent and namzu-exec:
+ * namzu-create -> namzu-exec -> namzu-destroy, what the sandbox can and cannot do, limits
+ * that really bite, and the failures a user meets (each one line, right exit code, nothing
+ * half-created). Every case gets its own NAMZU_STATE_DIR. */
+#include <errno.h>
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nz-json.h"
+#include "../nz-test.h"
+
+static char *tmp;
+static char *state;
+
+static void
+setup (void)
+{
+  tmp = g_dir_make_tmp ("nz-bwrap-e2e-XXXXXX", NULL);
+  ck_assert (tmp != NULL);
+  state = g_build_filename (tmp, "state", NULL);
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  g_unsetenv ("NAMZU_SANDBOX");
+  g_unsetenv ("NAMZU_BWRAP");
+  g_unsetenv ("NAMZU_AGENT_BIN");
+  g_unsetenv ("NAMZU_CGROUP_ROOT");
+}
+
+static int run_tool (const char *stdin_text, char **out, char **err, const char *tool, ...)
+  G_GNUC_NULL_TERMINATED;
+
+static void
+teardown (void)
+{
+  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
+  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmp);
+  const char *name;
+
+  /* A failed assertion must not leave sandboxes running. */
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  g_unsetenv ("NAMZU_BWRAP");
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    run_tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", name, NULL);
+  ck_assert_int_eq (system (cmd), 0);
+  g_clear_pointer (&state, g_free);
+  g_clear_pointer (&tmp, g_free);
+}
+
+/* Runs a built tool with stdin, stdout and stderr on files (GLib 2.74's communicate() leaks),
+ * and returns its exit status (128+N for a signal). */
+static int
+run_toolv (const char *stdin_text, char **out, char **err, const char *tool, va_list ap)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GSubprocessLauncher) launcher = NULL;
+  g_autoptr (GSubprocess) p = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *in_path = g_build_filename (tmp, "stdin", NULL);
+  g_autofree char *out_path = g_build_filename (tmp, "stdout", NULL);
+  g_autofree char *err_path = g_build_filename (tmp, "stderr", NULL);
+  const char *a;
+
+  g_ptr_array_add (argv, nz_test_tool (tool));
+  while ((a = va_arg (ap, const char *)) != NULL)
+    g_ptr_array_add (argv, g_strdup (a));
+  g_ptr_array_add (argv, NULL);
+  ck_assert (g_file_set_contents (in_path, stdin_text ? stdin_text : "", -1, NULL));
+  /* GLib opens these without O_TRUNC: start from empty files. */
+  g_unlink (out_path);
+  g_unlink (err_path);
+  launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
+  g_subprocess_launcher_set_stdin_file_path (launcher, in_path);
+  g_subprocess_launcher_set_stdout_file_path (launcher, out_path);
+  g_subprocess_launcher_set_stderr_file_path (launcher, err_path);
+  p = g_subprocess_launcher_spawnv (launcher, (const char *const *)argv->pdata, &error);
+  ck_assert_msg (p != NULL, "%s", error ? error->message : "");
+  ck_assert (g_subprocess_wait (p, NULL, &error));
+  if (out != NULL)
+    ck_assert (g_file_get_contents (out_path, out, NULL, NULL));
+  if (err != NULL)
+    ck_assert (g_file_get_contents (err_path, err, NULL, NULL));
+  if (g_subprocess_get_if_signaled (p))
+    return 128 + g_subprocess_get_term_sig (p);
+  return g_subprocess_get_exit_status (p);
+}
+
+static int
+run_tool (const char *stdin_text, char **out, char **err, const char *tool, ...)
+{
+  va_list ap;
+  int rc;
+
+  va_start (ap, tool);
+  rc = run_toolv (stdin_text, out, err, tool, ap);
+  va_end (ap);
+  return rc;
+}
+
+static guint
+count_lines (const char *s)
+{
+  guint n = 0;
+
+  for (; s != NULL && *s != '\0'; s++)
+    n += *s == '\n';
+  return n;
+}
+
+/* A failure as the CLI contract says: exit @code, one stderr line, one JSON error object. */
+static void
+assert_cli_failure (int rc, int code, const char *out, const char *err, const char *needle)
+{
+  g_autoptr (JsonObject) obj = NULL;
+  JsonObject *eo;
+
+  ck_assert_msg (rc == code, "exit %d, wanted %d; stderr: %s", rc, code, err);
+  ck_assert_msg (count_lines (err) == 1, "stderr is not one line: '%s'", err);
+  obj = nz_json_parse_object (out, -1, NULL);
+  ck_assert_msg (obj != NULL, "stdout is not one JSON object: '%s'", out);
+  eo = nz_json_get_object (obj, "error");
+  ck_assert (eo != NULL);
+  ck_assert (nz_json_get_string (eo, "code") != NULL);
+  ck_assert_msg (strstr (nz_json_get_string (eo, "message"), needle) != NULL,
+                 "message '%s' lacks '%s'", nz_json_get_string (eo, "message"), needle);
+}
+
+static guint
+count_sandboxes (void)
+{
+  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
+  guint n = 0;
+
+  while (d != NULL && g_dir_read_name (d) != NULL)
+    n++;
+  return n;
+}
+
+/* namzu-create with @args (NULL-terminated), asserting success; returns the public handle. */
+static JsonObject *
+create (const char *first, ...)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  JsonObject *obj;
+  va_list ap;
+  int rc;
+
+  va_start (ap, first);
+  if (first == NULL)
+    rc = run_tool (NULL, &out, &err, "namzu-create", NULL);
+  else
+    {
+      /* run_toolv takes the arguments after the tool name from @ap: put @first back. */
+      g_autoptr (GPtrArray) args = g_ptr_array_new ();
+
+      for (const char *a = first; a != NULL; a = va_arg (ap, const char *))
+        g_ptr_array_add (args, (gpointer)a);
+      ck_assert_uint_le (args->len, 8);
+      while (args->len < 8)
+        g_ptr_array_add (args, NULL);
+      rc = run_tool (NULL, &out, &err, "namzu-create", args->pdata[0], args->pdata[1],
+                     args->pdata[2], args->pdata[3], args->pdata[4], args->pdata[5],
+                     args->pdata[6], args->pdata[7], NULL);
+    }
+  va_end (ap);
+  ck_assert_msg (rc == 0, "namzu-create failed (%d): %s", rc, err);
+  ck_assert_msg (count_lines (out) == 1, "stdout: %s", out);
+  /* Never the token on stdout. */
+  ck_assert (strstr (out, "token") == NULL);
+  obj = nz_json_parse_object (out, -1, NULL);
+  ck_assert (obj != NULL);
+  ck_assert (g_str_has_prefix (nz_json_get_string (obj, "id"), "nz-"));
+  ck_assert_str_eq (nz_json_get_string (obj, "backend"), "container:bwrap");
+  ck_assert_str_eq (nz_json_get_string (obj, "tier"), "container");
+  ck_assert (json_object_has_member (obj, "createdAt"));
+  ck_assert (json_object_has_member (obj, "capabilities"));
+  return obj;
+}
+
+/* Runs @script with sh -c in sandbox @id via namzu-exec; returns its exit status. */
+static int
+sh_in (const char *id, const char *script, char **out)
+{
+  g_autofree char *err = NULL;
+  int rc = run_tool (NULL, out, &err, "namzu-exec", "--sandbox", id, "--", "sh", "-c", script,
+                     NULL);
+
+  /* 125 is namzu failing, never a command's answer in these tests */
+  ck_assert_msg (rc != 125, "namzu-exec failed: %s", err);
+  return rc;
+}
+
+static JsonObject *
+private_handle (const char *id)
+{
+  g_autofree char *path = g_build_filename (state, id, "handle.json", NULL);
+  g_autofree char *text = NULL;
+
+  ck_assert (g_file_get_contents (path, &text, NULL, NULL));
+  return nz_json_parse_object (text, -1, NULL);
+}
+
+static pid_t
+priv_pid (JsonObject *h, const char *member)
+{
+  double v = 0;
+
+  ck_assert (nz_json_get_number (nz_json_get_object (h, "private"), member, &v));
+  return (pid_t)v;
+}
+
+/* Gone, or a zombie nobody has reaped yet. */
+static gboolean
+pid_gone (pid_t pid)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", (int)pid);
+  g_autofree char *text = NULL;
+  char *p;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return TRUE;
+  p = strrchr (text, ')');
+  return p != NULL && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static void
+destroy_ok (const char *id)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  g_autoptr (JsonObject) obj = NULL;
+  int rc = run_tool (NULL, &out, &err, "namzu-destroy", "--sandbox", id, NULL);
+
+  ck_assert_msg (rc == 0, "destroy: %s", err);
+  obj = nz_json_parse_object (out, -1, NULL);
+  ck_assert (obj != NULL);
+  ck_assert_str_eq (nz_json_get_string (obj, "id"), id);
+  ck_assert (nz_json_get_bool (obj, "destroyed", FALSE));
+}
+
+START_TEST (test_lifecycle_and_confinement)
+{
+  g_autoptr (JsonObject) pub = create (NULL, NULL);
+  const char *id = nz_json_get_string (pub, "id");
+  g_autoptr (JsonObject) priv = private_handle (id);
+  g_autofree char *dir = g_build_filename (state, id, NULL);
+  g_autofree char *hfile = g_build_filename (dir, "handle.json", NULL);
+  g_autofree char *out = NULL, *ls = NULL, *host_ns = g_file_read_link ("/proc/self/ns/net", NULL);
+  g_autofree char *status = NULL;
+  pid_t bwrap = priv_pid (priv, "bwrapPid"), child = priv_pid (priv, "childPid");
+  struct stat st;
+
+  ck_assert_int_eq (stat (dir, &st), 0);
+  ck_assert_int_eq (st.st_mode & 07777, 0700);
+  ck_assert_int_eq (stat (hfile, &st), 0);
+  ck_assert_int_eq (st.st_mode & 07777, 0600);
+  ck_assert_str_eq (nz_json_get_string (pub, "network"), "deny-all");
+
+  ck_assert_int_eq (run_tool (NULL, &ls, NULL, "namzu-ls", NULL), 0);
+  ck_assert (strstr (ls, id) != NULL);
+  ck_assert (strstr (ls, "\"status\":\"running\"") != NULL);
+
+  /* No capabilities, no-new-privs, seccomp filter mode. */
+  ck_assert_int_eq (sh_in (id, "cat /proc/self/status", &status), 0);
+  ck_assert_msg (strstr (status, "CapEff:\t0000000000000000") != NULL, "%s", status);
+  ck_assert (strstr (status, "NoNewPrivs:\t1") != NULL);
+  ck_assert (strstr (status, "Seccomp:\t2") != NULL);
+  /* The host's private places are not there; the system is read-only. */
+  ck_assert_int_ne (sh_in (id, "ls /root", NULL), 0);
+  ck_assert_int_eq (sh_in (id, "test ! -e /root && test ! -e /home/namzu/../../root", NULL), 0);
+  ck_assert_int_ne (sh_in (id, "touch /usr/namzu-x", NULL), 0);
+  ck_assert_int_ne (sh_in (id, "touch /etc/namzu-x", NULL), 0);
+  ck_assert_int_ne (sh_in (id, "touch /namzu-x", NULL), 0);
+  ck_assert_int_ne (sh_in (id, "cat /etc/shadow", NULL), 0);
+  /* The scratch paths are writable and executable. */
+  ck_assert_int_eq (sh_in (id, "for d in /tmp /var/tmp /workspace /home/namzu; do "
+                               "cp /bin/true $d/t && $d/t || exit 1; done", NULL), 0);
+  ck_assert_int_eq (sh_in (id, "test \"$(pwd)\" = /workspace && test \"$(hostname)\" = namzu "
+                               "&& test \"$(id -u)\" = 1001", NULL), 0);
+  /* deny-all: only loopback, nothing routes out, and its own network namespace. */
+  g_clear_pointer (&out, g_free);
+  ck_assert_int_eq (sh_in (id, "grep -c : /proc/net/dev; readlink /proc/self/ns/net", &out), 0);
+  ck_assert_msg (g_str_has_prefix (out, "1\n"), "%s", out);
+  ck_assert (strstr (out, host_ns) == NULL);
+  ck_assert_int_ne (sh_in (id, "bash -c 'exec 3<>/dev/tcp/1.1.1.1/80'", NULL), 0);
+  /* No nested namespaces, and the token is not in the workload's environment. */
+  ck_assert_int_ne (sh_in (id, "unshare -U true", NULL), 0);
+  ck_assert_int_eq (sh_in (id, "! env | grep -q NAMZU_AGENT_", NULL), 0);
+
+  destroy_ok (id);
+  ck_assert (!g_file_test (dir, G_FILE_TEST_EXISTS));
+  ck_assert (pid_gone (bwrap));
+  ck_assert (pid_gone (child));
+  g_clear_pointer (&ls, g_free);
+  ck_assert_int_eq (run_tool (NULL, &ls, NULL, "namzu-ls", NULL), 0);
+  ck_assert_str_eq (ls, "");
+}
+END_TEST
+
+START_TEST (test_stdin_handle_pipeline)
+{
+  g_autoptr (JsonObject) pub = create (NULL, NULL);
+  g_autofree char *handle = nz_json_object_to_string (pub, NULL);
+  g_autofree char *line = g_strdup_printf ("%s\n", handle);
+  g_autofree char *out = NULL, *err = NULL;
+
+  ck_assert_int_eq (run_tool (line, &out, &err, "namzu-exec", "--", "echo", "piped", NULL), 0);
+  ck_assert_str_eq (out, "piped\n");
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  ck_assert_int_eq (run_tool (line, &out, &err, "namzu-destroy", NULL), 0);
+  ck_assert (strstr (out, "\"destroyed\":true") != NULL);
+  ck_assert_uint_eq (count_sandboxes (), 0);
+}
+END_TEST
+
+static char *
+read_cgroup (const char *ctrl, const char *id, const char *file)
+{
+  g_autofree char *path = g_build_filename ("/sys/fs/cgroup", ctrl, "namzu", id, file, NULL);
+  char *text = NULL;
+
+  ck_assert_msg (g_file_get_contents (path, &text, NULL, NULL), "cannot read %s", path);
+  return g_strstrip (text);
+}
+
+START_TEST (test_limits_bite)
+{
+  g_autoptr (JsonObject) pub = create ("--max-processes", "32", "--memory-mb", "128", "--cpus",
+                                       "0.5", NULL);
+  const char *id = nz_json_get_string (pub, "id");
+  g_autofree char *pids_max = read_cgroup ("pids", id, "pids.max");
+  g_autofree char *mem = read_cgroup ("memory", id, "memory.limit_in_bytes");
+  g_autofree char *quota = read_cgroup ("cpu", id, "cpu.cfs_quota_us");
+  g_autofree char *events = NULL;
+  g_autofree char *memdir = g_build_filename ("/sys/fs/cgroup/memory/namzu", id, NULL);
+
+  ck_assert_str_eq (pids_max, "32");
+  ck_assert_str_eq (mem, "134217728");
+  ck_assert_str_eq (quota, "50000");
+  /* Positive controls: within the limits things work. */
+  ck_assert_int_eq (sh_in (id, "sleep 0.1 & sleep 0.1 & wait", NULL), 0);
+  ck_assert_int_eq (sh_in (id, "dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null", NULL),
+                    0);
+  /* 200 MB in one buffer under a 128 MB limit: the kernel kills it (128 + SIGKILL). */
+  ck_assert_int_eq (sh_in (id, "dd if=/dev/zero of=/dev/null bs=200M count=1 2>/dev/null", NULL),
+                    128 + SIGKILL);
+  /* More processes than allowed: fork fails, and the pids controller counted it. */
+  ck_assert_int_ne (sh_in (id, "i=0; while [ $i -lt 64 ]; do sleep 5 & i=$((i+1)); done; wait",
+                           NULL), 0);
+  events = read_cgroup ("pids", id, "pids.events");
+  ck_assert_msg (strcmp (events, "max 0") != 0, "pids.events: %s", events);
+
+  destroy_ok (id);
+  ck_assert (!g_file_test (memdir, G_FILE_TEST_EXISTS));
+}
+END_TEST
+
+START_TEST (test_layout_and_allow_all)
+{
+  g_autofree char *outputs = g_build_filename (tmp, "outputs", NULL);
+  g_autofree char *uploads = g_build_filename (tmp, "uploads", NULL);
+  g_autofree char *in = g_build_filename (uploads, "in.txt", NULL);
+  g_autofree char *result = g_build_filename (outputs, "out.txt", NULL);
+  g_autofree char *text = NULL, *out = NULL;
+  g_autofree char *host_ns = g_file_read_link ("/proc/self/ns/net", NULL);
+  g_autoptr (JsonObject) pub = NULL;
+  const char *id;
+
+  ck_assert_int_eq (g_mkdir (outputs, 0755), 0);
+  ck_assert_int_eq (g_mkdir (uploads, 0755), 0);
+  ck_assert (g_file_set_contents (in, "from-host", -1, NULL));
+  pub = create ("--outputs", outputs, "--uploads", uploads, "--network", "allow-all", NULL);
+  id = nz_json_get_string (pub, "id");
+  ck_assert_str_eq (nz_json_get_string (pub, "rootDir"), "/mnt/user-data/outputs");
+  ck_assert_str_eq (nz_json_get_string (pub, "network"), "allow-all");
+  ck_assert_int_eq (sh_in (id, "cat /mnt/user-data/uploads/in.txt > out.txt && pwd", &out), 0);
+  ck_assert_str_eq (out, "/mnt/user-data/outputs\n");
+  ck_assert (g_file_get_contents (result, &text, NULL, NULL));
+  ck_assert_str_eq (text, "from-host");
+  ck_assert_int_ne (sh_in (id, "touch /mnt/user-data/uploads/x", NULL), 0);
+  /* allow-all shares the host's network namespace */
+  g_clear_pointer (&out, g_free);
+  ck_assert_int_eq (sh_in (id, "readlink /proc/self/ns/net", &out), 0);
+  ck_assert_msg (strstr (out, host_ns) != NULL, "%s vs %s", out, host_ns);
+  destroy_ok (id);
+  /* the host directories are the host's: destroy leaves them */
+  ck_assert (g_file_test (result, G_FILE_TEST_EXISTS));
+}
+END_TEST
+
+START_TEST (test_dead_sandbox)
+{
+  g_autoptr (JsonObject) pub = create (NULL, NULL);
+  const char *id = nz_json_get_string (pub, "id");
+  g_autoptr (JsonObject) priv = private_handle (id);
+  pid_t bwrap = priv_pid (priv, "bwrapPid"), child = priv_pid (priv, "childPid");
+  g_autofree char *ls = NULL, *out = NULL, *err = NULL;
+  int rc;
+
+  /* Killed behind namzu's back. */
+  ck_assert_int_eq (kill (child, SIGKILL), 0);
+  kill (bwrap, SIGKILL);
+  for (int i = 0; i < 500 && !(pid_gone (bwrap) && pid_gone (child)); i++)
+    g_usleep (10000);
+  ck_assert_int_eq (run_tool (NULL, &ls, NULL, "namzu-ls", NULL), 0);
+  ck_assert_msg (strstr (ls, "\"status\":\"dead\"") != NULL, "%s", ls);
+  rc = run_tool (NULL, &out, &err, "namzu-exec", "--sandbox", id, "--", "true", NULL);
+  ck_assert_int_eq (rc, 125);
+  ck_assert_msg (count_lines (err) == 1, "%s", err);
+  /* Destroying a dead sandbox cleans up what is left. */
+  destroy_ok (id);
+  ck_assert_uint_eq (count_sandboxes (), 0);
+}
+END_TEST
+
+START_TEST (test_bad_input)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  g_autofree char *file = g_build_filename (tmp, "file", NULL);
+  g_autofree char *bad_state = g_build_filename (file, "state", NULL);
+  g_autofree char *config = g_build_filename (tmp, "config.json", NULL);
+  int rc;
+
+  rc = run_tool (NULL, &out, &err, "namzu-destroy", "--sandbox", "nz-0123456789ab", NULL);
+  assert_cli_failure (rc, 1, out, err, "unknown sandbox 'nz-0123456789ab'");
+  ck_assert (strstr (err, state) != NULL);
+  g_free (out), g_free (err);
+
+  rc = run_tool ("{\"id\": nz-", &out, &err, "namzu-destroy", NULL);
+  assert_cli_failure (rc, 2, out, err, "stdin");
+  g_free (out), g_free (err);
+
+  rc = run_tool (NULL, &out, &err, "namzu-destroy", NULL);
+  assert_cli_failure (rc, 2, out, err, "no sandbox given");
+  g_free (out), g_free (err);
+
+  g_setenv ("NAMZU_BWRAP", "/nonexistent/bwrap", TRUE);
+  rc = run_tool (NULL, &out, &err, "namzu-create", NULL);
+  assert_cli_failure (rc, 1, out, err, "apt-get install bubblewrap");
+  g_unsetenv ("NAMZU_BWRAP");
+  ck_assert_uint_eq (count_sandboxes (), 0);
+  g_free (out), g_free (err);
+
+  rc = run_tool (NULL, &out, &err, "namzu-create", "--egress", "api.example.com", NULL);
+  assert_cli_failure (rc, 1, out, err,
+                      "egress allowlists are not yet supported on this backend (container:bwrap)");
+  g_free (out), g_free (err);
+
+  rc = run_tool (NULL, &out, &err, "namzu-create", "--backend", "microvm:firecracker", NULL);
+  assert_cli_failure (rc, 1, out, err, "is not available in this build yet");
+  g_free (out), g_free (err);
+
+  rc = run_tool (NULL, &out, &err, "namzu-create", "--memory-mb", "lots", NULL);
+  assert_cli_failure (rc, 2, out, err, "--memory-mb");
+  g_free (out), g_free (err);
+
+  ck_assert (g_file_set_contents (config, "{\"defaultMaxProcesses\":-4}", -1, NULL));
+  rc = run_tool (NULL, &out, &err, "namzu-create", "--config", config, NULL);
+  assert_cli_failure (rc, 2, out, err, "defaultMaxProcesses");
+  g_free (out), g_free (err);
+
+  rc = run_tool ("{\"backend\":{\"tier\":\"container\",\"runtime\":\"bwrap\",\"image\":\"x\"}}",
+                 &out, &err, "namzu-create", "--config", "-", NULL);
+  assert_cli_failure (rc, 2, out, err, "backend.image");
+  ck_assert_uint_eq (count_sandboxes (), 0);
+  g_free (out), g_free (err);
+
+  /* A limit the host cannot enforce is refused, and nothing is left behind. */
+  g_setenv ("NAMZU_CGROUP_ROOT", tmp, TRUE);
+  rc = run_tool (NULL, &out, &err, "namzu-create", "--memory-mb", "64", NULL);
+  assert_cli_failure (rc, 1, out, err, "--memory-mb cannot be enforced");
+  g_unsetenv ("NAMZU_CGROUP_ROOT");
+  ck_assert_uint_eq (count_sandboxes (), 0);
+  g_free (out), g_free (err);
+
+  /* An unusable state directory. */
+  ck_assert (g_file_set_contents (file, "", 0, NULL));
+  g_setenv ("NAMZU_STATE_DIR", bad_state, TRUE);
+  rc = run_tool (NULL, &out, &err, "namzu-create", NULL);
+  assert_cli_failure (rc, 1, out, err, bad_state);
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+}
+END_TEST
+
+START_TEST (test_path_without_bwrap)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  g_autofree char *path = g_strdup (g_getenv ("PATH"));
+  int rc;
+
+  g_setenv ("PATH", tmp, TRUE);
+  rc = run_tool (NULL, &out, &err, "namzu-create", NULL);
+  g_setenv ("PATH", path, TRUE);
+  assert_cli_failure (rc, 1, out, err, "apt-get install bubblewrap");
+  ck_assert_uint_eq (count_sandboxes (), 0);
+}
+END_TEST
+
+static gboolean
+some_process_mentions (const char *needle)
+{
+  g_autoptr (GDir) d = g_dir_open ("/proc", 0, NULL);
+  const char *name;
+
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_strdup_printf ("/proc/%s/cmdline", name);
+      g_autofree char *stat_path = g_strdup_printf ("/proc/%s/stat", name);
+      g_autofree char *text = NULL;
+      gsize len = 0;
+
+      if (!g_ascii_isdigit (*name) || !g_file_get_contents (path, &text, &len, NULL))
+        continue;
+      for (gsize i = 0; i + 1 < len; i++)
+        if (text[i] == '\0')
+          text[i] = ' ';
+      if (strstr (text, needle) != NULL && !pid_gone ((pid_t)atoi (name)))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+static guint
+count_cgroups (void)
+{
+  g_autoptr (GDir) d = g_dir_open ("/sys/fs/cgroup/pids/namzu", 0, NULL);
+  const char *name;
+  guint n = 0;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    n += g_str_has_prefix (name, "nz-");
+  return n;
+}
+
+/* A create that fails after starting things undoes all of it. */
+START_TEST (test_failed_create_leaves_nothing)
+{
+  g_autofree char *crash = g_build_filename (tmp, "crashing-agent", NULL);
+  g_autofree char *silent = g_build_filename (tmp, "silent-agent", NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  guint cgroups_before = count_cgroups ();
+  int rc;
+
+  ck_assert (g_file_set_contents (crash, "#!/bin/sh\necho agent exploded >&2\nexit 3\n", -1, NULL));
+  ck_assert (g_file_set_contents (silent, "#!/bin/sh\nexec sleep 600\n", -1, NULL));
+  ck_assert_int_eq (chmod (crash, 0755), 0);
+  ck_assert_int_eq (chmod (silent, 0755), 0);
+
+  g_setenv ("NAMZU_AGENT_BIN", crash, TRUE);
+  rc = run_tool (NULL, &out, &err, "namzu-create", "--max-processes", "50", NULL);
+  assert_cli_failure (rc, 1, out, err, "agent exploded");
+  ck_assert_uint_eq (count_sandboxes (), 0);
+  ck_assert_uint_eq (count_cgroups (), cgroups_before);
+  ck_assert (!some_process_mentions (crash));
+  g_free (out), g_free (err);
+
+  g_setenv ("NAMZU_AGENT_BIN", silent, TRUE);
+  rc = run_tool (NULL, &out, &err, "namzu-create", "--ready-timeout", "500", "--max-processes",
+                 "50", NULL);
+  assert_cli_failure (rc, 1, out, err, "did not become ready within 500 ms");
+  ck_assert (strstr (out, "timed_out") != NULL);
+  ck_assert_uint_eq (count_sandboxes (), 0);
+  ck_assert_uint_eq (count_cgroups (), cgroups_before);
+  ck_assert (!some_process_mentions (silent));
+}
+END_TEST
+
+static Suite *
+bwrap_suite (void)
+{
+  Suite *s = suite_create ("bwrap-e2e");
+  TCase *tc = tcase_create ("bwrap-e2e");
+
+  tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_set_timeout (tc, 60);
+  tcase_add_test (tc, test_lifecycle_and_confinement);
+  tcase_add_test (tc, test_stdin_handle_pipeline);
+  tcase_add_test (tc, test_limits_bite);
+  tcase_add_test (tc, test_layout_and_allow_all);
+  tcase_add_test (tc, test_dead_sandbox);
+  tcase_add_test (tc, test_bad_input);
+  tcase_add_test (tc, test_path_without_bwrap);
+  tcase_add_test (tc, test_failed_create_leaves_nothing);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (void)
+{
+  g_autofree char *bwrap = g_find_program_in_path ("bwrap");
+  const char *dir = g_getenv ("NZ_TOOLS_DIR");
+  g_autofree char *agent = g_build_filename (dir ? dir : ".", "namzu-agent", NULL);
+  g_autofree char *exec = g_build_filename (dir ? dir : ".", "namzu-exec", NULL);
+
+  nz_test_require (bwrap != NULL, "bubblewrap (bwrap) is not installed");
+  nz_test_require (g_file_test (agent, G_FILE_TEST_IS_EXECUTABLE), "namzu-agent is not built");
+  nz_test_require (g_file_test (exec, G_FILE_TEST_IS_EXECUTABLE), "namzu-exec is not built");
+  nz_test_require (access ("/sys/fs/cgroup/pids", W_OK) == 0 || geteuid () == 0,
+                   "no writable cgroups (run as root)");
+  return nz_test_run (bwrap_suite ());
+}

@@ -1,0 +1,442 @@
+/* Unit tests for lib/backend's state directory, handles, handle resolution, the provider
+ * config validator and the backend table. */
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nz-backend.h"
+#include "nz-errors.h"
+#include "nz-json.h"
+#include "nz-state.h"
+#include "../nz-test.h"
+
+static char *tmp;
+
+static void
+setup (void)
+{
+  tmp = g_dir_make_tmp ("nz-state-XXXXXX", NULL);
+  ck_assert (tmp != NULL);
+  g_unsetenv ("XDG_RUNTIME_DIR");
+  g_unsetenv ("NAMZU_SANDBOX");
+  {
+    g_autofree char *state = g_build_filename (tmp, "state", NULL);
+
+    g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  }
+}
+
+static void
+teardown (void)
+{
+  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmp);
+
+  ck_assert_int_eq (system (cmd), 0);
+  g_free (tmp);
+}
+
+static NzHandle *
+make_handle (const char *id, gint64 created)
+{
+  g_autoptr (NzHandle) h = nz_handle_new ();
+  g_autoptr (GError) error = NULL;
+
+  h->id = g_strdup (id);
+  h->backend = g_strdup ("container:bwrap");
+  h->tier = g_strdup ("container");
+  h->created_at_ms = created;
+  h->endpoint = g_strdup ("unix:/nowhere/agent.sock");
+  h->token = g_strdup ("secret-token-value");
+  json_object_set_int_member (h->priv, "bwrapPid", 0);
+  ck_assert_msg (nz_handle_make_dir (h, &error), "%s", error ? error->message : "");
+  ck_assert_msg (nz_handle_save (h, &error), "%s", error ? error->message : "");
+  return g_steal_pointer (&h);
+}
+
+START_TEST (test_state_dir_resolution)
+{
+  g_autofree char *d1 = NULL, *d2 = NULL;
+  g_autoptr (GError) error = NULL;
+
+  g_setenv ("NAMZU_STATE_DIR", "/x/y", TRUE);
+  d1 = nz_state_dir (NULL);
+  ck_assert_str_eq (d1, "/x/y");
+  g_unsetenv ("NAMZU_STATE_DIR");
+  g_setenv ("XDG_RUNTIME_DIR", "/run/user/7", TRUE);
+  d2 = nz_state_dir (NULL);
+  ck_assert_str_eq (d2, "/run/user/7/namzu");
+  g_setenv ("NAMZU_STATE_DIR", "relative/dir", TRUE);
+  ck_assert (nz_state_dir (&error) == NULL);
+  ck_assert (g_error_matches (error, NZ_ERROR, NZ_ERROR_INVALID_ARGS));
+  ck_assert (strstr (error->message, "NAMZU_STATE_DIR") != NULL);
+}
+END_TEST
+
+START_TEST (test_state_dir_permissions)
+{
+  g_autoptr (NzHandle) h = make_handle ("nz-00000000abcd", 1);
+  g_autofree char *file = g_build_filename (h->dir, NZ_HANDLE_FILE, NULL);
+  g_autofree char *state = nz_state_dir (NULL);
+  g_autofree char *blocker = g_build_filename (tmp, "file", NULL);
+  g_autofree char *under_file = g_build_filename (blocker, "state", NULL);
+  g_autoptr (GError) error = NULL;
+  struct stat st;
+
+  ck_assert_int_eq (stat (state, &st), 0);
+  ck_assert_int_eq (st.st_mode & 07777, 0700);
+  ck_assert_int_eq (stat (h->dir, &st), 0);
+  ck_assert_int_eq (st.st_mode & 07777, 0700);
+  ck_assert_int_eq (stat (file, &st), 0);
+  ck_assert_int_eq (st.st_mode & 07777, 0600);
+
+  /* A loosened state dir is made private again. */
+  ck_assert_int_eq (chmod (state, 0755), 0);
+  g_free (nz_state_dir_ensure (NULL));
+  ck_assert_int_eq (stat (state, &st), 0);
+  ck_assert_int_eq (st.st_mode & 07777, 0700);
+
+  /* A state dir that cannot be created is a named error. */
+  ck_assert (g_file_set_contents (blocker, "", 0, NULL));
+  g_setenv ("NAMZU_STATE_DIR", under_file, TRUE);
+  ck_assert (nz_state_dir_ensure (&error) == NULL);
+  ck_assert (strstr (error->message, under_file) != NULL);
+}
+END_TEST
+
+START_TEST (test_ids)
+{
+  for (int i = 0; i < 100; i++)
+    {
+      g_autofree char *id = nz_state_new_id ();
+
+      ck_assert_msg (nz_state_id_is_valid (id), "%s", id);
+    }
+  ck_assert (!nz_state_id_is_valid (NULL));
+  ck_assert (!nz_state_id_is_valid ("nz-00000000ABCD"));
+  ck_assert (!nz_state_id_is_valid ("nz-0000000abcd"));
+  ck_assert (!nz_state_id_is_valid ("../../etc/pass"));
+  ck_assert (!nz_state_id_is_valid ("xx-00000000abcd"));
+}
+END_TEST
+
+START_TEST (test_handle_roundtrip_and_list)
+{
+  g_autoptr (NzHandle) a = make_handle ("nz-0000000000b2", 20);
+  g_autoptr (NzHandle) b = make_handle ("nz-0000000000a1", 10);
+  g_autoptr (NzHandle) loaded = NULL;
+  g_autoptr (GPtrArray) list = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *state = nz_state_dir (NULL);
+  g_autofree char *junk = g_build_filename (state, "nz-00000000ffff", NULL);
+
+  loaded = nz_handle_load ("nz-0000000000b2", &error);
+  ck_assert_msg (loaded != NULL, "%s", error ? error->message : "");
+  ck_assert_str_eq (loaded->token, "secret-token-value");
+  ck_assert_str_eq (loaded->endpoint, "unix:/nowhere/agent.sock");
+  ck_assert_int_eq (loaded->created_at_ms, 20);
+  ck_assert_str_eq (loaded->dir, a->dir);
+  ck_assert (json_object_has_member (loaded->priv, "bwrapPid"));
+
+  /* A directory without a readable handle is not listed. */
+  ck_assert_int_eq (g_mkdir (junk, 0700), 0);
+  list = nz_state_list (&error);
+  ck_assert (list != NULL);
+  ck_assert_uint_eq (list->len, 2);
+  ck_assert_str_eq (((NzHandle *)list->pdata[0])->id, "nz-0000000000a1");
+  ck_assert_str_eq (((NzHandle *)list->pdata[1])->id, "nz-0000000000b2");
+
+  ck_assert (nz_handle_remove_dir (b, NULL));
+  ck_assert (!g_file_test (b->dir, G_FILE_TEST_EXISTS));
+}
+END_TEST
+
+static NzHandle *
+resolve_with_stdin (const char *arg, const char *stdin_text, GError **error)
+{
+  int fds[2];
+  NzHandle *h;
+
+  ck_assert_int_eq (pipe (fds), 0);
+  if (stdin_text != NULL)
+    ck_assert_int_eq (write (fds[1], stdin_text, strlen (stdin_text)), (ssize_t)strlen (stdin_text));
+  close (fds[1]);
+  h = nz_handle_resolve_fd (arg, fds[0], error);
+  close (fds[0]);
+  return h;
+}
+
+START_TEST (test_resolve_order)
+{
+  g_autoptr (NzHandle) a = make_handle ("nz-00000000000a", 1);
+  g_autoptr (NzHandle) b = make_handle ("nz-00000000000b", 2);
+  g_autoptr (NzHandle) c = make_handle ("nz-00000000000c", 3);
+  g_autoptr (NzHandle) r1 = NULL, r2 = NULL, r3 = NULL;
+  const char *handle_b = "{\"id\":\"nz-00000000000b\",\"backend\":\"container:bwrap\"}\n";
+
+  /* stdin only when nothing else names a sandbox */
+  r1 = resolve_with_stdin (NULL, handle_b, NULL);
+  ck_assert (r1 != NULL);
+  ck_assert_str_eq (r1->id, "nz-00000000000b");
+  g_setenv ("NAMZU_SANDBOX", "nz-00000000000c", TRUE);
+  r2 = resolve_with_stdin (NULL, handle_b, NULL);
+  ck_assert_str_eq (r2->id, "nz-00000000000c");
+  r3 = resolve_with_stdin ("nz-00000000000a", handle_b, NULL);
+  ck_assert_str_eq (r3->id, "nz-00000000000a");
+}
+END_TEST
+
+START_TEST (test_resolve_errors)
+{
+  g_autoptr (GError) e1 = NULL, e2 = NULL, e3 = NULL, e4 = NULL, e5 = NULL, e6 = NULL;
+  g_autofree char *state = nz_state_dir (NULL);
+
+  ck_assert (resolve_with_stdin (NULL, NULL, &e1) == NULL);
+  ck_assert (g_error_matches (e1, NZ_ERROR, NZ_ERROR_INVALID_ARGS));
+  ck_assert (strstr (e1->message, "no sandbox given") != NULL);
+  ck_assert (strstr (e1->message, "NAMZU_SANDBOX") != NULL);
+
+  ck_assert (resolve_with_stdin (NULL, "{\"id\":", &e2) == NULL);
+  ck_assert (g_error_matches (e2, NZ_ERROR, NZ_ERROR_INVALID_ARGS));
+  ck_assert (strstr (e2->message, "stdin") != NULL);
+
+  ck_assert (resolve_with_stdin (NULL, "{\"backend\":\"x\"}", &e3) == NULL);
+  ck_assert (g_error_matches (e3, NZ_ERROR, NZ_ERROR_INVALID_ARGS));
+  ck_assert (strstr (e3->message, "\"id\"") != NULL);
+
+  ck_assert (resolve_with_stdin ("nz-0123456789ab", NULL, &e4) == NULL);
+  ck_assert (g_error_matches (e4, NZ_ERROR, NZ_ERROR_NOT_FOUND));
+  ck_assert (strstr (e4->message, state) != NULL);
+  ck_assert (strstr (e4->message, "namzu-ls") != NULL);
+
+  ck_assert (resolve_with_stdin ("../../etc", NULL, &e5) == NULL);
+  ck_assert (g_error_matches (e5, NZ_ERROR, NZ_ERROR_INVALID_ARGS));
+
+  /* A failed namzu-create upstream: its message is passed on. */
+  ck_assert (resolve_with_stdin (NULL, "{\"error\":{\"code\":\"x\",\"message\":\"boom\"}}", &e6)
+             == NULL);
+  ck_assert (strstr (e6->message, "boom") != NULL);
+}
+END_TEST
+
+START_TEST (test_public_handle_has_no_token)
+{
+  g_autoptr (NzHandle) h = make_handle ("nz-00000000000d", 5);
+  g_autoptr (JsonObject) pub = nz_backend_public_handle (h);
+  g_autofree char *text = nz_json_object_to_string (pub, NULL);
+
+  ck_assert_str_eq (nz_json_get_string (pub, "id"), "nz-00000000000d");
+  ck_assert_str_eq (nz_json_get_string (pub, "backend"), "container:bwrap");
+  ck_assert_str_eq (nz_json_get_string (pub, "tier"), "container");
+  ck_assert (json_object_has_member (pub, "createdAt"));
+  ck_assert (json_object_has_member (pub, "capabilities"));
+  ck_assert (strstr (text, "secret-token-value") == NULL);
+  ck_assert (strstr (text, "token") == NULL);
+}
+END_TEST
+
+START_TEST (test_backend_table)
+{
+  g_autoptr (GError) e1 = NULL, e2 = NULL;
+  const char *const unavailable[] = { "container:docker", "container:runsc",
+                                      "microvm:firecracker", "microvm:kubernetes",
+                                      "container:aci-standby-pool" };
+
+  ck_assert (nz_backend_lookup (NULL, NULL) != NULL);
+  ck_assert_str_eq (nz_backend_lookup ("container:bwrap", NULL)->name, "container:bwrap");
+  for (gsize i = 0; i < G_N_ELEMENTS (unavailable); i++)
+    {
+      g_autoptr (GError) e = NULL;
+
+      ck_assert (nz_backend_lookup (unavailable[i], &e) == NULL);
+      ck_assert (g_error_matches (e, NZ_ERROR, NZ_ERROR_UNSUPPORTED));
+      ck_assert (strstr (e->message, "is not available in this build yet") != NULL);
+      ck_assert (strstr (e->message, unavailable[i]) != NULL);
+    }
+  ck_assert (nz_backend_lookup ("container:lxc", &e1) == NULL);
+  ck_assert (g_error_matches (e1, NZ_ERROR, NZ_ERROR_INVALID_ARGS));
+  (void)e2;
+}
+END_TEST
+
+/* Loads @json into fresh options; returns the error message or NULL. */
+static char *
+config_error (const char *json, NzCreateOptions **out)
+{
+  g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
+  g_autoptr (GError) error = NULL;
+
+  if (nz_create_options_load_config (opts, json, -1, &error)
+      && nz_create_options_validate (opts, &error))
+    {
+      if (out != NULL)
+        *out = g_steal_pointer (&opts);
+      return NULL;
+    }
+  return g_strdup_printf ("%d:%s", error->code, error->message);
+}
+
+#define ASSERT_REFUSED(json, needle)                                                           \
+  do                                                                                           \
+    {                                                                                          \
+      g_autofree char *msg_ = config_error (json, NULL);                                       \
+      ck_assert_msg (msg_ != NULL, "accepted: %s", json);                                      \
+      ck_assert_msg (strstr (msg_, needle) != NULL, "'%s' lacks '%s'", msg_, needle);          \
+    }                                                                                          \
+  while (0)
+
+START_TEST (test_config_accepts)
+{
+  NzCreateOptions *opts = NULL;
+  g_autofree char *msg = config_error (
+    "{\"backend\":{\"tier\":\"container\",\"runtime\":\"bwrap\",\"cpuLimit\":1.5,"
+    "\"readyTimeoutMs\":5000,\"writableRootfsPaths\":[\"/opt/cache\"]},"
+    "\"layout\":{\"outputs\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/srv/o\"}},"
+    "\"uploads\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/srv/u\"}},"
+    "\"skills\":[{\"id\":\"pdf\",\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/srv/s\"}}]},"
+    "\"defaultEgress\":{\"kind\":\"allow-all\"},\"defaultMemoryLimitMb\":512,"
+    "\"defaultMaxProcesses\":64,\"defaultTimeoutMs\":1000}",
+    &opts);
+  NzMount *m;
+
+  ck_assert_msg (msg == NULL, "%s", msg);
+  ck_assert_str_eq (opts->backend, "container:bwrap");
+  ck_assert (opts->network == NZ_NETWORK_ALLOW_ALL);
+  ck_assert_int_eq (opts->memory_mb, 512);
+  ck_assert_int_eq (opts->max_processes, 64);
+  ck_assert (opts->cpus == 1.5);
+  ck_assert_uint_eq (opts->ready_timeout_ms, 5000);
+  ck_assert_uint_eq (opts->mounts->len, 3);
+  m = opts->mounts->pdata[0];
+  ck_assert_str_eq (m->container_path, NZ_LAYOUT_OUTPUTS_PATH);
+  ck_assert (m->writable);
+  m = opts->mounts->pdata[1];
+  ck_assert_str_eq (m->container_path, NZ_LAYOUT_UPLOADS_PATH);
+  ck_assert (!m->writable);
+  m = opts->mounts->pdata[2];
+  ck_assert_str_eq (m->container_path, "/mnt/skills/pdf");
+  ck_assert_str_eq (opts->writable_paths->pdata[0], "/opt/cache");
+  nz_create_options_free (opts);
+}
+END_TEST
+
+START_TEST (test_config_refusals_name_the_field)
+{
+  static const char bw[] = "\"backend\":{\"tier\":\"container\",\"runtime\":\"bwrap\"";
+
+  ASSERT_REFUSED ("[1]", "config");
+  ASSERT_REFUSED ("{\"defaultMemoryLimitMb\":-1}", "defaultMemoryLimitMb");
+  ASSERT_REFUSED ("{\"defaultMemoryLimitMb\":\"64\"}", "defaultMemoryLimitMb");
+  ASSERT_REFUSED ("{\"defaultMaxProcesses\":1.5}", "defaultMaxProcesses");
+  ASSERT_REFUSED ("{\"defaultTimeoutMs\":0}", "defaultTimeoutMs");
+  ASSERT_REFUSED ("{\"surprise\":1}", "surprise: unknown field");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\"}}", "container:docker");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"runtime\":\"runsc\"}}",
+                  "is not available in this build yet");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"microvm\",\"service\":\"kubernetes\"}}",
+                  "microvm:kubernetes");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"satellite\"}}", "backend.tier");
+  {
+    g_autofree char *j = g_strdup_printf ("{%s,\"image\":\"x\"}}", bw);
+    ASSERT_REFUSED (j, "backend.image");
+  }
+  {
+    g_autofree char *j = g_strdup_printf ("{%s,\"network\":\"none\"}}", bw);
+    ASSERT_REFUSED (j, "backend.network");
+  }
+  {
+    g_autofree char *j = g_strdup_printf ("{%s,\"cpuLimit\":0}}", bw);
+    ASSERT_REFUSED (j, "backend.cpuLimit");
+  }
+  {
+    g_autofree char *j = g_strdup_printf ("{%s,\"readOnlyRootfs\":false}}", bw);
+    ASSERT_REFUSED (j, "backend.readOnlyRootfs");
+  }
+  {
+    g_autofree char *j = g_strdup_printf ("{%s,\"writableRootfsPaths\":[\"/tmp/../etc\"]}}", bw);
+    ASSERT_REFUSED (j, "backend.writableRootfsPaths");
+  }
+  ASSERT_REFUSED ("{\"layout\":{\"outputs\":{\"source\":{\"type\":\"azureFileShare\"}}}}",
+                  "layout.outputs.source.type");
+  ASSERT_REFUSED ("{\"layout\":{\"outputs\":{\"source\":{\"type\":\"hostDir\","
+                  "\"hostPath\":\"rel\"}}}}", "layout.outputs.source.hostPath");
+  ASSERT_REFUSED ("{\"layout\":{\"outputs\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/a\"}},"
+                  "\"uploads\":{\"containerPath\":\"/mnt/user-data/outputs\",\"source\":"
+                  "{\"type\":\"hostDir\",\"hostPath\":\"/b\"}}}}",
+                  "duplicate containerPath \"/mnt/user-data/outputs\"");
+  ASSERT_REFUSED ("{\"layout\":{\"scratch\":{\"containerPath\":\"/proc/x\",\"source\":"
+                  "{\"type\":\"hostDir\",\"hostPath\":\"/b\"}}}}", "layout.scratch");
+  ASSERT_REFUSED ("{\"layout\":{\"skills\":[{\"id\":\"a/b\",\"source\":{\"type\":\"hostDir\","
+                  "\"hostPath\":\"/b\"}}]}}", "layout.skills[0].id");
+  ASSERT_REFUSED ("{\"defaultEgress\":{\"kind\":\"resolver\"}}", "defaultEgress.kind");
+  ASSERT_REFUSED ("{\"defaultEgress\":{\"kind\":\"static\",\"allowedHosts\":[1]}}",
+                  "defaultEgress.allowedHosts[0]");
+  ASSERT_REFUSED ("{\"defaultEgress\":{\"kind\":\"deny-all\"},\"egressProfile\":{\"name\":\"p\","
+                  "\"hosts\":[]}}", "egressProfile");
+  /* Validated in full: every problem is reported, not only the first. */
+  {
+    g_autofree char *msg = config_error ("{\"defaultMemoryLimitMb\":0,\"defaultMaxProcesses\":0}",
+                                         NULL);
+
+    ck_assert (strstr (msg, "defaultMemoryLimitMb") != NULL);
+    ck_assert (strstr (msg, "defaultMaxProcesses") != NULL);
+  }
+}
+END_TEST
+
+START_TEST (test_config_egress_kinds)
+{
+  NzCreateOptions *opts = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *m1 = config_error (
+    "{\"defaultEgress\":{\"kind\":\"static\",\"allowedHosts\":[\"api.example.com\"]}}", &opts);
+
+  ck_assert_msg (m1 == NULL, "%s", m1);
+  ck_assert (opts->network == NZ_NETWORK_ALLOWLIST);
+  ck_assert_str_eq (opts->egress_hosts->pdata[0], "api.example.com");
+  /* Parsed, then refused by the backend that cannot enforce it - before any I/O. */
+  ck_assert (!nz_backend_lookup (NULL, NULL)->check (opts, &error));
+  ck_assert (strstr (error->message,
+                     "egress allowlists are not yet supported on this backend (container:bwrap)")
+             != NULL);
+  nz_create_options_free (opts);
+  opts = NULL;
+  {
+    g_autofree char *m2 = config_error ("{\"egressProfile\":{\"name\":\"p\",\"hosts\":[]}}",
+                                        &opts);
+
+    ck_assert_msg (m2 == NULL, "%s", m2);
+    ck_assert (opts->network == NZ_NETWORK_DENY_ALL);
+    nz_create_options_free (opts);
+  }
+}
+END_TEST
+
+static Suite *
+state_suite (void)
+{
+  Suite *s = suite_create ("state");
+  TCase *tc = tcase_create ("state");
+
+  tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_add_test (tc, test_state_dir_resolution);
+  tcase_add_test (tc, test_state_dir_permissions);
+  tcase_add_test (tc, test_ids);
+  tcase_add_test (tc, test_handle_roundtrip_and_list);
+  tcase_add_test (tc, test_resolve_order);
+  tcase_add_test (tc, test_resolve_errors);
+  tcase_add_test (tc, test_public_handle_has_no_token);
+  tcase_add_test (tc, test_backend_table);
+  tcase_add_test (tc, test_config_accepts);
+  tcase_add_test (tc, test_config_refusals_name_the_field);
+  tcase_add_test (tc, test_config_egress_kinds);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (void)
+{
+  return nz_test_run (state_suite ());
+}
