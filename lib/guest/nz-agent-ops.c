@@ -516,6 +516,13 @@ op_read_file (NzAgentConn *conn, NzEnvelope *env)
 
   if (path == NULL)
     return;
+  if (body_member (env, "offset") != NULL || body_member (env, "length") != NULL)
+    {
+      /* Ranged reads come with the read-file-stream feature, which this agent does not
+       * advertise; answering with the whole file would silently ignore the range. */
+      nz_agent_conn_reply_error (conn, "read_file_range_unsupported");
+      return;
+    }
   if ((lexical = nz_jail_resolve_read (guest->jail, path, &root, &error)) == NULL
       || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL
       || (content = nz_fileio_read_all (real, &error)) == NULL)

@@ -87,13 +87,16 @@ fsync_dir (const char *dir, GError **error)
   return TRUE;
 }
 
+/* Fills the open temp file: fchmod to the old mode, one pwrite, the short-write check, fsync. */
 static gboolean
-write_temp (int fd, const char *target, const char *temp, const void *data, gsize len,
-            GError **error)
+fill_temp (int fd, gboolean have_mode, mode_t mode, const void *data, gsize len, GError **error)
 {
   struct stat st;
   gssize written = 0;
 
+  /* The replacement keeps the target's permission bits. */
+  if (have_mode && fchmod (fd, mode) != 0)
+    return nz_throw_node_errno (error, errno, "fchmod", NULL);
   /* One positional write of the whole buffer; a short write is reported, never retried, so
    * a full disk cannot leave a half-written file that looks complete. */
   if (len > 0)
@@ -125,9 +128,8 @@ nz_fileio_write_durable (const char *path, const void *data, gsize len, GError *
   g_autofree char *temp_name = NULL;
   g_autofree char *temp = NULL;
   nz_autofd int fd = -1;
-  struct stat st;
-  gboolean have_mode = FALSE;
-  mode_t mode = 0;
+  struct stat st = { 0 };
+  gboolean have_mode;
 
   g_return_val_if_fail (path != NULL, FALSE);
   dir = g_path_get_dirname (path);
@@ -136,19 +138,13 @@ nz_fileio_write_durable (const char *path, const void *data, gsize len, GError *
   temp_name = g_strdup_printf (".namzu-write-%s.%s.part", base, uuid);
   temp = g_build_filename (dir, temp_name, NULL);
 
-  if (stat (path, &st) == 0)
-    {
-      have_mode = TRUE;
-      mode = st.st_mode & 07777;
-    }
+  have_mode = stat (path, &st) == 0;
+  /* Exclusive create: never write into a file someone else (or a symlink) put there. */
   fd = open (temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
   if (fd < 0)
     return nz_throw_node_errno (error, errno, "open", temp);
-  /* The replacement keeps the target's permission bits. */
-  if ((have_mode && fchmod (fd, mode) != 0) || !write_temp (fd, path, temp, data, len, error))
+  if (!fill_temp (fd, have_mode, st.st_mode & 07777, data, len, error))
     {
-      if (have_mode && error != NULL && *error == NULL)
-        nz_throw_node_errno (error, errno, "fchmod", NULL);
       nz_close_fd (&fd);
       unlink (temp);
       return FALSE;
@@ -159,6 +155,8 @@ nz_fileio_write_durable (const char *path, const void *data, gsize len, GError *
       unlink (temp);
       return FALSE;
     }
+  /* The target is replaced, never truncated in place: a failure up to here leaves it as it
+   * was, and a crash leaves at most a stray temp sibling. */
   if (rename (temp, path) != 0)
     {
       nz_throw_node_errno (error, errno, "rename", temp);

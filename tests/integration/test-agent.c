@@ -507,6 +507,28 @@ START_TEST (test_timeout)
 }
 END_TEST
 
+START_TEST (test_timeout_ignores_term)
+{
+  Agent *a = agent_start ();
+  g_autofree char *marker = g_build_filename (a->ws, "late", NULL);
+  g_autoptr (ExecRun) r = execute (
+      a, "{\"command\":\"sh\",\"args\":[\"-c\",\"trap '' TERM; sleep 1.5; touch late\"],"
+         "\"timeoutMs\":400}");
+  g_autoptr (JsonObject) h = NULL;
+
+  /* The timeout goes through the same termination path as cancel: SIGKILL at the grace
+   * boundary, and the agent stays usable. */
+  ck_assert (nz_json_get_bool (r->result, "timedOut", FALSE));
+  ck_assert_str_eq (nz_json_get_string (r->result, "signal"), "SIGKILL");
+  ck_assert_int_lt (result_int (r, "durationMs"), 1500);
+  g_usleep (1800000);
+  ck_assert (!g_file_test (marker, G_FILE_TEST_EXISTS));
+  h = reply (a, "{\"op\":\"healthz\"}");
+  ck_assert (nz_json_get_bool (h, "ok", FALSE));
+  agent_stop (a);
+}
+END_TEST
+
 START_TEST (test_reserve_and_cancel)
 {
   Agent *a = agent_start ();
@@ -1050,6 +1072,9 @@ START_TEST (test_files)
 
     assert_reply_error (a, req, "path escapes the workspace");
   }
+  assert_reply_error (a, "{\"op\":\"read-file\",\"body\":{\"path\":\"dir/deep/file.txt\","
+                         "\"offset\":0,\"length\":2}}",
+                      "read_file_range_unsupported");
   assert_reply_error (a, "{\"op\":\"read-file\",\"body\":{}}", "missing_path");
   assert_reply_error (a, "{\"op\":\"read-file\"}", "missing_path");
   assert_reply_error (a, "{\"op\":\"write-file\",\"body\":{\"path\":\"a\"}}",
@@ -1148,6 +1173,7 @@ main (void)
   tcase_add_test (tc, test_execute_basics);
   tcase_add_test (tc, test_execute_refusals);
   tcase_add_test (tc, test_timeout);
+  tcase_add_test (tc, test_timeout_ignores_term);
   tcase_add_test (tc, test_reserve_and_cancel);
   tcase_add_test (tc, test_cancel_grace);
   tcase_add_test (tc, test_cancel_grace_zero_allowed);
