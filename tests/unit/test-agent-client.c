@@ -11,6 +11,8 @@
 
 #include "nz-agent-client.h"
 #include "nz-errors.h"
+#include "nz-exec-status.h"
+#include "nz-json.h"
 #include "nz-frame.h"
 #include "../nz-test.h"
 
@@ -445,6 +447,38 @@ START_TEST (test_tcp_preauth_budget)
 }
 END_TEST
 
+/* ---- exit statuses ---------------------------------------------------------------------- */
+
+static int
+status_of (const char *json)
+{
+  g_autoptr (JsonObject) o = nz_json_parse_object (json, -1, NULL);
+
+  ck_assert_ptr_nonnull (o);
+  return nz_exec_exit_status (o);
+}
+
+START_TEST (test_exit_status)
+{
+  ck_assert_int_eq (status_of ("{\"exitCode\":0,\"timedOut\":false}"), 0);
+  ck_assert_int_eq (status_of ("{\"exitCode\":3}"), 3);
+  ck_assert_int_eq (status_of ("{\"exitCode\":-1,\"signal\":\"SIGKILL\"}"), 137);
+  ck_assert_int_eq (status_of ("{\"exitCode\":-1,\"signal\":\"SIGTERM\"}"), 143);
+  /* A timed-out command was killed by a signal too; the timeout is what the caller asked. */
+  ck_assert_int_eq (status_of ("{\"exitCode\":-1,\"signal\":\"SIGTERM\",\"timedOut\":true}"),
+                    124);
+  ck_assert_int_eq (status_of ("{\"exitCode\":-1}"), -1);
+  ck_assert_int_eq (status_of ("{\"exitCode\":2.5}"), -1);
+  ck_assert_int_eq (status_of ("{}"), -1);
+  ck_assert_int_eq (nz_signal_from_name ("SIGINT"), 2);
+  ck_assert_int_eq (nz_signal_from_name ("SIGNOPE"), 0);
+  ck_assert_int_eq (nz_signal_from_name (NULL), 0);
+  ck_assert_str_eq (nz_signal_name (15), "SIGTERM");
+  ck_assert_ptr_null (nz_signal_name (0));
+  ck_assert_ptr_null (nz_signal_name (64));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -463,6 +497,7 @@ main (void)
   tcase_add_test (tc, test_wait_ready_polls_until_bound);
   tcase_add_test (tc, test_wait_ready_timeout_and_mismatch);
   tcase_add_test (tc, test_tcp_preauth_budget);
+  tcase_add_test (tc, test_exit_status);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

@@ -12,6 +12,7 @@
 #include "nz-agent-client.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
+#include "nz-exec-status.h"
 #include "nz-json.h"
 #include "nz-state.h"
 
@@ -19,10 +20,7 @@
  * a TCP agent refuses first frames over 8 MiB before authentication (spec A.4). */
 #define STDIN_LIMIT_BYTES (4 * 1024 * 1024)
 
-#define EXIT_TIMEOUT 124
-#define EXIT_NAMZU 125
-#define EXIT_NOEXEC 126
-#define EXIT_NOTFOUND 127
+#define EXIT_NAMZU NZ_EXEC_EXIT_NAMZU
 
 static char *opt_sandbox, *opt_timeout, *opt_cwd, *opt_endpoint;
 static char **opt_env, **opt_command;
@@ -73,27 +71,6 @@ typedef struct
   int signo;              /* signal that made us cancel, 0 if none */
   gboolean broken_output; /* our stdout/stderr went away: cancel, like SIGPIPE would */
 } Run;
-
-static const char *const signal_names[] = {
-  [SIGHUP] = "SIGHUP", [SIGINT] = "SIGINT", [SIGQUIT] = "SIGQUIT", [SIGILL] = "SIGILL",
-  [SIGTRAP] = "SIGTRAP", [SIGABRT] = "SIGABRT", [SIGBUS] = "SIGBUS", [SIGFPE] = "SIGFPE",
-  [SIGKILL] = "SIGKILL", [SIGUSR1] = "SIGUSR1", [SIGSEGV] = "SIGSEGV", [SIGUSR2] = "SIGUSR2",
-  [SIGPIPE] = "SIGPIPE", [SIGALRM] = "SIGALRM", [SIGTERM] = "SIGTERM", [SIGSTKFLT] = "SIGSTKFLT",
-  [SIGCHLD] = "SIGCHLD", [SIGCONT] = "SIGCONT", [SIGSTOP] = "SIGSTOP", [SIGTSTP] = "SIGTSTP",
-  [SIGTTIN] = "SIGTTIN", [SIGTTOU] = "SIGTTOU", [SIGURG] = "SIGURG", [SIGXCPU] = "SIGXCPU",
-  [SIGXFSZ] = "SIGXFSZ", [SIGVTALRM] = "SIGVTALRM", [SIGPROF] = "SIGPROF",
-  [SIGWINCH] = "SIGWINCH", [SIGIO] = "SIGIO", [SIGPWR] = "SIGPWR", [SIGSYS] = "SIGSYS",
-};
-
-/* The wire names the signal (result.signal is a name, spec A.6.3); the shell wants its number. */
-static int
-signal_number (const char *name)
-{
-  for (gsize i = 1; i < G_N_ELEMENTS (signal_names); i++)
-    if (signal_names[i] != NULL && g_strcmp0 (signal_names[i], name) == 0)
-      return (int)i;
-  return 0;
-}
 
 static gboolean
 parse_timeout_ms (const char *text, gint64 *out)
@@ -220,8 +197,7 @@ static int
 finish (Run *run, const char *target)
 {
   const GError *e = run->error;
-  const char *sig;
-  double code = -1;
+  int status;
 
   if (run->result != NULL)
     {
@@ -230,13 +206,9 @@ finish (Run *run, const char *target)
           json_object_set_string_member (run->result, "executionId", run->execution_id);
           nz_cli_print_object (run->result);
         }
-      if (nz_json_get_bool (run->result, "timedOut", FALSE))
-        return EXIT_TIMEOUT;
-      sig = nz_json_get_string (run->result, "signal");
-      if (sig != NULL && signal_number (sig) > 0)
-        return 128 + signal_number (sig);
-      if (nz_json_get_number (run->result, "exitCode", &code) && code >= 0 && code <= 255)
-        return (int)code;
+      status = nz_exec_exit_status (run->result);
+      if (status >= 0)
+        return status;
       return fail_with (EXIT_NAMZU, "protocol", "the agent reported no usable exit status");
     }
   if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_CANCELLED))
@@ -244,14 +216,14 @@ finish (Run *run, const char *target)
       int signo = run->signo != 0 ? run->signo : SIGPIPE;
 
       if (run->signo != 0)
-        fail_with (128 + signo, "cancelled", "%s: %s", signal_names[signo], e->message);
+        fail_with (128 + signo, "cancelled", "%s: %s", nz_signal_name (signo), e->message);
       return 128 + signo;
     }
   if (g_error_matches (e, G_SPAWN_ERROR, G_SPAWN_ERROR_NOENT))
-    return fail_with (EXIT_NOTFOUND, "not_found", "%s: command not found in the sandbox (%s)",
+    return fail_with (NZ_EXEC_EXIT_NOTFOUND, "not_found", "%s: command not found in the sandbox (%s)",
                       opt_command[0], e->message);
   if (e->domain == G_SPAWN_ERROR)
-    return fail_with (EXIT_NOEXEC, "permission_denied", "%s: cannot execute (%s)",
+    return fail_with (NZ_EXEC_EXIT_NOEXEC, "permission_denied", "%s: cannot execute (%s)",
                       opt_command[0], e->message);
   if (e->domain == NZ_ERROR && e->code == NZ_ERROR_INVALID_ARGS)
     return fail_with (EXIT_NAMZU, "invalid_args", "%s", e->message);
