@@ -290,7 +290,7 @@ conn_handle_first_frame (NzAgentConn *conn, GBytes *payload)
       conn->authed = TRUE;
       nz_frame_reader_set_max (conn->reader, (guint64)config->max_frame_bytes);
     }
-  nz_agent_ops_dispatch (conn, env);
+  nz_agent_ops_dispatch (conn, env, payload);
 }
 
 static void

@@ -622,11 +622,35 @@ op_write_file (NzAgentConn *conn, NzEnvelope *env)
 
 /* ---- dispatch (spec A.5) ---- */
 
+gboolean
+nz_agent_ops_has_nul_escape (const char *json, gsize len)
+{
+  for (gsize i = 0; i + 6 <= len; i++)
+    {
+      gsize backslashes = 0;
+
+      if (json[i] != '\\' || memcmp (json + i, "\\u0000", 6) != 0)
+        continue;
+      /* An odd run of backslashes ending here means this one starts an escape. */
+      for (gsize j = i; j > 0 && json[j - 1] == '\\'; j--)
+        backslashes++;
+      if (backslashes % 2 == 0)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+#define NUL_UNSUPPORTED                                                                      \
+  "json_nul_unsupported: a JSON string holding U+0000 cannot be represented by this agent; " \
+  "send binary data base64-encoded"
+
 void
-nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env)
+nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
 {
   NzGuest *guest = conn_guest (conn);
   const char *op = env->op;
+  gsize payload_len = 0;
+  const char *payload_data = g_bytes_get_data (payload, &payload_len);
 
   if (strcmp (op, "healthz") == 0)
     {
@@ -646,6 +670,17 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env)
         nz_agent_conn_stream_error (conn, "agent_retiring");
       else
         nz_agent_conn_reply_error (conn, "agent_retiring");
+      return;
+    }
+  /* Refuse rather than act on a truncated string (stdin, content, a path or an argument). */
+  if ((strcmp (op, "execute") == 0 || strcmp (op, "write-file") == 0
+       || strcmp (op, "read-file") == 0)
+      && nz_agent_ops_has_nul_escape (payload_data, payload_len))
+    {
+      if (strcmp (op, "execute") == 0)
+        nz_agent_conn_stream_error (conn, NUL_UNSUPPORTED);
+      else
+        nz_agent_conn_reply_error (conn, NUL_UNSUPPORTED);
       return;
     }
   if (strcmp (op, "reserve-execution") == 0)

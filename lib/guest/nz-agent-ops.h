@@ -6,7 +6,11 @@
 G_BEGIN_DECLS
 
 /* Runs the global refusals (retiring) then the op. The handler owns the rest of the
- * connection's life: it ends, streams on, or destroys it. */
-void nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env);
+ * connection's life: it ends, streams on, or destroys it. @payload is the raw first frame. */
+void nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload);
+
+/* TRUE when a JSON text holds a \u0000 escape (not itself escaped). json-glib strings are
+ * C strings and would silently stop there, so ops that carry data refuse such requests. */
+gboolean nz_agent_ops_has_nul_escape (const char *json, gsize len);
 
 G_END_DECLS

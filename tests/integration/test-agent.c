@@ -637,7 +637,10 @@ START_TEST (test_cancel_grace)
   ck_assert_str_eq (nz_json_get_string (c, "state"), "cancelled");
   ck_assert (nz_json_get_bool (c, "started", FALSE));
   ck_assert_str_eq (nz_json_get_string (nz_json_get_object (c, "result"), "signal"), "SIGKILL");
-  ck_assert_int_lt (elapsed_ms, 400);
+  /* Confirmed inside the 400 ms the fixture allows (the test process itself is slowed
+   * under valgrind, the agent is not, so only the marker check applies there). */
+  if (g_getenv ("NZ_UNDER_VALGRIND") == NULL)
+    ck_assert_int_lt (elapsed_ms, 400);
   ck_assert_int_ge (elapsed_ms, 200);
   run = collect_exec (t.frames);
   ck_assert (run->terminated);
@@ -1075,6 +1078,24 @@ START_TEST (test_files)
   assert_reply_error (a, "{\"op\":\"read-file\",\"body\":{\"path\":\"dir/deep/file.txt\","
                          "\"offset\":0,\"length\":2}}",
                       "read_file_range_unsupported");
+  /* U+0000 in a JSON string cannot survive json-glib: refused, never truncated. */
+  assert_reply_error (a, "{\"op\":\"write-file\",\"body\":{\"path\":\"nul.txt\","
+                         "\"content\":\"a\\u0000b\"}}",
+                      "json_nul_unsupported: a JSON string holding U+0000 cannot be represented "
+                      "by this agent; send binary data base64-encoded");
+  {
+    g_autofree char *nul = ws_path (a, "nul.txt");
+    g_autoptr (JsonObject) lit = NULL;
+    g_autofree char *text = NULL;
+
+    ck_assert (!g_file_test (nul, G_FILE_TEST_EXISTS));
+    /* An escaped backslash before "u0000" is plain text, not a NUL. */
+    lit = reply (a, "{\"op\":\"write-file\",\"body\":{\"path\":\"nul.txt\","
+                    "\"content\":\"a\\\\u0000b\"}}");
+    ck_assert (nz_json_get_bool (lit, "ok", FALSE));
+    ck_assert (g_file_get_contents (nul, &text, NULL, NULL));
+    ck_assert_str_eq (text, "a\\u0000b");
+  }
   assert_reply_error (a, "{\"op\":\"read-file\",\"body\":{}}", "missing_path");
   assert_reply_error (a, "{\"op\":\"read-file\"}", "missing_path");
   assert_reply_error (a, "{\"op\":\"write-file\",\"body\":{\"path\":\"a\"}}",
