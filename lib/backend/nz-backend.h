@@ -5,6 +5,7 @@
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
+#include <signal.h>
 
 #include "nz-state.h"
 
@@ -53,6 +54,9 @@ typedef struct
   GPtrArray *mounts;          /* NzMount *, layout order */
   GPtrArray *writable_paths;  /* char *, extra writable tmpfs paths */
   gboolean read_only_rootfs;
+  /* Set (from a signal handler) to abandon a create in progress: it is rolled back and fails
+   * with "interrupted". May be NULL. */
+  volatile sig_atomic_t *interrupted;
 } NzCreateOptions;
 
 NzCreateOptions *nz_create_options_new (void);

@@ -489,8 +489,15 @@ spawn_bwrap (char **argv, char **envp, int log_fd, int seccomp_fd, int status_fd
   if (pid == 0)
     {
       /* Child: async-signal-safe calls only. */
+      sigset_t none;
       int e = 0;
 
+      /* The caller may block or catch signals while it creates; the sandbox starts clean. */
+      sigemptyset (&none);
+      sigprocmask (SIG_SETMASK, &none, NULL);
+      for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+          signal (sig, SIG_DFL);
       if (setsid () < 0)
         e = errno;
       if (e == 0)
@@ -503,7 +510,6 @@ spawn_bwrap (char **argv, char **envp, int log_fd, int seccomp_fd, int status_fd
         {
           /* Everything else we hold (sockets, other sandboxes' files) stays out of bwrap. */
           syscall (SYS_close_range, NZ_BWRAP_STATUS_FD + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
-          signal (SIGPIPE, SIG_DFL);
           execve (argv[0], argv, envp);
           e = errno;
         }
@@ -624,7 +630,7 @@ record_policy (NzHandle *h, const NzCreateOptions *opts, const char *agent, NzCg
  * watching bwrap so a sandbox that died is reported at once, not at the deadline. */
 static gboolean
 wait_ready (CreateState *st, const char *status_path, const char *log_path, guint timeout_ms,
-            GError **error)
+            volatile sig_atomic_t *interrupted, GError **error)
 {
   g_autoptr (NzAgentClient) client = nz_agent_client_new (st->h->endpoint, st->h->token);
   gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
@@ -653,6 +659,8 @@ wait_ready (CreateState *st, const char *status_path, const char *log_path, guin
           if (!nz_handle_save (st->h, error))
             return FALSE;
         }
+      if (interrupted != NULL && *interrupted)
+        return nz_throw (error, NZ_ERROR_FAILED, "interrupted while the sandbox was starting");
       if (left_ms <= 0)
         return nz_throw (error, NZ_ERROR_TIMED_OUT,
                          "the sandbox's agent did not become ready within %u ms: %s", timeout_ms,
@@ -778,7 +786,8 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
   json_object_set_int_member (h->priv, "bwrapStartTime",
                               (gint64)proc_start_time (st.bwrap_pid));
   if (!nz_handle_save (h, error)
-      || !wait_ready (&st, status_path, log_path, opts->ready_timeout_ms, error))
+      || !wait_ready (&st, status_path, log_path, opts->ready_timeout_ms, opts->interrupted,
+                      error))
     {
       create_rollback (&st);
       return NULL;

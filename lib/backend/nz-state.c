@@ -388,6 +388,15 @@ read_handle_id (int fd, GError **error)
       if (n == 0)
         break;
       g_string_append_len (buf, chunk, n);
+      /* Stop at the end of the first complete object (namzu-create prints one line), so a
+       * stdin that is never closed does not hang us; a pretty-printed handle still works. */
+      if (memchr (chunk, '\n', n) != NULL)
+        {
+          g_autoptr (JsonObject) probe = nz_json_parse_object (buf->str, -1, NULL);
+
+          if (probe != NULL)
+            break;
+        }
       if (buf->len > NZ_STDIN_HANDLE_MAX)
         return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
                           "stdin holds more than %d bytes, which is not a sandbox handle",

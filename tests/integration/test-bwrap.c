@@ -567,6 +567,45 @@ START_TEST (test_failed_create_leaves_nothing)
 }
 END_TEST
 
+/* SIGTERM while the agent is not ready yet: rolled back, not orphaned. */
+START_TEST (test_interrupted_create_leaves_nothing)
+{
+  g_autofree char *silent = g_build_filename (tmp, "silent-agent", NULL);
+  g_autofree char *tool = nz_test_tool ("namzu-create");
+  g_autofree char *out_path = g_build_filename (tmp, "create.out", NULL);
+  g_autofree char *err_path = g_build_filename (tmp, "create.err", NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  g_autoptr (GSubprocessLauncher) launcher = NULL;
+  g_autoptr (GSubprocess) p = NULL;
+  const char *argv[] = { tool, "--ready-timeout", "30000", NULL };
+  gint64 start;
+
+  ck_assert (g_file_set_contents (silent, "#!/bin/sh\nexec sleep 600\n", -1, NULL));
+  ck_assert_int_eq (chmod (silent, 0755), 0);
+  g_setenv ("NAMZU_AGENT_BIN", silent, TRUE);
+  /* after setenv: a launcher copies the environment when it is made */
+  launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
+  g_subprocess_launcher_set_stdout_file_path (launcher, out_path);
+  g_subprocess_launcher_set_stderr_file_path (launcher, err_path);
+  p = g_subprocess_launcher_spawnv (launcher, argv, NULL);
+  ck_assert (p != NULL);
+  /* wait until the sandbox exists, then interrupt */
+  for (int i = 0; i < 500 && count_sandboxes () == 0; i++)
+    g_usleep (10000);
+  g_usleep (200000);
+  ck_assert_uint_eq (count_sandboxes (), 1);
+  start = g_get_monotonic_time ();
+  g_subprocess_send_signal (p, SIGTERM);
+  ck_assert (g_subprocess_wait (p, NULL, NULL));
+  ck_assert_int_lt (g_get_monotonic_time () - start, 5 * G_USEC_PER_SEC);
+  ck_assert (g_file_get_contents (out_path, &out, NULL, NULL));
+  ck_assert (g_file_get_contents (err_path, &err, NULL, NULL));
+  assert_cli_failure (g_subprocess_get_exit_status (p), 1, out, err, "interrupted");
+  ck_assert_uint_eq (count_sandboxes (), 0);
+  ck_assert (!some_process_mentions (silent));
+}
+END_TEST
+
 static Suite *
 bwrap_suite (void)
 {
@@ -583,6 +622,7 @@ bwrap_suite (void)
   tcase_add_test (tc, test_bad_input);
   tcase_add_test (tc, test_path_without_bwrap);
   tcase_add_test (tc, test_failed_create_leaves_nothing);
+  tcase_add_test (tc, test_interrupted_create_leaves_nothing);
   suite_add_tcase (s, tc);
   return s;
 }

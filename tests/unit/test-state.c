@@ -187,6 +187,24 @@ START_TEST (test_resolve_order)
 }
 END_TEST
 
+/* namzu-create's line is enough: a stdin that stays open must not hang the tool. */
+START_TEST (test_resolve_stdin_left_open)
+{
+  g_autoptr (NzHandle) a = make_handle ("nz-00000000000e", 1);
+  g_autoptr (NzHandle) r = NULL;
+  const char *line = "{\"id\":\"nz-00000000000e\"}\n";
+  int fds[2];
+
+  ck_assert_int_eq (pipe (fds), 0);
+  ck_assert_int_eq (write (fds[1], line, strlen (line)), (ssize_t)strlen (line));
+  r = nz_handle_resolve_fd (NULL, fds[0], NULL);
+  ck_assert (r != NULL);
+  ck_assert_str_eq (r->id, "nz-00000000000e");
+  close (fds[0]);
+  close (fds[1]);
+}
+END_TEST
+
 START_TEST (test_resolve_errors)
 {
   g_autoptr (GError) e1 = NULL, e2 = NULL, e3 = NULL, e4 = NULL, e5 = NULL, e6 = NULL;
@@ -425,6 +443,7 @@ state_suite (void)
   tcase_add_test (tc, test_ids);
   tcase_add_test (tc, test_handle_roundtrip_and_list);
   tcase_add_test (tc, test_resolve_order);
+  tcase_add_test (tc, test_resolve_stdin_left_open);
   tcase_add_test (tc, test_resolve_errors);
   tcase_add_test (tc, test_public_handle_has_no_token);
   tcase_add_test (tc, test_backend_table);

@@ -1,5 +1,6 @@
 /* namzu-create: create a sandbox and print its public handle (JSON) on stdout. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,27 @@ static const char summary[] =
   "rootDir, network, limits, capabilities) on stdout. The token stays in the private state\n"
   "directory ($NAMZU_STATE_DIR, else $XDG_RUNTIME_DIR/namzu, else /run/namzu).\n"
   "Exit status: 0 created, 1 failure, 2 bad usage or config.";
+
+static volatile sig_atomic_t interrupted;
+
+static void
+on_signal (int sig)
+{
+  interrupted = sig;
+}
+
+/* SIGINT/SIGTERM/SIGHUP while the sandbox starts: roll it back instead of orphaning it. */
+static void
+catch_signals (void)
+{
+  struct sigaction sa = { 0 };
+  const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+
+  sa.sa_handler = on_signal;
+  sigemptyset (&sa.sa_mask);
+  for (gsize i = 0; i < G_N_ELEMENTS (sigs); i++)
+    sigaction (sigs[i], &sa, NULL);
+}
 
 static gboolean
 parse_positive (const char *flag, const char *text, gint64 max, gint64 *out, GError **error)
@@ -177,6 +199,8 @@ main (int argc, char **argv)
 
   if (!build_options (opts, &error))
     return nz_cli_fail (error, TRUE);
+  opts->interrupted = &interrupted;
+  catch_signals ();
   h = nz_backend_create (opts, &error);
   if (h == NULL)
     return nz_cli_fail (error, TRUE);
