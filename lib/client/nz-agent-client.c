@@ -963,6 +963,8 @@ nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_ou
 
   g_return_val_if_fail (c != NULL, NULL);
   g_return_val_if_fail (body != NULL, NULL);
+  /* Like the reference host (spec D.2.5): the id is always the one reserved here. */
+  g_return_val_if_fail (!json_object_has_member (body, "executionId"), NULL);
   /* No body: the agent mints the id (spec A.3). */
   reserved = call_internal (c, "reserve-execution", NULL, READ_IDLE_TIMEOUT_MS, cancellable,
                             error);

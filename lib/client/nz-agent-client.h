@@ -87,8 +87,9 @@ gboolean nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *b
                                  guint64 observation_ms, NzAgentFrameFunc on_frame,
                                  gpointer user_data, GCancellable *cancellable, GError **error);
 
-/* The raw execute stream (spec A.6.3, D.2.4): @body is sent as is. Frames go to @on_frame; the
- * terminal `result` frame is returned (new reference). An `error` frame becomes an error
+/* The raw execute stream (spec A.6.3, D.2.4): @body is sent as is. Every frame before the
+ * terminal one (the deltas) goes to @on_frame (may be NULL); the terminal `result` frame is
+ * returned (new reference). An `error` frame becomes an error
  * (G_SPAWN_ERROR for spawn ENOENT/EACCES, else NZ_ERROR with the agent's string). The stream
  * is observed for timeoutMs + 10 s. A socket closed before the terminator is "socket closed
  * before exec stream terminator". */
@@ -108,7 +109,7 @@ typedef void (*NzExecOutputFunc) (NzExecStream stream, const char *data, gsize l
                                   gpointer user_data);
 
 /* reserve-execution (no body: the agent mints the id), then execute @body with that
- * executionId, deltas to @on_output. Returns the `result` frame (new reference; `exitCode`,
+ * executionId (@body must not carry one), deltas to @on_output. Returns the `result` frame (new reference; `exitCode`,
  * `timedOut`, `signal`?, `durationMs`, ...). @out_execution_id (may be NULL) receives the id
  * as soon as it is known, even on failure.
  *

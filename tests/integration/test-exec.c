@@ -354,6 +354,12 @@ START_TEST (test_sigterm_cancels_remote)
 }
 END_TEST
 
+START_TEST (test_sighup_cancels_remote)
+{
+  assert_signal_cancels (SIGHUP);
+}
+END_TEST
+
 START_TEST (test_unreachable_endpoint)
 {
   g_autofree char *out = NULL, *err = NULL;
@@ -582,6 +588,7 @@ main (void)
   tcase_add_test (tc, test_stdin);
   tcase_add_test (tc, test_sigint_cancels_remote);
   tcase_add_test (tc, test_sigterm_cancels_remote);
+  tcase_add_test (tc, test_sighup_cancels_remote);
   tcase_add_test (tc, test_unreachable_endpoint);
   tcase_add_test (tc, test_usage_errors);
   tcase_add_test (tc, test_tcp_token);

@@ -1,7 +1,7 @@
 /* namzu-exec: run a command in a sandbox, passing its output through and returning its status.
  *
- * The exec runs on a worker thread so the main thread can run a GMainLoop with SIGINT/SIGTERM
- * sources: a signal cancels the remote execution by id and we wait for the agent's
+ * The exec runs on a worker thread so the main thread can run a GMainLoop with
+ * SIGINT/SIGTERM/SIGHUP sources: a signal cancels the remote execution by id and we wait for the agent's
  * confirmation before exiting 128+signal. */
 #include <errno.h>
 #include <glib-unix.h>
@@ -56,8 +56,9 @@ static const char description[] =
   "read from stdin (not with -i):  namzu-create | namzu-exec -- make\n"
   "\n"
   "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 126 if it could\n"
-  "not be executed, 127 if it was not found; 125 if namzu itself failed. SIGINT and SIGTERM\n"
-  "cancel the command in the sandbox and wait for that to be confirmed.";
+  "not be executed, 127 if it was not found; 125 if namzu itself failed. SIGINT, SIGTERM\n"
+  "and SIGHUP cancel the command in the sandbox, wait for that to be confirmed, and exit\n"
+  "128+N.";
 
 typedef struct
 {
@@ -163,6 +164,13 @@ static gboolean
 on_sigterm (gpointer user_data)
 {
   return on_signal (user_data, SIGTERM);
+}
+
+/* A closed terminal ends a shell's foreground job; it ends the remote one too. */
+static gboolean
+on_sighup (gpointer user_data)
+{
+  return on_signal (user_data, SIGHUP);
 }
 
 /* Reports a failure: one stderr line, and in --json mode the closing error event. */
@@ -371,6 +379,7 @@ main (int argc, char **argv)
   run = (Run){ .client = client, .body = body, .cancellable = cancellable, .loop = loop };
   g_unix_signal_add (SIGINT, on_sigint, &run);
   g_unix_signal_add (SIGTERM, on_sigterm, &run);
+  g_unix_signal_add (SIGHUP, on_sighup, &run);
   thread = g_thread_new ("exec", exec_thread, &run);
   g_main_loop_run (loop);
   g_thread_join (thread);
