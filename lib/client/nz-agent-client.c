@@ -107,10 +107,28 @@ nz_agent_endpoint_parse (const char *endpoint, GError **error)
       ep->kind = NZ_AGENT_ENDPOINT_TCP;
       ep->port = (guint16)port;
     }
+  else if (g_str_has_prefix (endpoint, "vsock:"))
+    {
+      const char *uds = endpoint + strlen ("vsock:");
+      const char *hash = strrchr (uds, '#');
+      guint64 port = 0;
+
+      if (hash == NULL || !g_path_is_absolute (uds)
+          || !g_ascii_string_to_unsigned (hash + 1, 10, 0, G_MAXUINT32, &port, NULL))
+        {
+          nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                    "agent endpoint \"%s\": expected vsock:/ABSOLUTE/UDS#PORT", endpoint);
+          return NULL;
+        }
+      ep->kind = NZ_AGENT_ENDPOINT_VSOCK;
+      ep->path = g_strndup (uds, hash - uds);
+      ep->vsock_port = (guint32)port;
+    }
   else
     {
       nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                "agent endpoint \"%s\": expected unix:/ABSOLUTE/PATH or tcp:HOST:PORT", endpoint);
+                "agent endpoint \"%s\": expected unix:/ABSOLUTE/PATH, tcp:HOST:PORT or "
+                "vsock:/ABSOLUTE/UDS#PORT", endpoint);
       return NULL;
     }
   return g_steal_pointer (&ep);
@@ -121,6 +139,8 @@ nz_agent_endpoint_describe (const NzAgentEndpoint *ep)
 {
   if (ep->kind == NZ_AGENT_ENDPOINT_UNIX)
     return g_strdup_printf ("unix:%s", ep->path);
+  if (ep->kind == NZ_AGENT_ENDPOINT_VSOCK)
+    return g_strdup_printf ("vsock:%s#%u", ep->path, ep->vsock_port);
   if (strchr (ep->host, ':') != NULL)
     return g_strdup_printf ("tcp:[%s]:%u", ep->host, ep->port);
   return g_strdup_printf ("tcp:%s:%u", ep->host, ep->port);
@@ -232,54 +252,6 @@ fail (NzAgentClient *c, GError **error, NzErrorCode code, const char *fmt, ...)
   return nz_throw (error, code, "agent %s: %s", c->description, msg);
 }
 
-static Conn *
-conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
-{
-  g_autoptr (GSocketClient) sc = g_socket_client_new ();
-  g_autoptr (Conn) k = g_new0 (Conn, 1);
-  GError *local = NULL;
-
-  if (c->ep == NULL)
-    {
-      if (error != NULL)
-        *error = g_error_copy (c->parse_error);
-      return NULL;
-    }
-  k->client = c;
-  g_socket_client_set_timeout (sc, CONNECT_TIMEOUT_S);
-  if (c->ep->kind == NZ_AGENT_ENDPOINT_UNIX)
-    {
-      g_autoptr (GSocketAddress) addr = g_unix_socket_address_new (c->ep->path);
-
-      k->conn = g_socket_client_connect (sc, G_SOCKET_CONNECTABLE (addr), cancellable, &local);
-    }
-  else
-    {
-      g_autoptr (GSocketConnectable) addr = g_network_address_new (c->ep->host, c->ep->port);
-
-      k->conn = g_socket_client_connect (sc, addr, cancellable, &local);
-    }
-  if (k->conn == NULL)
-    {
-      fail_io (c, error, local);
-      return NULL;
-    }
-  k->sock = g_socket_connection_get_socket (k->conn);
-  /* Deadlines are ours (per phase, in µs), not the client's one-size socket timeout. */
-  g_socket_set_timeout (k->sock, 0);
-  g_socket_set_blocking (k->sock, FALSE);
-  if (c->ep->kind == NZ_AGENT_ENDPOINT_TCP)
-    {
-      int idle = TCP_KEEPALIVE_INITIAL_DELAY_S;
-
-      /* Same keepalive as the agent side (spec D.2.1), so a dead peer is noticed. */
-      g_socket_set_keepalive (k->sock, TRUE);
-      (void)g_socket_set_option (k->sock, IPPROTO_TCP, TCP_KEEPIDLE, idle, NULL);
-    }
-  k->reader = nz_frame_reader_new (NZ_AGENT_REPLY_FRAME_LIMIT);
-  return g_steal_pointer (&k);
-}
-
 static gint64
 deadline_after (guint64 ms)
 {
@@ -330,6 +302,110 @@ conn_send_all (Conn *k, const guint8 *data, gsize len, GCancellable *cancellable
       len -= (gsize)n;
     }
   return TRUE;
+}
+
+/* Firecracker's hybrid vsock (spec D.2.1): "CONNECT <port>\n" on the host-side UDS, then one
+ * line that must start with the word OK. Bytes after that line already belong to the agent. */
+static gboolean
+vsock_handshake (Conn *k, GCancellable *cancellable, GError **error)
+{
+  g_autofree char *hello = g_strdup_printf ("CONNECT %u\n", k->client->ep->vsock_port);
+  gint64 deadline = deadline_after (CONNECT_TIMEOUT_S * 1000);
+  g_autoptr (GString) line = g_string_new (NULL);
+  const char *nl;
+
+  if (!conn_send_all (k, (const guint8 *)hello, strlen (hello), cancellable, error))
+    return FALSE;
+  /* The reply is one short line; more than 1 KiB without a newline is not Firecracker. */
+  while ((nl = memchr (line->str, '\n', line->len)) == NULL && line->len < 1024)
+    {
+      char buf[256];
+      GError *local = NULL;
+      gssize n;
+
+      if (!conn_wait (k, G_IO_IN, deadline, cancellable, &local))
+        {
+          if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_TIMED_OUT))
+            {
+              g_error_free (local);
+              return fail (k->client, error, NZ_ERROR_TIMED_OUT,
+                           "connect/handshake timed out after %dms", CONNECT_TIMEOUT_S * 1000);
+            }
+          return fail_io (k->client, error, local);
+        }
+      n = g_socket_receive (k->sock, buf, sizeof buf, cancellable, &local);
+      if (n < 0 && g_error_matches (local, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+        {
+          g_error_free (local);
+          continue;
+        }
+      if (n < 0)
+        return fail_io (k->client, error, local);
+      if (n == 0)
+        break;
+      g_string_append_len (line, buf, n);
+    }
+  if (nl == NULL || !g_str_has_prefix (line->str, "OK")
+      || g_ascii_isalnum (line->str[2]) || line->str[2] == '_')
+    {
+      g_autofree char *shown = g_strndup (line->str, nl != NULL ? (gsize)(nl - line->str)
+                                                                 : MIN (line->len, 200));
+
+      return fail (k->client, error, NZ_ERROR_FAILED, "vsock CONNECT %u rejected: \"%s\"",
+                   k->client->ep->vsock_port, g_strchomp (shown));
+    }
+  nz_frame_reader_push (k->reader, nl + 1, line->len - (gsize)(nl + 1 - line->str));
+  return TRUE;
+}
+
+static Conn *
+conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
+{
+  g_autoptr (GSocketClient) sc = g_socket_client_new ();
+  g_autoptr (Conn) k = g_new0 (Conn, 1);
+  GError *local = NULL;
+
+  if (c->ep == NULL)
+    {
+      if (error != NULL)
+        *error = g_error_copy (c->parse_error);
+      return NULL;
+    }
+  k->client = c;
+  g_socket_client_set_timeout (sc, CONNECT_TIMEOUT_S);
+  if (c->ep->kind == NZ_AGENT_ENDPOINT_UNIX || c->ep->kind == NZ_AGENT_ENDPOINT_VSOCK)
+    {
+      g_autoptr (GSocketAddress) addr = g_unix_socket_address_new (c->ep->path);
+
+      k->conn = g_socket_client_connect (sc, G_SOCKET_CONNECTABLE (addr), cancellable, &local);
+    }
+  else
+    {
+      g_autoptr (GSocketConnectable) addr = g_network_address_new (c->ep->host, c->ep->port);
+
+      k->conn = g_socket_client_connect (sc, addr, cancellable, &local);
+    }
+  if (k->conn == NULL)
+    {
+      fail_io (c, error, local);
+      return NULL;
+    }
+  k->sock = g_socket_connection_get_socket (k->conn);
+  /* Deadlines are ours (per phase, in µs), not the client's one-size socket timeout. */
+  g_socket_set_timeout (k->sock, 0);
+  g_socket_set_blocking (k->sock, FALSE);
+  if (c->ep->kind == NZ_AGENT_ENDPOINT_TCP)
+    {
+      int idle = TCP_KEEPALIVE_INITIAL_DELAY_S;
+
+      /* Same keepalive as the agent side (spec D.2.1), so a dead peer is noticed. */
+      g_socket_set_keepalive (k->sock, TRUE);
+      (void)g_socket_set_option (k->sock, IPPROTO_TCP, TCP_KEEPIDLE, idle, NULL);
+    }
+  k->reader = nz_frame_reader_new (NZ_AGENT_REPLY_FRAME_LIMIT);
+  if (c->ep->kind == NZ_AGENT_ENDPOINT_VSOCK && !vsock_handshake (k, cancellable, error))
+    return NULL;
+  return g_steal_pointer (&k);
 }
 
 typedef enum

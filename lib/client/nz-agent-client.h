@@ -26,21 +26,25 @@ typedef enum
 {
   NZ_AGENT_ENDPOINT_UNIX,
   NZ_AGENT_ENDPOINT_TCP,
+  NZ_AGENT_ENDPOINT_VSOCK, /* Firecracker hybrid vsock: host-side UDS + CONNECT <port> */
 } NzAgentEndpointKind;
 
 typedef struct
 {
   NzAgentEndpointKind kind;
-  char *path; /* UNIX: absolute socket path */
+  char *path; /* UNIX: absolute socket path; VSOCK: absolute path of the host-side UDS */
   char *host; /* TCP: host name or address, without brackets */
   guint16 port;
+  guint32 vsock_port; /* VSOCK: the guest port named in the CONNECT line */
 } NzAgentEndpoint;
 
-/* Parses "unix:/abs/path" or "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6). */
+/* Parses "unix:/abs/path", "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6) or
+ * "vsock:/abs/uds#PORT" (spec D.2.1). */
 NzAgentEndpoint *nz_agent_endpoint_parse (const char *endpoint, GError **error);
 void nz_agent_endpoint_free (NzAgentEndpoint *ep);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentEndpoint, nz_agent_endpoint_free)
-/* "unix:<path>" / "tcp:<host>:<port>", for messages; never carries the token. */
+/* "unix:<path>" / "tcp:<host>:<port>" / "vsock:<uds>#<port>", for messages; never carries the
+ * token. */
 char *nz_agent_endpoint_describe (const NzAgentEndpoint *ep);
 
 typedef struct _NzAgentClient NzAgentClient;

@@ -4,6 +4,7 @@
  * peer that misbehaves on purpose: a scripted unix-socket peer in a thread, which says so
  * here. Everything the real agent does is tested against it in tests/integration/test-exec.c. */
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -26,6 +27,8 @@ typedef struct
   const char *const *replies; /* one raw byte string per connection; NULL ends the script */
   guint delay_bind_ms;        /* bind only after this long (readiness polling) */
   guint hold_open_ms;         /* keep each connection open this long after replying */
+  const char *handshake;      /* vsock: answer the CONNECT line with this (then serve if OK) */
+  char *connect_line;         /* vsock: the CONNECT line received */
   GPtrArray *requests;        /* payload of each connection's first frame */
   GThread *thread;
 } Peer;
@@ -91,6 +94,24 @@ peer_thread (gpointer data)
 
       if (fd < 0)
         break;
+      if (p->handshake != NULL)
+        {
+          GString *l = g_string_new (NULL);
+          char ch;
+
+          /* Byte by byte: the client sends nothing more before our answer anyway. */
+          while (read (fd, &ch, 1) == 1 && ch != '\n')
+            g_string_append_c (l, ch);
+          g_free (p->connect_line);
+          p->connect_line = g_string_free (l, FALSE);
+          ck_assert_int_eq (write (fd, p->handshake, strlen (p->handshake)),
+                            (ssize_t)strlen (p->handshake));
+          if (!g_str_has_prefix (p->handshake, "OK "))
+            {
+              close (fd);
+              continue;
+            }
+        }
       g_ptr_array_add (p->requests, read_request (fd));
       ck_assert_int_eq (write (fd, p->replies[i], strlen (p->replies[i])),
                         (ssize_t)strlen (p->replies[i]));
@@ -133,6 +154,7 @@ peer_free (Peer *p)
   unlink (p->path);
   rmdir (p->dir);
   g_ptr_array_unref (p->requests);
+  g_free (p->connect_line);
   g_free (p->path);
   g_free (p->dir);
   g_free (p);
@@ -156,10 +178,12 @@ START_TEST (test_endpoint_parse)
     { "tcp:127.0.0.1:8080", "tcp:127.0.0.1:8080" },
     { "tcp:agent.example:1", "tcp:agent.example:1" },
     { "tcp:[::1]:65535", "tcp:[::1]:65535" },
+    { "vsock:/srv/fc/v.sock#1024", "vsock:/srv/fc/v.sock#1024" },
   };
   static const char *const bad[] = {
     "unix:relative/path", "unix:", "tcp:127.0.0.1", "tcp:127.0.0.1:0", "tcp:127.0.0.1:65536",
-    "tcp::80", "tcp:::1:80", "tcp:[::1:80", "tcp:host:80x", "vsock:3:1024", "/abs/path", "",
+    "tcp::80", "tcp:::1:80", "tcp:[::1:80", "tcp:host:80x", "vsock:3:1024", "vsock:/v.sock", "vsock:rel#1",
+    "vsock:/v.sock#x", "/abs/path", "",
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS (good); i++)
@@ -447,6 +471,58 @@ START_TEST (test_tcp_preauth_budget)
 }
 END_TEST
 
+/* ---- Firecracker hybrid vsock ---------------------------------------------------------- */
+
+static Peer *
+vsock_peer_start (const char *const *replies, const char *handshake)
+{
+  Peer *p = peer_start (replies, 0);
+
+  /* Set before the client dials: the peer thread reads it only after accept(). */
+  p->handshake = handshake;
+  return p;
+}
+
+static NzAgentClient *
+vsock_client (Peer *p)
+{
+  g_autofree char *ep = g_strdup_printf ("vsock:%s#1024", p->path);
+
+  return nz_agent_client_new (ep, NULL);
+}
+
+START_TEST (test_vsock_handshake)
+{
+  g_autoptr (GString) ok = framed ((const char *const[]){
+      "{\"ok\":true,\"protocolVersion\":2,\"features\":[]}", NULL });
+  const char *replies[] = { ok->str, NULL };
+  g_autoptr (Peer) p = vsock_peer_start (replies, "OK 1073741824\n");
+  g_autoptr (NzAgentClient) c = vsock_client (p);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) h = nz_agent_client_healthz (c, NULL, &error);
+
+  ck_assert_msg (h != NULL, "%s", error ? error->message : "");
+  peer_join (p);
+  ck_assert_str_eq (p->connect_line, "CONNECT 1024");
+  ck_assert_str_eq (g_ptr_array_index (p->requests, 0), "{\"op\":\"healthz\"}");
+}
+END_TEST
+
+START_TEST (test_vsock_rejected)
+{
+  const char *replies[] = { "", NULL };
+  g_autoptr (Peer) p = vsock_peer_start (replies, "OKAY\n");
+  g_autoptr (NzAgentClient) c = vsock_client (p);
+  g_autoptr (GError) error = NULL;
+
+  ck_assert_ptr_null (nz_agent_client_healthz (c, NULL, &error));
+  ck_assert_msg (strstr (error->message, "vsock CONNECT 1024 rejected: \"OKAY\""), "%s",
+                 error->message);
+  ck_assert_msg (strstr (error->message, "vsock:") != NULL, "%s", error->message);
+  peer_join (p);
+}
+END_TEST
+
 /* ---- exit statuses ---------------------------------------------------------------------- */
 
 static int
@@ -485,6 +561,8 @@ main (void)
   Suite *s = suite_create ("agent-client");
   TCase *tc = tcase_create ("agent-client");
 
+  /* A client that hangs up on the scripted peer must fail an assertion, not kill the test. */
+  signal (SIGPIPE, SIG_IGN);
   tcase_set_timeout (tc, 20);
   tcase_add_test (tc, test_endpoint_parse);
   tcase_add_test (tc, test_bad_endpoint_reported_by_call);
@@ -498,6 +576,8 @@ main (void)
   tcase_add_test (tc, test_wait_ready_timeout_and_mismatch);
   tcase_add_test (tc, test_tcp_preauth_budget);
   tcase_add_test (tc, test_exit_status);
+  tcase_add_test (tc, test_vsock_handshake);
+  tcase_add_test (tc, test_vsock_rejected);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
