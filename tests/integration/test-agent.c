@@ -659,6 +659,40 @@ START_TEST (test_cancel_grace)
 }
 END_TEST
 
+/* Children of @pid, from /proc; *@zombies counts those in state Z. */
+static guint
+count_children (GPid pid, guint *zombies)
+{
+  g_autoptr (GDir) d = g_dir_open ("/proc", 0, NULL);
+  const char *name;
+  guint n = 0;
+
+  *zombies = 0;
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = NULL;
+      g_autofree char *stat = NULL;
+      const char *close_paren;
+      char state;
+      int ppid;
+
+      if (!g_ascii_isdigit (name[0]))
+        continue;
+      path = g_strdup_printf ("/proc/%s/stat", name);
+      if (!g_file_get_contents (path, &stat, NULL, NULL))
+        continue;
+      close_paren = strrchr (stat, ')');
+      if (close_paren == NULL || sscanf (close_paren + 2, "%c %d", &state, &ppid) != 2)
+        continue;
+      if (ppid != pid)
+        continue;
+      n++;
+      if (state == 'Z')
+        (*zombies)++;
+    }
+  return n;
+}
+
 START_TEST (test_fencing)
 {
   Agent *a = agent_start ();
@@ -677,6 +711,16 @@ START_TEST (test_fencing)
   h = reply (a, "{\"op\":\"healthz\"}");
   ck_assert (!nz_json_get_bool (h, "ok", TRUE));
   ck_assert (nz_json_get_bool (h, "retiring", FALSE));
+  {
+    guint zombies = 0;
+
+    /* The agent is a subreaper: the orphaned background job is now its child ... */
+    ck_assert_uint_ge (count_children (a->pid, &zombies), 1);
+    /* ... and is reaped once it exits, not left as a zombie in its old process group. */
+    g_usleep (1500000);
+    count_children (a->pid, &zombies);
+    ck_assert_uint_eq (zombies, 0);
+  }
   assert_reply_error (a, "{\"op\":\"reserve-execution\"}", "agent_retiring");
   assert_reply_error (a, "{\"op\":\"execute\",\"body\":{\"command\":\"true\"}}", "agent_retiring");
   assert_reply_error (a, "{\"op\":\"read-file\",\"body\":{\"path\":\"x\"}}", "agent_retiring");
