@@ -669,7 +669,16 @@ wait_ready (CreateState *st, const char *status_path, const char *log_path, guin
         {
           g_clear_error (&last);
           if (nz_agent_client_wait_ready (client, (guint)MIN (left_ms, 200), &last))
-            return TRUE;
+            {
+              const char *const *features = nz_agent_client_get_features (client);
+              JsonArray *arr = json_array_new ();
+
+              /* What this agent serves (files, terminal, ...), for the public handle. */
+              for (; features != NULL && *features != NULL; features++)
+                json_array_add_string_element (arr, *features);
+              json_object_set_array_member (st->h->priv, "features", arr);
+              return nz_handle_save (st->h, error);
+            }
           /* A protocol mismatch or a retiring agent does not heal by waiting. */
           if (!g_error_matches (last, NZ_ERROR, NZ_ERROR_TIMED_OUT))
             {
@@ -854,5 +863,8 @@ nz_bwrap_describe (NzHandle *h, JsonObject *pub)
   json_object_set_boolean_member (caps, "egressAllowlist", FALSE);
   json_object_set_boolean_member (caps, "setNetworkPolicy", FALSE);
   json_object_set_boolean_member (caps, "persistentAfterCreate", TRUE);
+  if (nz_json_get_array (h->priv, "features") != NULL)
+    json_object_set_array_member (caps, "features",
+                                  json_array_ref (nz_json_get_array (h->priv, "features")));
   json_object_set_object_member (pub, "capabilities", caps);
 }

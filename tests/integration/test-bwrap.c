@@ -256,6 +256,8 @@ START_TEST (test_lifecycle_and_confinement)
   ck_assert_int_eq (stat (hfile, &st), 0);
   ck_assert_int_eq (st.st_mode & 07777, 0600);
   ck_assert_str_eq (nz_json_get_string (pub, "network"), "deny-all");
+  /* the agent's healthz features, learnt at readiness */
+  ck_assert (nz_json_get_array (nz_json_get_object (pub, "capabilities"), "features") != NULL);
 
   ck_assert_int_eq (run_tool (NULL, &ls, NULL, "namzu-ls", NULL), 0);
   ck_assert (strstr (ls, id) != NULL);
