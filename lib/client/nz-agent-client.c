@@ -24,6 +24,7 @@
 /* wait_ready's poll interval: the agent binds in milliseconds, so poll at that scale. */
 #define READY_POLL_INTERVAL_MS 15
 #define READ_CHUNK_BYTES 65536
+#define DIAL_RETRY_INTERVAL_MS 100
 
 struct _NzAgentClient
 {
@@ -33,6 +34,7 @@ struct _NzAgentClient
   GError *parse_error;
   char *token;
   GStrv features;
+  guint dial_retry_ms;
 };
 
 /* ---- endpoints ---------------------------------------------------------------------------- */
@@ -176,6 +178,13 @@ nz_agent_client_free (NzAgentClient *c)
   g_free (c->token);
   g_strfreev (c->features);
   g_free (c);
+}
+
+void
+nz_agent_client_set_dial_retry (NzAgentClient *c, guint budget_ms)
+{
+  g_return_if_fail (c != NULL);
+  c->dial_retry_ms = budget_ms;
 }
 
 const char *
@@ -358,8 +367,12 @@ vsock_handshake (Conn *k, GCancellable *cancellable, GError **error)
   return TRUE;
 }
 
+/* *@transient is set when a later attempt can fix the failure: nothing listening yet (an
+ * agent starting, or re-listening after a snapshot resume), or a vsock CONNECT the guest did
+ * not accept yet. */
 static Conn *
-conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
+conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable,
+                GError **error)
 {
   g_autoptr (GSocketClient) sc = g_socket_client_new ();
   g_autoptr (Conn) k = g_new0 (Conn, 1);
@@ -387,6 +400,9 @@ conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
     }
   if (k->conn == NULL)
     {
+      *transient = g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CONNECTION_REFUSED)
+                   || g_error_matches (local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND)
+                   || g_error_matches (local, G_IO_ERROR, G_IO_ERROR_TIMED_OUT);
       fail_io (c, error, local);
       return NULL;
     }
@@ -404,7 +420,10 @@ conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
     }
   k->reader = nz_frame_reader_new (NZ_AGENT_REPLY_FRAME_LIMIT);
   if (c->ep->kind == NZ_AGENT_ENDPOINT_VSOCK && !vsock_handshake (k, cancellable, error))
-    return NULL;
+    {
+      *transient = !g_error_matches (*error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+      return NULL;
+    }
   return g_steal_pointer (&k);
 }
 
@@ -485,6 +504,33 @@ conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **o
         k->eof = TRUE;
       else
         nz_frame_reader_push (k->reader, buf, (gsize)n);
+    }
+}
+
+static Conn *
+conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
+{
+  gint64 deadline = deadline_after (c->dial_retry_ms);
+
+  for (;;)
+    {
+      GError *local = NULL;
+      gboolean transient = FALSE;
+      Conn *k = conn_open_once (c, &transient, cancellable, &local);
+
+      if (k != NULL)
+        return k;
+      if (c->dial_retry_ms == 0 || !transient
+          || g_get_monotonic_time () + DIAL_RETRY_INTERVAL_MS * 1000 > deadline
+          || g_cancellable_is_cancelled (cancellable))
+        {
+          if (c->dial_retry_ms > 0 && transient)
+            g_prefix_error (&local, "could not connect within %ums: ", c->dial_retry_ms);
+          g_propagate_error (error, local);
+          return NULL;
+        }
+      g_error_free (local);
+      g_usleep (DIAL_RETRY_INTERVAL_MS * 1000);
     }
 }
 

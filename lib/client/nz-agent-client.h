@@ -55,6 +55,12 @@ NzAgentClient *nz_agent_client_new (const char *endpoint, const char *token);
 void nz_agent_client_free (NzAgentClient *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentClient, nz_agent_client_free)
 
+/* Redial a refused/missing socket (or an unanswered vsock CONNECT) every 100 ms for up to
+ * @budget_ms before each request fails (spec D.2.3: the window while an agent re-listens
+ * after a snapshot resume). Default 0: fail at once, so a CLI reports a dead sandbox
+ * immediately. */
+void nz_agent_client_set_dial_retry (NzAgentClient *c, guint budget_ms);
+
 /* "unix:<path>" or "tcp:<host>:<port>" (the raw string if it did not parse). */
 const char *nz_agent_client_describe (NzAgentClient *c);
 

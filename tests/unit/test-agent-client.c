@@ -471,6 +471,28 @@ START_TEST (test_tcp_preauth_budget)
 }
 END_TEST
 
+START_TEST (test_dial_retry)
+{
+  g_autoptr (GString) ok = framed ((const char *const[]){
+      "{\"ok\":true,\"protocolVersion\":2,\"features\":[]}", NULL });
+  const char *replies[] = { ok->str, NULL };
+  g_autoptr (Peer) p = peer_start (replies, 300);
+  g_autoptr (NzAgentClient) c = peer_client (p, NULL);
+  g_autoptr (NzAgentClient) quick = peer_client (p, NULL);
+  g_autoptr (GError) e1 = NULL, e2 = NULL;
+  g_autoptr (JsonObject) h = NULL;
+
+  /* Default: a missing socket fails at once (a CLI reports a dead sandbox immediately). */
+  ck_assert_ptr_null (nz_agent_client_healthz (quick, NULL, &e1));
+  ck_assert (g_error_matches (e1, NZ_ERROR, NZ_ERROR_NOT_FOUND));
+  /* With a budget, one call outlasts the agent's late bind. */
+  nz_agent_client_set_dial_retry (c, 5000);
+  h = nz_agent_client_healthz (c, NULL, &e2);
+  ck_assert_msg (h != NULL, "%s", e2 ? e2->message : "");
+  peer_join (p);
+}
+END_TEST
+
 /* ---- Firecracker hybrid vsock ---------------------------------------------------------- */
 
 static Peer *
@@ -576,6 +598,7 @@ main (void)
   tcase_add_test (tc, test_wait_ready_timeout_and_mismatch);
   tcase_add_test (tc, test_tcp_preauth_budget);
   tcase_add_test (tc, test_exit_status);
+  tcase_add_test (tc, test_dial_retry);
   tcase_add_test (tc, test_vsock_handshake);
   tcase_add_test (tc, test_vsock_rejected);
   suite_add_tcase (s, tc);
