@@ -15,7 +15,10 @@ typedef struct
   gsize offset; /* into NzAgentConfig */
 } Knob;
 
-#define KNOB(name, fallback, zero, field) { name, fallback, zero, G_STRUCT_OFFSET (NzAgentConfig, field) }
+#define KNOB(name, fallback, zero, field)                                                          \
+  {                                                                                                \
+    name, fallback, zero, G_STRUCT_OFFSET (NzAgentConfig, field)                                   \
+  }
 
 /* Every numeric knob of spec B.2 this agent uses; all read once, before listening. */
 static const Knob knobs[] = {

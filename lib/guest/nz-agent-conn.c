@@ -117,8 +117,8 @@ conn_flush (NzAgentConn *conn)
               if (conn->write_source == NULL)
                 {
                   conn->write_source = g_socket_create_source (conn->sock, G_IO_OUT, NULL);
-                  g_source_set_callback (conn->write_source, (GSourceFunc)(void (*) (void))conn_writable,
-                                         conn, NULL);
+                  g_source_set_callback (conn->write_source,
+                                         (GSourceFunc)(void (*) (void))conn_writable, conn, NULL);
                   g_source_attach (conn->write_source, g_main_context_get_thread_default ());
                 }
               return;

@@ -199,7 +199,8 @@ op_reserve (NzAgentConn *conn, NzEnvelope *env)
   reply = ok_reply_with_boot_id (guest);
   json_object_set_int_member (reply, "protocolVersion", NZ_GUEST_PROTOCOL_VERSION);
   json_object_set_string_member (reply, "executionId", rec->id);
-  json_object_set_int_member (reply, "leaseExpiresAt", rec->expires_at != 0 ? rec->expires_at : now);
+  json_object_set_int_member (reply, "leaseExpiresAt",
+                              rec->expires_at != 0 ? rec->expires_at : now);
   /* `state` only when the caller named the id (a test pins the minted reply's keys). */
   if (id != NULL)
     json_object_set_string_member (reply, "state", nz_exec_state_to_string (rec->state));
@@ -306,7 +307,8 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
     cwd = g_strdup (nz_jail_get_workspace (guest->jail));
   else if (node_string (cwd_node) == NULL)
     {
-      nz_agent_conn_stream_error (conn, "invalid_cwd: The \"path\" argument must be of type string");
+      nz_agent_conn_stream_error (conn,
+                                  "invalid_cwd: The \"path\" argument must be of type string");
       return;
     }
   else if ((cwd = nz_jail_resolve_cwd (guest->jail, node_string (cwd_node), &error)) == NULL)
@@ -375,8 +377,8 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
 
           if (a == NULL)
             {
-              g_autofree char *msg = g_strdup_printf (
-                  "The \"args[%u]\" argument must be of type string", i);
+              g_autofree char *msg
+                  = g_strdup_printf ("The \"args[%u]\" argument must be of type string", i);
 
               nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_FAILED,
                                                   NULL, msg, nz_guest_now_ms ());
@@ -390,7 +392,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
   envp = nz_guest_child_environ (env->body != NULL ? nz_json_get_object (env->body, "env") : NULL);
   if (stdin_node != NULL)
     {
-      char *text = nz_js_string (stdin_node);
+      char *text = nz_jstext_from_json (stdin_node);
 
       stdin_bytes = g_bytes_new_take (text, strlen (text));
     }
@@ -401,7 +403,8 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
   spec.envp = envp;
   spec.stdin_data = stdin_bytes;
   spec.timeout_ms = (gint64)ceil (timeout);
-  spec.max_output_bytes = max_output >= (double)G_MAXINT64 ? G_MAXINT64 : (gint64)MAX (max_output, 0);
+  spec.max_output_bytes
+      = max_output >= (double)G_MAXINT64 ? G_MAXINT64 : (gint64)MAX (max_output, 0);
   if (!nz_exec_start (guest, rec, &spec, &exec_callbacks, nz_agent_conn_ref (conn),
                       (GDestroyNotify)nz_agent_conn_unref, &error))
     {
@@ -472,8 +475,8 @@ op_cancel (NzAgentConn *conn, NzEnvelope *env)
 
       result.duration_ms = rec->started_at != 0 ? MAX (0, now - rec->started_at) : 0;
       rec->cause = NZ_EXEC_CAUSE_CANCELLED;
-      nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_CANCELLED,
-                                          &result, NULL, now);
+      nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_CANCELLED, &result,
+                                          NULL, now);
     }
   nz_exec_terminate (guest, rec, NZ_EXEC_CAUSE_CANCELLED, cancel_confirmed,
                      nz_agent_conn_ref (conn));
@@ -599,7 +602,7 @@ op_write_file (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_reply_error (conn, error->message);
       return;
     }
-  text = nz_js_string (content_node);
+  text = nz_jstext_from_json (content_node);
   if (g_strcmp0 (encoding, "base64") == 0)
     {
       decoded = g_base64_decode (text, &len);
@@ -640,8 +643,8 @@ nz_agent_ops_has_nul_escape (const char *json, gsize len)
   return FALSE;
 }
 
-#define NUL_UNSUPPORTED                                                                      \
-  "json_nul_unsupported: a JSON string holding U+0000 cannot be represented by this agent; " \
+#define NUL_UNSUPPORTED                                                                            \
+  "json_nul_unsupported: a JSON string holding U+0000 cannot be represented by this agent; "       \
   "send binary data base64-encoded"
 
 void

@@ -157,8 +157,8 @@ listen_tcp (NzAgentServer *server, GError **error)
   g_autoptr (GSocketAddress) effective = NULL;
 
   if (!g_socket_listener_add_address (G_SOCKET_LISTENER (server->service), addr,
-                                      G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL,
-                                      &effective, error))
+                                      G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL, &effective,
+                                      error))
     return FALSE;
   server->address = g_strdup_printf (
       "tcp:0.0.0.0:%u", g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (effective)));

@@ -121,8 +121,8 @@ nz_exec_registry_new (gint64 max_tracked, gint64 lease_ttl_ms, gint64 terminal_t
 {
   NzExecRegistry *reg = g_new0 (NzExecRegistry, 1);
 
-  reg->records = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
-                                        (GDestroyNotify)nz_exec_record_unref);
+  reg->records
+      = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify)nz_exec_record_unref);
   reg->max_tracked = max_tracked;
   reg->lease_ttl_ms = lease_ttl_ms;
   reg->terminal_ttl_ms = terminal_ttl_ms;
@@ -236,9 +236,8 @@ nz_exec_registry_reserve (NzExecRegistry *reg, const char *id, gint64 now_ms,
 }
 
 void
-nz_exec_registry_remember_terminal (NzExecRegistry *reg, NzExecRecord *rec,
-                                    NzExecOutcome outcome, const NzExecResult *result,
-                                    const char *error, gint64 now_ms)
+nz_exec_registry_remember_terminal (NzExecRegistry *reg, NzExecRecord *rec, NzExecOutcome outcome,
+                                    const NzExecResult *result, const char *error, gint64 now_ms)
 {
   g_return_if_fail (reg != NULL && rec != NULL);
 

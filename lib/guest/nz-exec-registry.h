@@ -56,8 +56,8 @@ typedef struct
   NzExecResult result;
   char *error;
   NzExecCause cause;
-  gboolean has_log; /* a retained output log exists (retention lands with attach) */
-  NzExecProc *proc;  /* live process state, owned by nz-exec; NULL before spawn and after */
+  gboolean has_log;   /* a retained output log exists (retention lands with attach) */
+  NzExecProc *proc;   /* live process state, owned by nz-exec; NULL before spawn and after */
   gpointer terminate; /* the in-flight termination attempt, owned by nz-exec */
 } NzExecRecord;
 

@@ -90,9 +90,8 @@ reap_now (void)
   /* Reaps orphans we inherit as subreaper too: a zombie keeps its group "alive". */
   while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
     {
-      NzExecProc *p = reaper_procs != NULL
-                          ? g_hash_table_lookup (reaper_procs, GINT_TO_POINTER (pid))
-                          : NULL;
+      NzExecProc *p
+          = reaper_procs != NULL ? g_hash_table_lookup (reaper_procs, GINT_TO_POINTER (pid)) : NULL;
 
       if (p != NULL)
         {
@@ -490,9 +489,8 @@ spawn_error_errno (const GError *error)
     }
 }
 
-static gboolean
-start_fail (NzGuest *guest, NzExecRecord *rec, GError **error, const char *fmt, ...)
-  G_GNUC_PRINTF (4, 5);
+static gboolean start_fail (NzGuest *guest, NzExecRecord *rec, GError **error, const char *fmt, ...)
+    G_GNUC_PRINTF (4, 5);
 
 static gboolean
 start_fail (NzGuest *guest, NzExecRecord *rec, GError **error, const char *fmt, ...)
@@ -538,16 +536,15 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
   if (spec->stdin_data == NULL)
     flags |= G_SPAWN_STDIN_FROM_DEV_NULL;
 
-  if (!g_spawn_async_with_pipes_and_fds (spec->cwd, (const char *const *)argv->pdata,
-                                         (const char *const *)spec->envp, flags, child_setup,
-                                         NULL, -1, -1, -1, NULL, NULL, 0, &pid,
-                                         spec->stdin_data != NULL ? &in_fd : NULL, &out_fd,
-                                         &err_fd, &local_error))
+  if (!g_spawn_async_with_pipes_and_fds (
+          spec->cwd, (const char *const *)argv->pdata, (const char *const *)spec->envp, flags,
+          child_setup, NULL, -1, -1, -1, NULL, NULL, 0, &pid,
+          spec->stdin_data != NULL ? &in_fd : NULL, &out_fd, &err_fd, &local_error))
     {
       g_debug ("spawn %s: %s", spec->command, local_error->message);
       /* Node's message for an async spawn error: "spawn <file> <CODE>". */
       return start_fail (guest, rec, error, "spawn %s %s", spec->command,
-                         nz_errno_name (spawn_error_errno (local_error)));
+                         nz_jstext_errno_name (spawn_error_errno (local_error)));
     }
 
   p = g_new0 (NzExecProc, 1);
@@ -578,8 +575,8 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
       p->stdin_data = g_bytes_ref (spec->stdin_data);
       p->stdin_watch = g_unix_fd_add (in_fd, G_IO_OUT | G_IO_ERR | G_IO_HUP, stdin_writable, p);
     }
-  p->timeout_id = g_timeout_add ((guint)MIN (spec->timeout_ms, (gint64)G_MAXUINT), timeout_fired,
-                                 p);
+  p->timeout_id
+      = g_timeout_add ((guint)MIN (spec->timeout_ms, (gint64)G_MAXUINT), timeout_fired, p);
   return TRUE;
 }
 
@@ -689,8 +686,8 @@ term_tick (gpointer user_data)
 }
 
 void
-nz_exec_terminate (NzGuest *guest, NzExecRecord *rec, NzExecCause cause,
-                   NzExecTerminateFunc func, gpointer user_data)
+nz_exec_terminate (NzGuest *guest, NzExecRecord *rec, NzExecCause cause, NzExecTerminateFunc func,
+                   gpointer user_data)
 {
   TermWaiter w = { func, user_data };
   TermOp *op;
@@ -722,8 +719,8 @@ nz_exec_terminate (NzGuest *guest, NzExecRecord *rec, NzExecCause cause,
   op->rec = nz_exec_record_ref (rec);
   op->waiters = g_array_new (FALSE, FALSE, sizeof (TermWaiter));
   g_array_append_val (op->waiters, w);
-  op->deadline_us = g_get_monotonic_time ()
-                    + guest->limits.cancel_confirm_timeout_ms * G_TIME_SPAN_MILLISECOND;
+  op->deadline_us
+      = g_get_monotonic_time () + guest->limits.cancel_confirm_timeout_ms * G_TIME_SPAN_MILLISECOND;
   rec->terminate = op;
 
   if (rec->state == NZ_EXEC_STATE_EXITED || rec->proc == NULL)
@@ -743,9 +740,9 @@ nz_exec_terminate (NzGuest *guest, NzExecRecord *rec, NzExecCause cause,
       term_finish (op, msg);
       return;
     }
-  op->grace_end_us = MIN (op->deadline_us, g_get_monotonic_time ()
-                                               + guest->limits.cancel_grace_ms
-                                                     * G_TIME_SPAN_MILLISECOND);
+  op->grace_end_us
+      = MIN (op->deadline_us,
+             g_get_monotonic_time () + guest->limits.cancel_grace_ms * G_TIME_SPAN_MILLISECOND);
   op->phase = TERM_GRACE;
   term_tick (op);
 }

@@ -26,7 +26,7 @@ nz_fileio_mkdir_p (const char *path, GError **error)
     /* g_mkdir_with_parents reports EEXIST for a non-directory in the way; say ENOTDIR-ish. */
     if (stat (path, &st) == 0 && S_ISDIR (st.st_mode))
       return TRUE;
-    return nz_throw_node_errno (error, errsv, "mkdir", path);
+    return nz_jstext_throw_errno (error, errsv, "mkdir", path);
   }
 }
 
@@ -41,17 +41,17 @@ nz_fileio_read_all (const char *path, GError **error)
   fd = open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
     {
-      nz_throw_node_errno (error, errno, "open", path);
+      nz_jstext_throw_errno (error, errno, "open", path);
       return NULL;
     }
   if (fstat (fd, &st) != 0)
     {
-      nz_throw_node_errno (error, errno, "fstat", path);
+      nz_jstext_throw_errno (error, errno, "fstat", path);
       return NULL;
     }
   if (S_ISDIR (st.st_mode))
     {
-      nz_throw_node_errno (error, EISDIR, "read", NULL);
+      nz_jstext_throw_errno (error, EISDIR, "read", NULL);
       return NULL;
     }
   /* Read to EOF rather than trusting st_size: procfs files stat as 0 bytes. */
@@ -65,7 +65,7 @@ nz_fileio_read_all (const char *path, GError **error)
         continue;
       if (n < 0)
         {
-          nz_throw_node_errno (error, errno, "read", NULL);
+          nz_jstext_throw_errno (error, errno, "read", NULL);
           return NULL;
         }
       if (n == 0)
@@ -81,9 +81,9 @@ fsync_dir (const char *dir, GError **error)
   nz_autofd int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
   if (fd < 0)
-    return nz_throw_node_errno (error, errno, "open", dir);
+    return nz_jstext_throw_errno (error, errno, "open", dir);
   if (fsync (fd) != 0)
-    return nz_throw_node_errno (error, errno, "fsync", NULL);
+    return nz_jstext_throw_errno (error, errno, "fsync", NULL);
   return TRUE;
 }
 
@@ -96,7 +96,7 @@ fill_temp (int fd, gboolean have_mode, mode_t mode, const void *data, gsize len,
 
   /* The replacement keeps the target's permission bits. */
   if (have_mode && fchmod (fd, mode) != 0)
-    return nz_throw_node_errno (error, errno, "fchmod", NULL);
+    return nz_jstext_throw_errno (error, errno, "fchmod", NULL);
   /* One positional write of the whole buffer; a short write is reported, never retried, so
    * a full disk cannot leave a half-written file that looks complete. */
   if (len > 0)
@@ -105,17 +105,17 @@ fill_temp (int fd, gboolean have_mode, mode_t mode, const void *data, gsize len,
         written = pwrite (fd, data, len, 0);
       while (written < 0 && errno == EINTR);
       if (written < 0)
-        return nz_throw_node_errno (error, errno, "write", NULL);
+        return nz_jstext_throw_errno (error, errno, "write", NULL);
     }
   if (fstat (fd, &st) != 0)
-    return nz_throw_node_errno (error, errno, "fstat", NULL);
+    return nz_jstext_throw_errno (error, errno, "fstat", NULL);
   if ((gsize)written != len || (gsize)st.st_size != len)
     return nz_throw (error, NZ_ERROR_FAILED,
                      "write_short_write: wrote %" G_GSSIZE_FORMAT " of %" G_GSIZE_FORMAT
                      " bytes, temp file is %" G_GINT64_FORMAT " bytes",
                      written, len, (gint64)st.st_size);
   if (fsync (fd) != 0)
-    return nz_throw_node_errno (error, errno, "fsync", NULL);
+    return nz_jstext_throw_errno (error, errno, "fsync", NULL);
   return TRUE;
 }
 
@@ -142,7 +142,7 @@ nz_fileio_write_durable (const char *path, const void *data, gsize len, GError *
   /* Exclusive create: never write into a file someone else (or a symlink) put there. */
   fd = open (temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
   if (fd < 0)
-    return nz_throw_node_errno (error, errno, "open", temp);
+    return nz_jstext_throw_errno (error, errno, "open", temp);
   if (!fill_temp (fd, have_mode, st.st_mode & 07777, data, len, error))
     {
       nz_close_fd (&fd);
@@ -151,7 +151,7 @@ nz_fileio_write_durable (const char *path, const void *data, gsize len, GError *
     }
   if (close (nz_steal_fd (&fd)) != 0)
     {
-      nz_throw_node_errno (error, errno, "close", NULL);
+      nz_jstext_throw_errno (error, errno, "close", NULL);
       unlink (temp);
       return FALSE;
     }
@@ -159,7 +159,7 @@ nz_fileio_write_durable (const char *path, const void *data, gsize len, GError *
    * was, and a crash leaves at most a stray temp sibling. */
   if (rename (temp, path) != 0)
     {
-      nz_throw_node_errno (error, errno, "rename", temp);
+      nz_jstext_throw_errno (error, errno, "rename", temp);
       unlink (temp);
       return FALSE;
     }

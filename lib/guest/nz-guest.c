@@ -17,10 +17,9 @@ nz_guest_new (const NzGuestLimits *limits, const char *workspace, const char *re
   guest = g_new0 (NzGuest, 1);
   guest->limits = *limits;
   guest->jail = nz_jail_new (workspace, read_roots, write_roots);
-  guest->registry = nz_exec_registry_new (limits->max_tracked_executions,
-                                          limits->execution_lease_ttl_ms,
-                                          limits->execution_terminal_ttl_ms,
-                                          limits->execution_retained_ttl_ms);
+  guest->registry
+      = nz_exec_registry_new (limits->max_tracked_executions, limits->execution_lease_ttl_ms,
+                              limits->execution_terminal_ttl_ms, limits->execution_retained_ttl_ms);
   guest->boot_id = nz_uuid_v4 ();
   return guest;
 }
@@ -95,7 +94,7 @@ nz_guest_child_environ (JsonObject *overlay)
         for (GList *l = members; l != NULL; l = l->next)
           {
             const char *key = l->data;
-            g_autofree char *value = nz_js_string (json_object_get_member (overlay, key));
+            g_autofree char *value = nz_jstext_from_json (json_object_get_member (overlay, key));
 
             /* A key with '=' or an empty key cannot be expressed in an environ block. */
             if (*key == '\0' || strchr (key, '=') != NULL)

@@ -161,8 +161,7 @@ nz_jail_resolve_cwd (NzJail *jail, const char *path, GError **error)
 }
 
 static char *
-resolve_in_roots (NzJail *jail, GPtrArray *roots, const char *path, char **out_root,
-                  GError **error)
+resolve_in_roots (NzJail *jail, GPtrArray *roots, const char *path, char **out_root, GError **error)
 {
   g_autofree char *resolved = NULL;
 
@@ -215,7 +214,7 @@ nz_jail_realpath_within (const char *target, const char *root, GError **error)
   real_root = realpath (root, NULL);
   if (real_root == NULL)
     {
-      nz_throw_node_errno (error, errno, "realpath", root);
+      nz_jstext_throw_errno (error, errno, "realpath", root);
       return NULL;
     }
   real = realpath (target, NULL);
@@ -227,7 +226,7 @@ nz_jail_realpath_within (const char *target, const char *root, GError **error)
 
       if (errno != ENOENT)
         {
-          nz_throw_node_errno (error, errno, "realpath", target);
+          nz_jstext_throw_errno (error, errno, "realpath", target);
           return NULL;
         }
       /* Not there yet (a write target): the parent decides where it would land. */
@@ -236,7 +235,7 @@ nz_jail_realpath_within (const char *target, const char *root, GError **error)
       real_dir = realpath (dir, NULL);
       if (real_dir == NULL)
         {
-          nz_throw_node_errno (error, errno, "realpath", dir);
+          nz_jstext_throw_errno (error, errno, "realpath", dir);
           return NULL;
         }
       real = g_build_filename (real_dir, base, NULL);

@@ -115,7 +115,7 @@ nz_jstext_append_json_string (GString *out, const char *s)
 }
 
 char *
-nz_js_string (JsonNode *n)
+nz_jstext_from_json (JsonNode *n)
 {
   if (n == NULL)
     return g_strdup ("undefined");
@@ -136,7 +136,7 @@ nz_js_string (JsonNode *n)
             g_string_append_c (s, ',');
           if (!JSON_NODE_HOLDS_NULL (e))
             {
-              g_autofree char *part = nz_js_string (e);
+              g_autofree char *part = nz_jstext_from_json (e);
 
               g_string_append (s, part);
             }
@@ -164,7 +164,7 @@ nz_js_string (JsonNode *n)
 }
 
 const char *
-nz_errno_name (int errsv)
+nz_jstext_errno_name (int errsv)
 {
   const char *name = strerrorname_np (errsv);
 
@@ -172,7 +172,7 @@ nz_errno_name (int errsv)
 }
 
 gboolean
-nz_throw_node_errno (GError **error, int errsv, const char *syscall, const char *path)
+nz_jstext_throw_errno (GError **error, int errsv, const char *syscall, const char *path)
 {
   g_autofree char *msg = g_strdup (g_strerror (errsv));
 
@@ -181,9 +181,9 @@ nz_throw_node_errno (GError **error, int errsv, const char *syscall, const char 
     msg[0] = g_ascii_tolower (msg[0]);
   if (path != NULL)
     g_set_error (error, NZ_ERROR, nz_error_code_from_errno (errsv), "%s: %s, %s '%s'",
-                 nz_errno_name (errsv), msg, syscall, path);
+                 nz_jstext_errno_name (errsv), msg, syscall, path);
   else
     g_set_error (error, NZ_ERROR, nz_error_code_from_errno (errsv), "%s: %s, %s",
-                 nz_errno_name (errsv), msg, syscall);
+                 nz_jstext_errno_name (errsv), msg, syscall);
   return FALSE;
 }

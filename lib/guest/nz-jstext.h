@@ -16,13 +16,13 @@ void nz_jstext_append_json_lossy (GString *out, const void *data, gsize len);
 void nz_jstext_append_json_string (GString *out, const char *s);
 
 /* JS String(value) of a JSON node (NULL node -> "undefined"). Returns a new string. */
-char *nz_js_string (JsonNode *node);
+char *nz_jstext_from_json (JsonNode *node);
 
 /* Node's message for a failed system call: "ENOENT: no such file or directory, open '/x'".
  * @path may be NULL. Always returns FALSE. */
-gboolean nz_throw_node_errno (GError **error, int errsv, const char *syscall, const char *path);
+gboolean nz_jstext_throw_errno (GError **error, int errsv, const char *syscall, const char *path);
 
 /* "ENOENT" for ENOENT; "Unknown system error" codes fall back to "E<number>". */
-const char *nz_errno_name (int errsv);
+const char *nz_jstext_errno_name (int errsv);
 
 G_END_DECLS

@@ -80,8 +80,7 @@ agent_start_full (gboolean tcp, const char *const *extra)
   env = agent_env ((const char *const *)vars->pdata);
 
   ck_assert_msg (g_spawn_async_with_pipes (NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD,
-                                           NULL, NULL, &a->pid, NULL, &a->stdout_fd, NULL,
-                                           &error),
+                                           NULL, NULL, &a->pid, NULL, &a->stdout_fd, NULL, &error),
                  "spawn: %s", error ? error->message : "");
   /* The ready line, byte by byte so nothing after it is consumed. */
   while (n < sizeof line - 1)
@@ -407,17 +406,17 @@ END_TEST
 
 START_TEST (test_execute_basics)
 {
-  Agent *a = agent_start_full (FALSE, (const char *const[]){ "NAMZU_SANDBOX_EXTRA=1", "KEEP_ME=kept", NULL });
-  g_autoptr (ExecRun) r1 = execute (
-      a, "{\"command\":\"sh\",\"args\":[\"-c\",\"echo out; echo err >&2; exit 3\"]}");
+  Agent *a = agent_start_full (
+      FALSE, (const char *const[]){ "NAMZU_SANDBOX_EXTRA=1", "KEEP_ME=kept", NULL });
+  g_autoptr (ExecRun) r1
+      = execute (a, "{\"command\":\"sh\",\"args\":[\"-c\",\"echo out; echo err >&2; exit 3\"]}");
   g_autoptr (ExecRun) r2 = execute (
       a, "{\"command\":\"sh\",\"args\":[\"-c\",\"env; pwd\"],\"env\":{\"FOO\":\"bar\",\"N\":7}}");
-  g_autoptr (ExecRun) r3 = execute (
-      a, "{\"command\":\"pwd\",\"cwd\":\"sub/dir\"}");
+  g_autoptr (ExecRun) r3 = execute (a, "{\"command\":\"pwd\",\"cwd\":\"sub/dir\"}");
   g_autoptr (ExecRun) r4 = execute (a, "{\"command\":\"cat\",\"stdin\":\"piped in\"}");
-  g_autoptr (ExecRun) r5 = execute (
-      a, "{\"command\":\"sh\",\"args\":[\"-c\",\"printf 0123456789; printf abc >&2\"],"
-         "\"maxOutputBytes\":4}");
+  g_autoptr (ExecRun) r5
+      = execute (a, "{\"command\":\"sh\",\"args\":[\"-c\",\"printf 0123456789; printf abc >&2\"],"
+                    "\"maxOutputBytes\":4}");
   g_autoptr (ExecRun) r6 = execute (a, "{\"command\":\"printf\",\"args\":[\"\\\\377ok\"]}");
   g_autofree char *sub = g_build_filename (a->ws, "sub", "dir", NULL);
   g_autofree char *expect_pwd = g_strdup_printf ("%s\n", sub);
@@ -456,7 +455,8 @@ END_TEST
 
 START_TEST (test_execute_refusals)
 {
-  Agent *a = agent_start_full (FALSE, (const char *const[]){ "NAMZU_SANDBOX_MAX_TIMEOUT_MS=5000", NULL });
+  Agent *a = agent_start_full (FALSE,
+                               (const char *const[]){ "NAMZU_SANDBOX_MAX_TIMEOUT_MS=5000", NULL });
   g_autofree char *id = reserve (a);
   g_autofree char *body = NULL;
   const char *ceiling = "invalid_timeout: timeoutMs must be a finite number in (0, 5000] "
@@ -477,8 +477,9 @@ START_TEST (test_execute_refusals)
   assert_exec_error (a, "{\"command\":\"true\",\"timeoutMs\":5001}", ceiling);
   assert_exec_error (a, "{\"command\":\"true\",\"timeoutMs\":0}", ceiling);
   assert_exec_error (a, "{\"command\":\"true\",\"timeoutMs\":\"100\"}", ceiling);
-  assert_exec_error (a, "{\"command\":\"true\",\"executionId\":"
-                        "\"exec_123e4567-e89b-42d3-a456-426614174000\"}",
+  assert_exec_error (a,
+                     "{\"command\":\"true\",\"executionId\":"
+                     "\"exec_123e4567-e89b-42d3-a456-426614174000\"}",
                      "unknown_execution");
   assert_exec_error (a, "{\"command\":\"nosuch-namzu-command\"}",
                      "spawn nosuch-namzu-command ENOENT");
@@ -496,7 +497,8 @@ START_TEST (test_timeout)
 {
   Agent *a = agent_start ();
   gint64 t0 = g_get_monotonic_time ();
-  g_autoptr (ExecRun) r = execute (a, "{\"command\":\"sleep\",\"args\":[\"10\"],\"timeoutMs\":300}");
+  g_autoptr (ExecRun) r
+      = execute (a, "{\"command\":\"sleep\",\"args\":[\"10\"],\"timeoutMs\":300}");
   gint64 elapsed_ms = (g_get_monotonic_time () - t0) / 1000;
 
   ck_assert (nz_json_get_bool (r->result, "timedOut", FALSE));
@@ -511,9 +513,9 @@ START_TEST (test_timeout_ignores_term)
 {
   Agent *a = agent_start ();
   g_autofree char *marker = g_build_filename (a->ws, "late", NULL);
-  g_autoptr (ExecRun) r = execute (
-      a, "{\"command\":\"sh\",\"args\":[\"-c\",\"trap '' TERM; sleep 1.5; touch late\"],"
-         "\"timeoutMs\":400}");
+  g_autoptr (ExecRun) r
+      = execute (a, "{\"command\":\"sh\",\"args\":[\"-c\",\"trap '' TERM; sleep 1.5; touch late\"],"
+                    "\"timeoutMs\":400}");
   g_autoptr (JsonObject) h = NULL;
 
   /* The timeout goes through the same termination path as cancel: SIGKILL at the grace
@@ -543,8 +545,8 @@ START_TEST (test_reserve_and_cancel)
   g_autoptr (GList) keys = json_object_get_members (minted);
   g_autofree char *req = NULL;
   g_autofree char *cancel = NULL;
-  const char *expect_keys[] = { "executionId", "guestBootId", "leaseExpiresAt", "ok",
-                                "protocolVersion" };
+  const char *expect_keys[]
+      = { "executionId", "guestBootId", "leaseExpiresAt", "ok", "protocolVersion" };
   double lease = 0;
   guint i = 0;
 
@@ -565,12 +567,14 @@ START_TEST (test_reserve_and_cancel)
   r2 = reply (a, req);
   ck_assert_str_eq (nz_json_get_string (r1, "state"), "reserved");
   ck_assert_str_eq (nz_json_get_string (r2, "executionId"), named);
-  ck_assert_str_eq (nz_json_get_string (r1, "guestBootId"), nz_json_get_string (minted, "guestBootId"));
+  ck_assert_str_eq (nz_json_get_string (r1, "guestBootId"),
+                    nz_json_get_string (minted, "guestBootId"));
   assert_reply_error (a, "{\"op\":\"reserve-execution\",\"body\":{\"executionId\":\"exec_x\"}}",
                       "invalid_execution_id");
 
   /* Cancel before execute: terminal, cancelled, never started, synthetic exit 1. */
-  cancel = g_strdup_printf ("{\"op\":\"cancel-execution\",\"body\":{\"executionId\":\"%s\"}}", named);
+  cancel
+      = g_strdup_printf ("{\"op\":\"cancel-execution\",\"body\":{\"executionId\":\"%s\"}}", named);
   c1 = reply (a, cancel);
   ck_assert (nz_json_get_bool (c1, "ok", FALSE));
   ck_assert_str_eq (nz_json_get_string (c1, "state"), "cancelled");
@@ -614,8 +618,8 @@ START_TEST (test_cancel_grace)
   Agent *a = agent_start ();
   g_autofree char *id = reserve (a);
   g_autofree char *marker = g_build_filename (a->ws, "marker", NULL);
-  g_autofree char *cancel = g_strdup_printf (
-      "{\"op\":\"cancel-execution\",\"body\":{\"executionId\":\"%s\"}}", id);
+  g_autofree char *cancel
+      = g_strdup_printf ("{\"op\":\"cancel-execution\",\"body\":{\"executionId\":\"%s\"}}", id);
   ExecThread t = { a, NULL, NULL };
   g_autoptr (GThread) thread = NULL;
   g_autoptr (JsonObject) c = NULL;
@@ -696,9 +700,9 @@ count_children (GPid pid, guint *zombies)
 START_TEST (test_fencing)
 {
   Agent *a = agent_start ();
-  g_autoptr (GPtrArray) frames = request (
-      a, "{\"op\":\"execute\",\"body\":{\"command\":\"sh\",\"args\":[\"-c\","
-         "\"sleep 1 >/dev/null 2>&1 & exit 0\"]}}");
+  g_autoptr (GPtrArray) frames
+      = request (a, "{\"op\":\"execute\",\"body\":{\"command\":\"sh\",\"args\":[\"-c\","
+                    "\"sleep 1 >/dev/null 2>&1 & exit 0\"]}}");
   g_autoptr (JsonObject) h = NULL;
   g_autoptr (JsonObject) unknown = NULL;
   g_autoptr (GPtrArray) attach = NULL;
@@ -791,7 +795,8 @@ END_TEST
 
 START_TEST (test_tcp_token)
 {
-  Agent *a = agent_start_full (TRUE, (const char *const[]){ "NAMZU_AGENT_BIND_TOKEN=" TOKEN, NULL });
+  Agent *a
+      = agent_start_full (TRUE, (const char *const[]){ "NAMZU_AGENT_BIND_TOKEN=" TOKEN, NULL });
   g_autoptr (JsonObject) h = reply (a, "{\"op\":\"healthz\"}");
   g_autoptr (JsonObject) ok = reply (a, "{\"op\":\"reserve-execution\",\"token\":\"" TOKEN "\"}");
   g_autoptr (GPtrArray) big = NULL;
@@ -837,9 +842,9 @@ START_TEST (test_tcp_token)
   close (fd);
 
   {
-    g_autoptr (GPtrArray) frames = request (
-        a, "{\"op\":\"execute\",\"token\":\"" TOKEN "\",\"body\":{\"command\":\"echo\","
-           "\"args\":[\"over tcp\"]}}");
+    g_autoptr (GPtrArray) frames
+        = request (a, "{\"op\":\"execute\",\"token\":\"" TOKEN "\",\"body\":{\"command\":\"echo\","
+                      "\"args\":[\"over tcp\"]}}");
 
     run = collect_exec (frames);
   }
@@ -850,9 +855,9 @@ END_TEST
 
 START_TEST (test_require_token)
 {
-  Agent *a = agent_start_full (FALSE, (const char *const[]){ "NAMZU_AGENT_REQUIRE_TOKEN=1",
-                                                               "NAMZU_AGENT_MAX_FRAME_BYTES=4096",
-                                                               NULL });
+  Agent *a
+      = agent_start_full (FALSE, (const char *const[]){ "NAMZU_AGENT_REQUIRE_TOKEN=1",
+                                                        "NAMZU_AGENT_MAX_FRAME_BYTES=4096", NULL });
   g_autoptr (JsonObject) first = NULL;
   g_autoptr (JsonObject) again = NULL;
   g_autoptr (GPtrArray) big = NULL;
@@ -908,34 +913,36 @@ START_TEST (test_startup_refusals)
                           "agent: NAMZU_AGENT_TCP_PORT is a routed listener and needs a "
                           "credential — set NAMZU_AGENT_BIND_TOKEN to a per-instance secret, or "
                           "NAMZU_AGENT_REQUIRE_TOKEN to bind the first token seen");
-  assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_TCP_PORT=eighty",
-                                                  "NAMZU_AGENT_BIND_TOKEN=t", NULL },
-                          "agent: NAMZU_AGENT_TCP_PORT must be an integer port in [0, 65535], "
-                          "got \"eighty\"");
-  assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_TCP_PORT=70000",
-                                                  "NAMZU_AGENT_REQUIRE_TOKEN=1", NULL },
-                          "agent: NAMZU_AGENT_TCP_PORT must be an integer port in [0, 65535], "
-                          "got \"70000\"");
+  assert_startup_refused (
+      (const char *const[]){ "NAMZU_AGENT_TCP_PORT=eighty", "NAMZU_AGENT_BIND_TOKEN=t", NULL },
+      "agent: NAMZU_AGENT_TCP_PORT must be an integer port in [0, 65535], "
+      "got \"eighty\"");
+  assert_startup_refused (
+      (const char *const[]){ "NAMZU_AGENT_TCP_PORT=70000", "NAMZU_AGENT_REQUIRE_TOKEN=1", NULL },
+      "agent: NAMZU_AGENT_TCP_PORT must be an integer port in [0, 65535], "
+      "got \"70000\"");
   assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
-                                                  "NAMZU_AGENT_BIND_TOKEN=", NULL },
+                                                 "NAMZU_AGENT_BIND_TOKEN=", NULL },
                           "agent: NAMZU_AGENT_BIND_TOKEN is set but empty — unset it to run "
                           "without a credential, or set it to a per-instance secret");
   assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
-                                                  "NAMZU_AGENT_CANCEL_GRACE_MS=-1", NULL },
+                                                 "NAMZU_AGENT_CANCEL_GRACE_MS=-1", NULL },
                           "NAMZU_AGENT_CANCEL_GRACE_MS must be a non-negative safe integer");
   assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
-                                                  "NAMZU_AGENT_MAX_FRAME_BYTES=", NULL },
+                                                 "NAMZU_AGENT_MAX_FRAME_BYTES=", NULL },
                           "NAMZU_AGENT_MAX_FRAME_BYTES must be a positive safe integer");
   assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
-                                                  "NAMZU_SANDBOX_MAX_TIMEOUT_MS=1.5", NULL },
+                                                 "NAMZU_SANDBOX_MAX_TIMEOUT_MS=1.5", NULL },
                           "NAMZU_SANDBOX_MAX_TIMEOUT_MS must be a positive safe integer");
 }
 END_TEST
 
 START_TEST (test_cancel_grace_zero_allowed)
 {
-  Agent *a = agent_start_full (FALSE, (const char *const[]){ "NAMZU_AGENT_CANCEL_GRACE_MS=0", NULL });
-  g_autoptr (ExecRun) r = execute (a, "{\"command\":\"sleep\",\"args\":[\"10\"],\"timeoutMs\":100}");
+  Agent *a
+      = agent_start_full (FALSE, (const char *const[]){ "NAMZU_AGENT_CANCEL_GRACE_MS=0", NULL });
+  g_autoptr (ExecRun) r
+      = execute (a, "{\"command\":\"sleep\",\"args\":[\"10\"],\"timeoutMs\":100}");
 
   /* No grace: straight to SIGKILL after SIGTERM if anything is left; here sleep dies on TERM
    * or KILL, either way a signal ends it and the timeout is reported. */
@@ -949,8 +956,8 @@ START_TEST (test_cancel_unconfirmed)
 {
   Agent *a = agent_start ();
   g_autofree char *id = reserve (a);
-  g_autofree char *cancel = g_strdup_printf (
-      "{\"op\":\"cancel-execution\",\"body\":{\"executionId\":\"%s\"}}", id);
+  g_autofree char *cancel
+      = g_strdup_printf ("{\"op\":\"cancel-execution\",\"body\":{\"executionId\":\"%s\"}}", id);
   ExecThread t = { a, NULL, NULL };
   g_autoptr (GThread) thread = NULL;
   g_autoptr (JsonObject) c = NULL;
@@ -990,7 +997,8 @@ START_TEST (test_vsock_fd)
   g_autofree char *dir = g_dir_make_tmp ("nz-vsock-XXXXXX", NULL);
   g_autofree char *path = g_build_filename (dir, "bridge.sock", NULL);
   g_autofree char *ws_env = g_strdup_printf ("NAMZU_SANDBOX_WORKSPACE=%s", dir);
-  g_auto (GStrv) env = agent_env ((const char *const[]){ "NAMZU_AGENT_VSOCK_PORT=1024", ws_env, NULL });
+  g_auto (GStrv) env
+      = agent_env ((const char *const[]){ "NAMZU_AGENT_VSOCK_PORT=1024", ws_env, NULL });
   struct sockaddr_un sun = { .sun_family = AF_UNIX };
   int lfd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int source_fds[1];
@@ -1084,8 +1092,8 @@ START_TEST (test_files)
   {
     /* utf8 read of binary bytes: NUL escaped, invalid byte -> U+FFFD (checked on the raw
      * frame, since json-glib strings stop at U+0000). */
-    g_autoptr (GPtrArray) raw = request (
-        a, "{\"op\":\"read-file\",\"body\":{\"path\":\"dir/deep/file.txt\"}}");
+    g_autoptr (GPtrArray) raw
+        = request (a, "{\"op\":\"read-file\",\"body\":{\"path\":\"dir/deep/file.txt\"}}");
 
     ck_assert_uint_eq (raw->len, 1);
     ck_assert_msg (strstr (raw->pdata[0], "\"content\":\"\\u0000\\u0001\\u0002\xEF\xBF\xBD\"")
@@ -1102,8 +1110,9 @@ START_TEST (test_files)
                       "path escapes the workspace");
   assert_reply_error (a, "{\"op\":\"read-file\",\"body\":{\"path\":\"escape/secret\"}}",
                       "symlink escapes the workspace");
-  assert_reply_error (a, "{\"op\":\"write-file\",\"body\":{\"path\":\"escape/new\",\"content\":\"x\"}}",
-                      "symlink escapes the workspace");
+  assert_reply_error (
+      a, "{\"op\":\"write-file\",\"body\":{\"path\":\"escape/new\",\"content\":\"x\"}}",
+      "symlink escapes the workspace");
   {
     g_autofree char *leaked = g_build_filename (outside, "new", NULL);
 
@@ -1119,12 +1128,14 @@ START_TEST (test_files)
 
     assert_reply_error (a, req, "path escapes the workspace");
   }
-  assert_reply_error (a, "{\"op\":\"read-file\",\"body\":{\"path\":\"dir/deep/file.txt\","
-                         "\"offset\":0,\"length\":2}}",
+  assert_reply_error (a,
+                      "{\"op\":\"read-file\",\"body\":{\"path\":\"dir/deep/file.txt\","
+                      "\"offset\":0,\"length\":2}}",
                       "read_file_range_unsupported");
   /* U+0000 in a JSON string cannot survive json-glib: refused, never truncated. */
-  assert_reply_error (a, "{\"op\":\"write-file\",\"body\":{\"path\":\"nul.txt\","
-                         "\"content\":\"a\\u0000b\"}}",
+  assert_reply_error (a,
+                      "{\"op\":\"write-file\",\"body\":{\"path\":\"nul.txt\","
+                      "\"content\":\"a\\u0000b\"}}",
                       "json_nul_unsupported: a JSON string holding U+0000 cannot be represented "
                       "by this agent; send binary data base64-encoded");
   {
@@ -1146,12 +1157,14 @@ START_TEST (test_files)
                       "missing_path_or_content");
   assert_reply_error (a, "{\"op\":\"write-file\",\"body\":{\"content\":\"a\"}}",
                       "missing_path_or_content");
-  assert_reply_error (a, "{\"op\":\"write-file\",\"body\":{\"path\":\"a\",\"content\":\"\","
-                         "\"part\":[1]}}",
+  assert_reply_error (a,
+                      "{\"op\":\"write-file\",\"body\":{\"path\":\"a\",\"content\":\"\","
+                      "\"part\":[1]}}",
                       "write_part_invalid_shape");
   {
     g_autofree char *missing = ws_path (a, "missing");
-    g_autofree char *msg = g_strdup_printf ("ENOENT: no such file or directory, open '%s'", missing);
+    g_autofree char *msg
+        = g_strdup_printf ("ENOENT: no such file or directory, open '%s'", missing);
 
     assert_reply_error (a, "{\"op\":\"read-file\",\"body\":{\"path\":\"missing\"}}", msg);
   }

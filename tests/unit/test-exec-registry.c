@@ -20,10 +20,10 @@ START_TEST (test_id_shape)
   };
   const char *bad[] = {
     "123e4567-e89b-12d3-a456-426614174000",
-    "exec_123e4567-e89b-02d3-a456-426614174000", /* version 0 */
-    "exec_123e4567-e89b-62d3-a456-426614174000", /* version 6 */
-    "exec_123e4567-e89b-12d3-c456-426614174000", /* variant c */
-    "exec_123e4567-e89b-12d3-a456-42661417400",  /* short */
+    "exec_123e4567-e89b-02d3-a456-426614174000",  /* version 0 */
+    "exec_123e4567-e89b-62d3-a456-426614174000",  /* version 6 */
+    "exec_123e4567-e89b-12d3-c456-426614174000",  /* variant c */
+    "exec_123e4567-e89b-12d3-a456-42661417400",   /* short */
     "exec_123e4567-e89b-12d3-a456-4266141740000", /* long */
     "exec_123e4567e89b-12d3-a456-426614174000",
     "exec_123g4567-e89b-12d3-a456-426614174000",
@@ -86,8 +86,7 @@ START_TEST (test_prune)
   ck_assert_int_eq (running->expires_at, 0);
   ck_assert_int_eq (running->started_at, 10);
   running->state = NZ_EXEC_STATE_RUNNING;
-  nz_exec_registry_remember_terminal (reg, terminal, NZ_EXEC_OUTCOME_COMPLETED, &result, NULL,
-                                      100);
+  nz_exec_registry_remember_terminal (reg, terminal, NZ_EXEC_OUTCOME_COMPLETED, &result, NULL, 100);
   ck_assert_int_eq (terminal->state, NZ_EXEC_STATE_TERMINAL);
   ck_assert_int_eq (terminal->expires_at, 100 + TERMINAL_TTL);
   ck_assert (terminal->has_result);

@@ -41,10 +41,9 @@ assert_escape (NzJail *jail, const char *path, int kind)
 START_TEST (test_resolve_path)
 {
   const char *cases[][3] = {
-    { "/ws", "a/b", "/ws/a/b" },   { "/ws", "a/../b", "/ws/b" },
-    { "/ws", "./a//b/", "/ws/a/b" }, { "/ws", "..", "/" },
-    { "/ws", "/x/../y", "/y" },     { "/ws", "", "/ws" },
-    { "/", "..", "/" },             { "/ws/", "a/./.", "/ws/a" },
+    { "/ws", "a/b", "/ws/a/b" }, { "/ws", "a/../b", "/ws/b" }, { "/ws", "./a//b/", "/ws/a/b" },
+    { "/ws", "..", "/" },        { "/ws", "/x/../y", "/y" },   { "/ws", "", "/ws" },
+    { "/", "..", "/" },          { "/ws/", "a/./.", "/ws/a" },
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -82,7 +81,7 @@ START_TEST (test_lexical)
 
   assert_escape (jail, "../x", 0);
   assert_escape (jail, "a/../../x", 1);
-  assert_escape (jail, "/ws2/x", 0);   /* sibling prefix */
+  assert_escape (jail, "/ws2/x", 0); /* sibling prefix */
   assert_escape (jail, "/etc/passwd", 0);
   assert_escape (jail, "/extra/w/f", 0); /* a write root is not a read root */
   assert_escape (jail, "/extra/r/f", 1); /* and vice versa */

@@ -12,20 +12,21 @@
 #include "nz-exec.h"
 #include "nz-guest.h"
 
-static const char description[] =
-  "Listen modes (first set wins):\n"
-  "  NAMZU_AGENT_UNIX_PATH=PATH     unix socket (an existing PATH is removed first)\n"
-  "  NAMZU_AGENT_VSOCK_PORT=PORT    listen on the inherited fd 3 (vsock bridge)\n"
-  "  NAMZU_AGENT_TCP_PORT=PORT      TCP on 0.0.0.0 (0 = ephemeral); needs a credential\n"
-  "Credentials:\n"
-  "  NAMZU_AGENT_BIND_TOKEN=SECRET  every op but healthz must present this token\n"
-  "  NAMZU_AGENT_REQUIRE_TOKEN=1    bind the first non-empty token presented\n"
-  "Workspace: NAMZU_SANDBOX_WORKSPACE (default /workspace), NAMZU_SANDBOX_READ_ROOTS,\n"
-  "NAMZU_SANDBOX_WRITE_ROOTS. Limits: NAMZU_AGENT_MAX_FRAME_BYTES, NAMZU_AGENT_CANCEL_GRACE_MS,\n"
-  "NAMZU_SANDBOX_MAX_TIMEOUT_MS and the other NAMZU_AGENT_* knobs of the reference agent.\n"
-  "\n"
-  "Once bound, prints \"namzu-agent listening on <unix:PATH|tcp:0.0.0.0:PORT|vsock-fd:3>\".\n"
-  "Exits 0 on SIGTERM, 1 on a fatal startup error.";
+static const char description[]
+    = "Listen modes (first set wins):\n"
+      "  NAMZU_AGENT_UNIX_PATH=PATH     unix socket (an existing PATH is removed first)\n"
+      "  NAMZU_AGENT_VSOCK_PORT=PORT    listen on the inherited fd 3 (vsock bridge)\n"
+      "  NAMZU_AGENT_TCP_PORT=PORT      TCP on 0.0.0.0 (0 = ephemeral); needs a credential\n"
+      "Credentials:\n"
+      "  NAMZU_AGENT_BIND_TOKEN=SECRET  every op but healthz must present this token\n"
+      "  NAMZU_AGENT_REQUIRE_TOKEN=1    bind the first non-empty token presented\n"
+      "Workspace: NAMZU_SANDBOX_WORKSPACE (default /workspace), NAMZU_SANDBOX_READ_ROOTS,\n"
+      "NAMZU_SANDBOX_WRITE_ROOTS. Limits: NAMZU_AGENT_MAX_FRAME_BYTES, "
+      "NAMZU_AGENT_CANCEL_GRACE_MS,\n"
+      "NAMZU_SANDBOX_MAX_TIMEOUT_MS and the other NAMZU_AGENT_* knobs of the reference agent.\n"
+      "\n"
+      "Once bound, prints \"namzu-agent listening on <unix:PATH|tcp:0.0.0.0:PORT|vsock-fd:3>\".\n"
+      "Exits 0 on SIGTERM, 1 on a fatal startup error.";
 
 G_NORETURN static void
 fatal (const char *message)
@@ -72,8 +73,8 @@ main (int argc, char **argv)
   config = nz_agent_config_new_from_env (&error);
   if (config == NULL)
     fatal (error->message);
-  guest = nz_guest_new (&config->limits, config->workspace, config->read_roots,
-                        config->write_roots);
+  guest
+      = nz_guest_new (&config->limits, config->workspace, config->read_roots, config->write_roots);
   nz_guest_set_retire_func (guest, on_retire, NULL);
   if (!nz_exec_reaper_install (&error))
     fatal (error->message);
