@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -751,6 +752,16 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
   log_path = g_build_filename (h->dir, "bwrap.log", NULL);
   status_path = g_build_filename (h->dir, "status.json", NULL);
   h->endpoint = g_strdup_printf ("unix:%s", sock_path);
+  /* The agent binds /run/namzu/agent.sock inside, but we connect by the host path, which must
+   * fit a sockaddr_un. */
+  if (strlen (sock_path) >= sizeof (((struct sockaddr_un *)NULL)->sun_path))
+    {
+      nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                "the state directory's path is too long for a unix socket (%s); set "
+                "NAMZU_STATE_DIR to a shorter path", sock_path);
+      create_rollback (&st);
+      return NULL;
+    }
   record_policy (h, opts, agent, cg);
   if (mkdir (sock_dir, 0700) != 0)
     {

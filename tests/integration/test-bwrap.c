@@ -477,6 +477,20 @@ START_TEST (test_bad_input)
   ck_assert_uint_eq (count_sandboxes (), 0);
   g_free (out), g_free (err);
 
+  /* A state directory whose socket path cannot fit a sockaddr_un: refused, nothing left. */
+  {
+    g_autofree char *longdir = g_strdup_printf ("%s/%0100d", tmp, 0);
+    g_autoptr (GDir) d = NULL;
+
+    g_setenv ("NAMZU_STATE_DIR", longdir, TRUE);
+    rc = run_tool (NULL, &out, &err, "namzu-create", NULL);
+    assert_cli_failure (rc, 2, out, err, "too long for a unix socket");
+    d = g_dir_open (longdir, 0, NULL);
+    ck_assert (d == NULL || g_dir_read_name (d) == NULL);
+    g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+    g_free (out), g_free (err);
+  }
+
   /* An unusable state directory. */
   ck_assert (g_file_set_contents (file, "", 0, NULL));
   g_setenv ("NAMZU_STATE_DIR", bad_state, TRUE);
