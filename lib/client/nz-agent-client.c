@@ -26,6 +26,8 @@
 #define READ_CHUNK_BYTES 65536
 #define DIAL_RETRY_INTERVAL_MS 100
 
+G_DEFINE_QUARK (nz-agent-error-quark, nz_agent_error)
+
 struct _NzAgentClient
 {
   char *raw_endpoint;
@@ -526,6 +528,13 @@ conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
         {
           if (c->dial_retry_ms > 0 && transient)
             g_prefix_error (&local, "could not connect within %ums: ", c->dial_retry_ms);
+          /* Callers need "nothing was sent" (spec D.2.3); cancellation and a bad endpoint
+           * keep their own meaning. */
+          if (c->ep != NULL && !g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+            {
+              local->domain = NZ_AGENT_ERROR;
+              local->code = NZ_AGENT_ERROR_DIAL_FAILED;
+            }
           g_propagate_error (error, local);
           return NULL;
         }

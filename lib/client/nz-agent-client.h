@@ -6,7 +6,11 @@
  *   - G_IO_ERROR_CANCELLED when @cancellable fired (for exec: after the agent confirmed the
  *     remote cancellation);
  *   - G_SPAWN_ERROR_NOENT / G_SPAWN_ERROR_ACCES when the agent could not start the command,
- *     so a tool can answer 127 / 126 like a shell. */
+ *     so a tool can answer 127 / 126 like a shell;
+ *   - NZ_AGENT_ERROR_DIAL_FAILED when the agent could not be reached at all, so nothing of
+ *     that request was sent (the reference's AgentDialFailedError, spec D.2.3).
+ *
+ * A client is not thread-safe: use it from one thread at a time. */
 #pragma once
 
 #include <gio/gio.h>
@@ -14,6 +18,15 @@
 #include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
+
+/* The client tier's own error domain: only what NZ_ERROR cannot say. */
+#define NZ_AGENT_ERROR (nz_agent_error_quark ())
+GQuark nz_agent_error_quark (void);
+
+typedef enum
+{
+  NZ_AGENT_ERROR_DIAL_FAILED, /* connect (or the vsock handshake) failed; nothing was sent */
+} NzAgentErrorCode;
 
 /* The only protocol version the agent speaks and we admit (spec A.9). */
 #define NZ_AGENT_PROTOCOL_VERSION 2

@@ -484,7 +484,7 @@ START_TEST (test_dial_retry)
 
   /* Default: a missing socket fails at once (a CLI reports a dead sandbox immediately). */
   ck_assert_ptr_null (nz_agent_client_healthz (quick, NULL, &e1));
-  ck_assert (g_error_matches (e1, NZ_ERROR, NZ_ERROR_NOT_FOUND));
+  ck_assert (g_error_matches (e1, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED));
   /* With a budget, one call outlasts the agent's late bind. */
   nz_agent_client_set_dial_retry (c, 5000);
   h = nz_agent_client_healthz (c, NULL, &e2);

@@ -237,16 +237,16 @@ finish (Run *run, const char *target)
     return fail_with (EXIT_NAMZU, "invalid_args", "%s", e->message);
   if (e->domain == NZ_ERROR && e->code == NZ_ERROR_PROTOCOL)
     return fail_with (EXIT_NAMZU, "protocol", "%s", e->message);
-  if (run->execution_id == NULL && target == NULL)
-    return fail_with (EXIT_NAMZU, nz_error_code_name (e),
+  if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED) && target == NULL)
+    return fail_with (EXIT_NAMZU, "unreachable",
                       "cannot reach %s; is namzu-agent running there? (namzu-ls lists the "
                       "sandboxes)", e->message);
-  if (run->execution_id == NULL)
-    return fail_with (EXIT_NAMZU, nz_error_code_name (e),
+  if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED))
+    return fail_with (EXIT_NAMZU, "unreachable",
                       "cannot reach %s (%s); it may have stopped: check namzu-ls, or create a "
                       "new sandbox with namzu-create", target, e->message);
   /* Reserved, so it may have run: say the outcome is unknown and where to look. */
-  if (target != NULL)
+  if (run->execution_id != NULL && target != NULL)
     return fail_with (EXIT_NAMZU, nz_error_code_name (e),
                       "%s; the command's outcome in %s is unknown (check it with namzu-ls)",
                       e->message, target);
