@@ -613,6 +613,41 @@ exec_thread (gpointer data)
   return NULL;
 }
 
+START_TEST (test_concurrent)
+{
+  Agent *a = agent_start ();
+  ExecThread t[4];
+  GThread *threads[4];
+  gint64 t0 = g_get_monotonic_time ();
+
+  /* One single-threaded agent serves several streams at once, without cross-talk. */
+  for (int i = 0; i < 4; i++)
+    {
+      t[i].agent = a;
+      t[i].frames = NULL;
+      t[i].body = g_strdup_printf ("{\"command\":\"sh\",\"args\":[\"-c\",\"echo start-$ID; "
+                                   "sleep 0.5; echo end-$ID\"],\"env\":{\"ID\":\"%d\"}}",
+                                   i);
+      threads[i] = g_thread_new ("exec", exec_thread, &t[i]);
+    }
+  for (int i = 0; i < 4; i++)
+    {
+      g_autoptr (ExecRun) run = NULL;
+      g_autofree char *want = g_strdup_printf ("start-%d\nend-%d\n", i, i);
+
+      g_thread_join (threads[i]);
+      run = collect_exec (t[i].frames);
+      ck_assert (run->terminated);
+      ck_assert_str_eq (run->out->str, want);
+      ck_assert_int_eq (result_int (run, "exitCode"), 0);
+      g_ptr_array_unref (t[i].frames);
+      g_free (t[i].body);
+    }
+  ck_assert_int_lt ((g_get_monotonic_time () - t0) / 1000, 1900);
+  agent_stop (a);
+}
+END_TEST
+
 START_TEST (test_cancel_grace)
 {
   Agent *a = agent_start ();
@@ -1254,6 +1289,7 @@ main (void)
   tcase_add_test (tc, test_timeout_ignores_term);
   tcase_add_test (tc, test_reserve_and_cancel);
   tcase_add_test (tc, test_cancel_grace);
+  tcase_add_test (tc, test_concurrent);
   tcase_add_test (tc, test_cancel_grace_zero_allowed);
   tcase_add_test (tc, test_fencing);
   tcase_add_test (tc, test_cancel_unconfirmed);
