@@ -622,6 +622,48 @@ START_TEST (test_interrupted_create_leaves_nothing)
 }
 END_TEST
 
+static void
+write_handle (const char *id, int pid, guint64 start)
+{
+  g_autofree char *dir = g_build_filename (state, id, NULL);
+  g_autofree char *file = g_build_filename (dir, "handle.json", NULL);
+  g_autofree char *text = g_strdup_printf (
+    "{\"id\":\"%s\",\"backend\":\"container:bwrap\",\"tier\":\"container\","
+    "\"createdAt\":1,\"endpoint\":\"unix:/nonexistent/agent.sock\",\"token\":\"t\","
+    "\"private\":{\"bwrapPid\":%d,\"bwrapStartTime\":%" G_GUINT64_FORMAT ",\"childPid\":%d,"
+    "\"childStartTime\":%" G_GUINT64_FORMAT ",\"cgroups\":[]}}", id, pid, start, pid, start);
+
+  ck_assert_int_eq (g_mkdir_with_parents (dir, 0700), 0);
+  ck_assert (g_file_set_contents (file, text, -1, NULL));
+}
+
+/* A sandbox whose processes survive SIGKILL: destroy says so, exits 1, and keeps the state for
+ * a retry. A kernel thread (kthreadd, pid 2) is the one process SIGKILL cannot end. */
+START_TEST (test_destroy_unconfirmed_keeps_state)
+{
+  const char *id = "nz-00000000dead";
+  g_autofree char *stat_text = NULL, *out = NULL, *err = NULL;
+  g_autofree char *dir = g_build_filename (state, id, NULL);
+  g_auto (GStrv) fields = NULL;
+  guint64 start;
+  int rc;
+
+  if (!g_file_get_contents ("/proc/2/stat", &stat_text, NULL, NULL)
+      || strstr (stat_text, "(kthreadd)") == NULL)
+    return; /* in a pid namespace without kernel threads there is no unkillable process */
+  fields = g_strsplit (strrchr (stat_text, ')') + 2, " ", -1);
+  start = g_ascii_strtoull (fields[19], NULL, 10);
+  write_handle (id, 2, start);
+  rc = run_tool (NULL, &out, &err, "namzu-destroy", "--sandbox", id, NULL);
+  assert_cli_failure (rc, 1, out, err, "could not be confirmed gone");
+  ck_assert (g_file_test (dir, G_FILE_TEST_IS_DIR));
+  /* Once the processes are gone, the retry cleans up. */
+  write_handle (id, 0, 0);
+  ck_assert_int_eq (run_tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", id, NULL), 0);
+  ck_assert (!g_file_test (dir, G_FILE_TEST_EXISTS));
+}
+END_TEST
+
 static Suite *
 bwrap_suite (void)
 {
@@ -639,6 +681,7 @@ bwrap_suite (void)
   tcase_add_test (tc, test_path_without_bwrap);
   tcase_add_test (tc, test_failed_create_leaves_nothing);
   tcase_add_test (tc, test_interrupted_create_leaves_nothing);
+  tcase_add_test (tc, test_destroy_unconfirmed_keeps_state);
   suite_add_tcase (s, tc);
   return s;
 }
