@@ -444,7 +444,7 @@ read_child_pid (const char *status_path)
 static int
 move_fd_high (int fd)
 {
-  /* Above the fixed numbers the child dup2()s into, so no dup2 clobbers a source. */
+  /* Above the fixed numbers the child dup2()s into (see spawn_bwrap). */
   int high = fcntl (fd, F_DUPFD_CLOEXEC, 10);
 
   close (fd);
@@ -455,12 +455,16 @@ move_fd_high (int fd)
  * seccomp program at fd 3 and the status file at fd 4, joined to the cgroups before exec so
  * nothing it forks escapes the limits. Returns bwrap's pid, or -1 with an error. */
 static pid_t
-spawn_bwrap (char **argv, char **envp, int log_fd, int seccomp_fd, int status_fd,
+spawn_bwrap (char **argv, char **envp, int log_in, int seccomp_in, int status_in,
              NzCgroup *cg, GError **error)
 {
   nz_autofd int devnull = open ("/dev/null", O_RDONLY | O_CLOEXEC);
   nz_autofd int err_r = -1;
   nz_autofd int err_w = -1;
+  /* Above the fixed numbers the child dup2()s into, so no dup2 clobbers a source. */
+  nz_autofd int log_fd = fcntl (log_in, F_DUPFD_CLOEXEC, 10);
+  nz_autofd int seccomp_fd = fcntl (seccomp_in, F_DUPFD_CLOEXEC, 10);
+  nz_autofd int status_fd = fcntl (status_in, F_DUPFD_CLOEXEC, 10);
   int pipefd[2];
   int child_errno = 0;
   const int *cg_fds = (const int *)(gpointer)cg->procs_fds->data;
@@ -473,20 +477,12 @@ spawn_bwrap (char **argv, char **envp, int log_fd, int seccomp_fd, int status_fd
   err_r = pipefd[0];
   err_w = move_fd_high (pipefd[1]);
   devnull = move_fd_high (devnull);
-  log_fd = fcntl (log_fd, F_DUPFD_CLOEXEC, 10);
-  seccomp_fd = fcntl (seccomp_fd, F_DUPFD_CLOEXEC, 10);
-  status_fd = fcntl (status_fd, F_DUPFD_CLOEXEC, 10);
   if (err_w < 0 || devnull < 0 || log_fd < 0 || seccomp_fd < 0 || status_fd < 0)
     return (nz_throw_errno_prefix (error, "cannot prepare bwrap's descriptors"), -1);
 
   pid = fork ();
   if (pid < 0)
-    {
-      close (log_fd);
-      close (seccomp_fd);
-      close (status_fd);
-      return (nz_throw_errno_prefix (error, "fork"), -1);
-    }
+    return (nz_throw_errno_prefix (error, "fork"), -1);
   if (pid == 0)
     {
       /* Child: async-signal-safe calls only. */
@@ -518,9 +514,6 @@ spawn_bwrap (char **argv, char **envp, int log_fd, int seccomp_fd, int status_fd
         ;
       _exit (127);
     }
-  close (log_fd);
-  close (seccomp_fd);
-  close (status_fd);
   nz_close_fd (&err_w);
   do
     n = read (err_r, &child_errno, sizeof child_errno);
