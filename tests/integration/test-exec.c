@@ -360,6 +360,36 @@ START_TEST (test_sighup_cancels_remote)
 }
 END_TEST
 
+/* A reader that goes away (namzu-exec ... | head -1) cancels the remote command, like SIGPIPE
+ * would end a local one, and namzu-exec reports 128+SIGPIPE. */
+START_TEST (test_closed_stdout_cancels_remote)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *pidfile = g_build_filename (a->workspace, "pid", NULL);
+  g_autoptr (GSubprocess) p = exec_spawn (
+      a, NULL, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_SILENCE,
+      ARGS ("--", "sh", "-c", "echo $$ > pid; while :; do echo y; done"));
+  GInputStream *out = g_subprocess_get_stdout_pipe (p);
+  g_autofree char *pidtext = NULL;
+  char buf[2];
+  guint64 pid = 0;
+  gint64 deadline;
+
+  ck_assert_int_eq (g_input_stream_read (out, buf, sizeof buf, NULL, NULL), 2);
+  ck_assert (g_input_stream_close (out, NULL, NULL));
+  ck_assert (g_subprocess_wait (p, NULL, NULL));
+  ck_assert_msg (g_subprocess_get_if_exited (p), "namzu-exec died of SIGPIPE itself");
+  ck_assert_int_eq (g_subprocess_get_exit_status (p), 128 + SIGPIPE);
+  ck_assert (g_file_get_contents (pidfile, &pidtext, NULL, NULL));
+  ck_assert (g_ascii_string_to_unsigned (g_strstrip (pidtext), 10, 2, G_MAXINT, &pid, NULL));
+  deadline = g_get_monotonic_time () + G_USEC_PER_SEC / 2;
+  while (kill ((pid_t)pid, 0) == 0 && g_get_monotonic_time () < deadline)
+    g_usleep (10000);
+  ck_assert_msg (kill ((pid_t)pid, 0) == -1 && errno == ESRCH,
+                 "remote command %u still runs after its reader left", (unsigned)pid);
+}
+END_TEST
+
 START_TEST (test_unreachable_endpoint)
 {
   g_autofree char *out = NULL, *err = NULL;
@@ -578,7 +608,7 @@ main (void)
   nz_test_require (g_file_test (agent, G_FILE_TEST_IS_EXECUTABLE), "namzu-agent is not built");
   /* A namzu-exec that does not read its stdin must fail an assertion, not kill the test. */
   signal (SIGPIPE, SIG_IGN);
-  tcase_set_timeout (tc, 30);
+  tcase_set_timeout (tc, 60);
   tcase_add_test (tc, test_echo_and_stderr_separation);
   tcase_add_test (tc, test_exit_statuses);
   tcase_add_test (tc, test_timeout);
@@ -589,6 +619,7 @@ main (void)
   tcase_add_test (tc, test_sigint_cancels_remote);
   tcase_add_test (tc, test_sigterm_cancels_remote);
   tcase_add_test (tc, test_sighup_cancels_remote);
+  tcase_add_test (tc, test_closed_stdout_cancels_remote);
   tcase_add_test (tc, test_unreachable_endpoint);
   tcase_add_test (tc, test_usage_errors);
   tcase_add_test (tc, test_tcp_token);
