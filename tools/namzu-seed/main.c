@@ -1,0 +1,266 @@
+/* namzu-seed: make the git repositories of a seed present under a root in a sandbox (spec G).
+ *
+ * The work runs on a thread so the main thread can turn SIGINT/SIGTERM/SIGHUP into a remote
+ * cancel of the command in flight (a clone is stopped in the sandbox, not orphaned there). */
+#include <glib-unix.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nz-agent-client.h"
+#include "nz-cli.h"
+#include "nz-errors.h"
+#include "nz-json.h"
+#include "nz-seed.h"
+#include "nz-state.h"
+
+/* A seed is a short list of repositories; anything this big is not one. */
+#define SEED_LIMIT_BYTES (1024 * 1024)
+#define EXIT_DRIFT 3
+
+static char *opt_sandbox, *opt_root, *opt_on_drift;
+static gint64 opt_timeout_ms;
+static char **opt_rest;
+
+static const GOptionEntry entries[] = {
+  { "sandbox", 's', 0, G_OPTION_ARG_STRING, &opt_sandbox,
+    "Sandbox to seed (default: $NAMZU_SANDBOX, else the JSON handle on stdin)", "ID" },
+  { "root", 'r', 0, G_OPTION_ARG_STRING, &opt_root,
+    "Absolute directory in the sandbox the repositories go under (required)", "DIR" },
+  { "timeout", 't', 0, G_OPTION_ARG_INT64, &opt_timeout_ms,
+    "Bound each step (a clone is one) at MS milliseconds (default: the agent's, 5 minutes)",
+    "MS" },
+  { "on-drift", 0, 0, G_OPTION_ARG_STRING, &opt_on_drift,
+    "refuse (default): change nothing when any repository drifted; report: clone what is "
+    "missing and report the drift (still exit 3)", "refuse|report" },
+  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_rest, NULL, NULL },
+  { NULL }
+};
+
+static const char description[] =
+  "SEED is a JSON file, or - for stdin (the sandbox then comes from --sandbox or\n"
+  "$NAMZU_SANDBOX):\n"
+  "  {\"name\":\"app\",\"repositories\":[{\"name\":\"api\",\"url\":\"https://host/api.git\",\n"
+  "    \"dir\":\"src/api\",\"ref\":\"main\",\"commit\":\"<sha>\",\"depth\":1}]}\n"
+  "Each call checks every repository (origin URL, and that its pinned or recorded commit is\n"
+  "in HEAD's history) and refuses drift before touching anything; missing repositories are\n"
+  "cloned beside their place and renamed into it. URLs must be https:// or http:// without\n"
+  "credentials. Prints {seed, digest, root, repositories:[{name, dir, status, commit}]},\n"
+  "status present|cloned|drifted|missing. See docs/seed.md.\n"
+  "\n"
+  "Exit status: 0 every repository is present; 1 failure (clone, missing tool, sandbox\n"
+  "unreachable); 2 usage or an invalid seed or root; 3 drift; 128+N when signal N\n"
+  "cancelled the step in flight.";
+
+typedef struct
+{
+  NzAgentClient *client;
+  const NzSeed *seed;
+  NzSeedOptions opts;
+  GCancellable *cancellable;
+  GMainLoop *loop;
+  JsonObject *report;
+  GError *error;
+  gboolean ok;
+  int signo;
+} Run;
+
+static void
+on_progress (const char *message, gpointer user_data)
+{
+  nz_cli_warn ("%s", message);
+}
+
+static gboolean
+quit_loop (gpointer user_data)
+{
+  g_main_loop_quit (((Run *)user_data)->loop);
+  return G_SOURCE_REMOVE;
+}
+
+static gpointer
+seed_thread (gpointer user_data)
+{
+  Run *run = user_data;
+
+  run->ok = nz_seed_ensure (run->client, run->seed, &run->opts, &run->report, run->cancellable,
+                            &run->error);
+  g_idle_add (quit_loop, run);
+  return NULL;
+}
+
+static gboolean
+on_signal (Run *run, int signo)
+{
+  if (run->signo == 0)
+    run->signo = signo;
+  g_cancellable_cancel (run->cancellable);
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_sigint (gpointer user_data)
+{
+  return on_signal (user_data, SIGINT);
+}
+
+static gboolean
+on_sigterm (gpointer user_data)
+{
+  return on_signal (user_data, SIGTERM);
+}
+
+static gboolean
+on_sighup (gpointer user_data)
+{
+  return on_signal (user_data, SIGHUP);
+}
+
+/* One stderr line and one JSON document: the error, plus the report when the check ran. */
+static int
+fail (const GError *e, JsonObject *report, int status)
+{
+  g_autoptr (JsonObject) out = report != NULL ? json_object_ref (report) : json_object_new ();
+  JsonObject *inner = json_object_new ();
+  const char *code = nz_seed_error_code_name (e);
+
+  if (code == NULL && g_error_matches (e, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    code = "cancelled";
+  else if (code == NULL && g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED))
+    code = "unreachable";
+  else if (code == NULL)
+    code = nz_error_code_name (e);
+  nz_cli_warn ("%s", e->message);
+  json_object_set_string_member (inner, "code", code);
+  json_object_set_string_member (inner, "message", e->message);
+  json_object_set_object_member (out, "error", inner);
+  nz_cli_print_object (out);
+  return status;
+}
+
+static char *
+read_seed (const char *arg, gsize *len, GError **error)
+{
+  g_autoptr (GString) in = g_string_new (NULL);
+  char buf[65536];
+  size_t n;
+  char *data = NULL;
+
+  if (strcmp (arg, "-") != 0)
+    {
+      if (!g_file_get_contents (arg, &data, len, error))
+        return (nz_error_convert (error), NULL);
+      if (*len > SEED_LIMIT_BYTES)
+        return (g_free (data), nz_throw (error, NZ_ERROR_INVALID_ARGS, "%s: a seed is at most "
+                                         "%d bytes", arg, SEED_LIMIT_BYTES), NULL);
+      return data;
+    }
+  while ((n = fread (buf, 1, sizeof buf, stdin)) > 0 && in->len <= SEED_LIMIT_BYTES)
+    g_string_append_len (in, buf, n);
+  if (ferror (stdin))
+    return (nz_throw_errno_prefix (error, "reading the seed from stdin"), NULL);
+  if (in->len > SEED_LIMIT_BYTES)
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS, "a seed is at most %d bytes",
+                      SEED_LIMIT_BYTES), NULL);
+  *len = in->len;
+  return g_string_free (g_steal_pointer (&in), FALSE);
+}
+
+/* Like nz_cli_usage_error(), but returns so main()'s cleanups run under the sanitizers. */
+static int
+usage_error (const char *msg)
+{
+  fprintf (stderr, "%s: %s\nTry '%s --help' for more information.\n", nz_cli_tool (), msg,
+           nz_cli_tool ());
+  return NZ_EXIT_USAGE;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("SEED");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (NzHandle) handle = NULL;
+  g_autoptr (NzAgentClient) client = NULL;
+  g_autoptr (NzSeed) seed = NULL;
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr (GMainLoop) loop = NULL;
+  g_autofree char *data = NULL;
+  const char *seed_arg;
+  gsize len = 0;
+  GThread *thread;
+  Run run = { 0 };
+  int status;
+
+  nz_cli_init ("namzu-seed");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_description (ctx, description);
+  nz_cli_parse (ctx, &argc, &argv);
+  if (opt_rest == NULL || opt_rest[0] == NULL)
+    return usage_error ("no SEED given (a file, or - for stdin)");
+  if (opt_rest[1] != NULL)
+    return usage_error ("one SEED only");
+  if (opt_root == NULL)
+    return usage_error ("--root DIR is required: where in the sandbox the repositories go");
+  if (opt_on_drift != NULL && strcmp (opt_on_drift, "refuse") != 0
+      && strcmp (opt_on_drift, "report") != 0)
+    return usage_error ("--on-drift is refuse or report");
+  if (opt_timeout_ms < 0)
+    return usage_error ("--timeout wants a positive number of milliseconds");
+  seed_arg = opt_rest[0];
+
+  /* Everything that needs no sandbox first: a bad seed or root is refused before any I/O. */
+  data = read_seed (seed_arg, &len, &error);
+  if (data == NULL)
+    return fail (error, NULL, nz_error_to_exit_code (error));
+  seed = nz_seed_parse (data, len, &error);
+  if (seed == NULL || !nz_seed_check_root (opt_root, &error))
+    return fail (error, NULL, NZ_EXIT_USAGE);
+
+  /* stdin carries the seed or the handle, not both. */
+  handle = nz_handle_resolve (opt_sandbox, strcmp (seed_arg, "-") != 0, &error);
+  if (handle == NULL)
+    return fail (error, NULL, nz_error_to_exit_code (error));
+  if (!nz_seed_check_root_layout (opt_root, handle->backend,
+                                  nz_json_get_array (handle->priv, "mounts"), &error))
+    return fail (error, NULL, NZ_EXIT_USAGE);
+  client = nz_agent_client_new (handle->endpoint, handle->token);
+
+  signal (SIGPIPE, SIG_IGN);
+  loop = g_main_loop_new (NULL, FALSE);
+  run = (Run){ .client = client, .seed = seed, .cancellable = cancellable, .loop = loop };
+  run.opts.root = opt_root;
+  run.opts.timeout_ms = opt_timeout_ms;
+  run.opts.report_drift = g_strcmp0 (opt_on_drift, "report") == 0;
+  /* Progress is for a person watching; a pipe or a log gets only the result. */
+  if (isatty (STDERR_FILENO))
+    run.opts.progress = on_progress;
+  g_unix_signal_add (SIGINT, on_sigint, &run);
+  g_unix_signal_add (SIGTERM, on_sigterm, &run);
+  g_unix_signal_add (SIGHUP, on_sighup, &run);
+  thread = g_thread_new ("seed", seed_thread, &run);
+  g_main_loop_run (loop);
+  g_thread_join (thread);
+
+  if (run.ok && run.report != NULL)
+    {
+      JsonArray *repos = nz_json_get_array (run.report, "repositories");
+      gboolean drifted = FALSE;
+
+      for (guint i = 0; repos != NULL && i < json_array_get_length (repos); i++)
+        drifted |= g_strcmp0 (nz_json_get_string (json_array_get_object_element (repos, i),
+                                                  "status"), "drifted") == 0;
+      nz_cli_print_object (run.report);
+      status = drifted ? EXIT_DRIFT : NZ_EXIT_OK;
+    }
+  else if (g_error_matches (run.error, G_IO_ERROR, G_IO_ERROR_CANCELLED) && run.signo != 0)
+    status = fail (run.error, run.report, 128 + run.signo);
+  else if (g_error_matches (run.error, NZ_SEED_ERROR, NZ_SEED_ERROR_DRIFT))
+    status = fail (run.error, run.report, EXIT_DRIFT);
+  else
+    status = fail (run.error, run.report, NZ_EXIT_FAILURE);
+  g_clear_pointer (&run.report, json_object_unref);
+  g_clear_error (&run.error);
+  return status;
+}
