@@ -250,6 +250,9 @@ finish (Run *run, const char *target)
     return fail_with (EXIT_NAMZU, nz_error_code_name (e),
                       "%s; the command's outcome in %s is unknown (check it with namzu-ls)",
                       e->message, target);
+  if (target != NULL)
+    return fail_with (EXIT_NAMZU, nz_error_code_name (e), "%s (%s; check it with namzu-ls)",
+                      e->message, target);
   return fail_with (EXIT_NAMZU, nz_error_code_name (e), "%s", e->message);
 }
 
