@@ -1,0 +1,471 @@
+/* Integration tests for namzu-egress proxy: real curl through the real proxy to an origin
+ * HTTP/HTTPS server in a network namespace this test creates (10.231.x.0/30 on a veth pair that
+ * exists only for the test). Nothing is sent anywhere else: names are resolved by the proxy's
+ * test-only resolver table (--test-resolve), never by DNS. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <gio/gio.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../nz-test.h"
+
+/* The origin: echoes the request line and headers, so a test can see what arrived. */
+static const char origin_py[] =
+    "import http.server, ssl, sys, threading\n"
+    "addr, cert, key = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        body = ('origin:%s %s\\n' % (self.command, self.path) + str(self.headers)).encode()\n"
+    "        self.send_response(200)\n"
+    "        self.send_header('Content-Length', str(len(body)))\n"
+    "        self.end_headers()\n"
+    "        self.wfile.write(body)\n"
+    "    def log_message(self, *a):\n"
+    "        pass\n"
+    "plain = http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H)\n"
+    "tls = http.server.ThreadingHTTPServer(('0.0.0.0', 8443), H)\n"
+    "ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
+    "ctx.load_cert_chain(cert, key)\n"
+    "tls.socket = ctx.wrap_socket(tls.socket, server_side=True)\n"
+    "threading.Thread(target=tls.serve_forever, daemon=True).start()\n"
+    "print('ready', flush=True)\n"
+    "plain.serve_forever()\n";
+
+static char *tmpdir;
+static char ns[64];
+static char origin_addr[32];
+/* A second origin address that no range in the screen covers: RFC 5737 TEST-NET-2, which is
+ * never routed on the internet and here exists only on this test's veth pair. */
+static char public_addr[32];
+
+static void
+die_with_parent (gpointer data)
+{
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
+}
+
+static int
+run (const char *cmdline)
+{
+  int status = 0;
+  g_autoptr (GError) error = NULL;
+
+  ck_assert_msg (g_spawn_command_line_sync (cmdline, NULL, NULL, &status, &error), "%s: %s",
+                 cmdline, error ? error->message : "");
+  return WIFEXITED (status) ? WEXITSTATUS (status) : 128;
+}
+
+/* Reads one line from @fd (blocking), up to a bound. */
+static char *
+read_line (int fd)
+{
+  GString *s = g_string_new (NULL);
+  char c;
+
+  while (s->len < 4096 && read (fd, &c, 1) == 1 && c != '\n')
+    g_string_append_c (s, c);
+  return g_string_free (s, FALSE);
+}
+
+static GPid
+spawn (char **argv, char **envp, int *out_fd)
+{
+  g_autoptr (GError) error = NULL;
+  GPid pid = 0;
+
+  ck_assert_msg (g_spawn_async_with_pipes (NULL, argv, envp, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH,
+                                           die_with_parent, NULL, &pid, NULL, out_fd, NULL,
+                                           &error),
+                 "spawn %s: %s", argv[0], error ? error->message : "");
+  return pid;
+}
+
+/* A fresh namespace per case, named after this process so main() can remove them all. */
+static void
+origin_up (void)
+{
+  static int seq;
+  g_autofree char *cmd = NULL;
+  g_autofree char *py = g_build_filename (tmpdir, "origin.py", NULL);
+  g_autofree char *cert = g_build_filename (tmpdir, "cert.pem", NULL);
+  g_autofree char *key = g_build_filename (tmpdir, "key.pem", NULL);
+  g_autofree char *line = NULL;
+  char vh[16], vn[16];
+  int net = (getpid () + seq) % 250 + 1;
+  int out = -1;
+
+  seq++;
+  g_snprintf (ns, sizeof ns, "nzeg-%d-%d", getppid (), getpid ());
+  g_snprintf (vh, sizeof vh, "nzh%d", getpid ());
+  g_snprintf (vn, sizeof vn, "nzn%d", getpid ());
+  g_snprintf (origin_addr, sizeof origin_addr, "10.231.%d.2", net);
+  cmd = g_strdup_printf ("ip netns add %s", ns);
+  ck_assert_int_eq (run (cmd), 0);
+  g_free (cmd);
+  cmd = g_strdup_printf ("ip link add %s type veth peer name %s netns %s", vh, vn, ns);
+  ck_assert_int_eq (run (cmd), 0);
+  g_free (cmd);
+  cmd = g_strdup_printf ("ip addr add 10.231.%d.1/30 dev %s", net, vh);
+  ck_assert_int_eq (run (cmd), 0);
+  g_free (cmd);
+  cmd = g_strdup_printf ("ip link set %s up", vh);
+  ck_assert_int_eq (run (cmd), 0);
+  g_free (cmd);
+  cmd = g_strdup_printf ("ip -n %s addr add %s/30 dev %s", ns, origin_addr, vn);
+  ck_assert_int_eq (run (cmd), 0);
+  g_free (cmd);
+  cmd = g_strdup_printf ("ip -n %s link set %s up", ns, vn);
+  ck_assert_int_eq (run (cmd), 0);
+  g_free (cmd);
+  g_snprintf (public_addr, sizeof public_addr, "198.51.100.%d", net);
+  cmd = g_strdup_printf ("ip -n %s addr add %s/32 dev %s", ns, public_addr, vn);
+  ck_assert_int_eq (run (cmd), 0);
+  g_free (cmd);
+  cmd = g_strdup_printf ("ip route add %s/32 dev %s", public_addr, vh);
+  ck_assert_int_eq (run (cmd), 0);
+  {
+    char *argv[] = { "ip", "netns", "exec", ns, "python3", py, origin_addr, cert, key, NULL };
+    GPid pid = spawn (argv, NULL, &out);
+
+    (void)pid;
+    line = read_line (out);
+    ck_assert_msg (g_str_equal (line, "ready"), "origin did not start: '%s'", line);
+    close (out);
+  }
+}
+
+typedef struct
+{
+  GPid pid;
+  int port;
+  int out;
+  char *log;
+} Proxy;
+
+static Proxy
+proxy_up (const char *config_env, const char *config, const char *const *extra)
+{
+  g_autofree char *tool = nz_test_tool ("namzu-egress");
+  g_autofree char *cert = g_build_filename (tmpdir, "cert.pem", NULL);
+  g_autofree char *resolve = g_strdup_printf (
+      "origin.test=%s,other.test=%s,inward.test=127.0.0.1,mixed.test=%s;127.0.0.1,"
+      "public.test=%s",
+      origin_addr, origin_addr, public_addr, public_addr);
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_auto (GStrv) envp = g_get_environ ();
+  g_autofree char *line = NULL;
+  Proxy p = { 0 };
+  char *port_s;
+
+  p.log = g_strdup_printf ("%s/decisions-%d.log", tmpdir, getpid ());
+  g_ptr_array_add (argv, g_strdup (tool));
+  g_ptr_array_add (argv, g_strdup ("proxy"));
+  g_ptr_array_add (argv, g_strdup ("--listen=127.0.0.1"));
+  g_ptr_array_add (argv, g_strdup ("--port=0"));
+  g_ptr_array_add (argv, g_strdup_printf ("--log=%s", p.log));
+  g_ptr_array_add (argv, g_strdup_printf ("--test-resolve=%s", resolve));
+  for (; extra != NULL && *extra != NULL; extra++)
+    g_ptr_array_add (argv, g_strdup (*extra));
+  g_ptr_array_add (argv, NULL);
+  envp = g_environ_unsetenv (envp, "NAMZU_EGRESS_PROXY_CONFIG");
+  envp = g_environ_unsetenv (envp, "NAMZU_EGRESS_PROXY_CONFIG_V2");
+  envp = g_environ_setenv (envp, config_env, config, TRUE);
+  envp = g_environ_setenv (envp, "NAMZU_EGRESS_CA_FILE", cert, TRUE);
+  p.pid = spawn ((char **)argv->pdata, envp, &p.out);
+  line = read_line (p.out);
+  ck_assert_msg (g_str_has_prefix (line, "namzu-egress-proxy: listening on 127.0.0.1:"), "%s",
+                 line);
+  port_s = line + strlen ("namzu-egress-proxy: listening on 127.0.0.1:");
+  p.port = atoi (port_s);
+  ck_assert_int_gt (p.port, 0);
+  return p;
+}
+
+static void
+proxy_down (Proxy *p)
+{
+  int status = 0;
+
+  kill (p->pid, SIGTERM);
+  ck_assert_int_eq (waitpid (p->pid, &status, 0), p->pid);
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "proxy status %d", status);
+  close (p->out);
+  g_free (p->log);
+}
+
+/* curl through the proxy; returns the HTTP status (0 when curl failed), body in *out. */
+static int
+curl (const Proxy *p, const char *url, const char *const *extra, char **out)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *cert = g_build_filename (tmpdir, "cert.pem", NULL);
+  g_autofree char *so = NULL;
+  g_autofree char *se = NULL;
+  g_autoptr (GError) error = NULL;
+  int status = 0;
+  char *code;
+
+  g_ptr_array_add (argv, g_strdup ("curl"));
+  g_ptr_array_add (argv, g_strdup ("-sS"));
+  g_ptr_array_add (argv, g_strdup ("--max-time"));
+  g_ptr_array_add (argv, g_strdup ("20"));
+  g_ptr_array_add (argv, g_strdup ("--cacert"));
+  g_ptr_array_add (argv, g_strdup (cert));
+  g_ptr_array_add (argv, g_strdup ("-x"));
+  g_ptr_array_add (argv, g_strdup_printf ("http://127.0.0.1:%d", p->port));
+  g_ptr_array_add (argv, g_strdup ("-w"));
+  g_ptr_array_add (argv, g_strdup ("\n%{http_code}"));
+  for (; extra != NULL && *extra != NULL; extra++)
+    g_ptr_array_add (argv, g_strdup (*extra));
+  g_ptr_array_add (argv, g_strdup (url));
+  g_ptr_array_add (argv, NULL);
+  ck_assert (g_spawn_sync (NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &so,
+                           &se, &status, &error));
+  code = strrchr (so, '\n');
+  ck_assert (code != NULL);
+  *code = '\0';
+  if (out != NULL)
+    *out = g_strdup_printf ("%s%s", so, se);
+  return atoi (code + 1);
+}
+
+static char *
+slurp (const char *path)
+{
+  char *data = NULL;
+
+  g_file_get_contents (path, &data, NULL, NULL);
+  return data != NULL ? data : g_strdup ("");
+}
+
+#define V1_PLAIN                                                                               \
+  "{\"allowedHosts\":[\"origin.test\",\"other.test\",\"inward.test\",\"mixed.test\","        \
+  "\"public.test\",\"%s\"],"                                                                  \
+  "\"upgradeToHttps\":false,\"allowInwardFor\":[\"origin.test\",\"other.test\"]}"
+
+START_TEST (test_allowed_and_denied)
+{
+  g_autofree char *config = NULL;
+  g_autofree char *body = NULL;
+  g_autofree char *log = NULL;
+  g_autofree char *literal = NULL;
+  Proxy p;
+
+  origin_up ();
+  config = g_strdup_printf (V1_PLAIN, origin_addr);
+  p = proxy_up ("NAMZU_EGRESS_PROXY_CONFIG", config, NULL);
+  /* allowed: plain HTTP, and HTTPS through a CONNECT tunnel */
+  ck_assert_int_eq (curl (&p, "http://origin.test:8080/hello", NULL, &body), 200);
+  ck_assert_msg (strstr (body, "origin:GET /hello") != NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  ck_assert_int_eq (curl (&p, "https://origin.test:8443/tls", NULL, &body), 200);
+  ck_assert_msg (strstr (body, "origin:GET /tls") != NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  /* a host not on the list */
+  ck_assert_int_eq (curl (&p, "http://denied.test:8080/", NULL, &body), 403);
+  ck_assert_msg (strstr (body, "Egress denied: denied.test is not on this sandbox's allowlist.")
+                     != NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  ck_assert_int_eq (curl (&p, "https://denied.test/", NULL, &body), 0);
+  ck_assert_msg (strstr (body, "403") != NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  /* an allowed literal that is a private address; allowInwardFor names origin.test, not it */
+  literal = g_strdup_printf ("http://%s:8080/", origin_addr);
+  ck_assert_int_eq (curl (&p, literal, NULL, &body), 403);
+  ck_assert_msg (strstr (body, "is a private address, which is not reachable from a sandbox.")
+                     != NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  /* an allowed name that resolves to loopback, on both paths */
+  ck_assert_int_eq (curl (&p, "http://inward.test:8080/", NULL, &body), 403);
+  ck_assert_msg (strstr (body, "Egress denied: inward.test resolves to 127.0.0.1, which is a "
+                               "loopback address. The host is on the allowlist; the address it "
+                               "resolves to is not reachable from a sandbox.") != NULL, "%s",
+                 body);
+  g_clear_pointer (&body, g_free);
+  ck_assert_int_eq (curl (&p, "https://inward.test:8443/", NULL, &body), 0);
+  g_clear_pointer (&body, g_free);
+  /* a name no exemption covers reaches the origin when its address passes the screen... */
+  ck_assert_int_eq (curl (&p, "http://public.test:8080/p", NULL, &body), 200);
+  ck_assert_msg (strstr (body, "origin:GET /p") != NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  /* ...but every answer is screened, not only the first one it would dial */
+  ck_assert_int_eq (curl (&p, "http://mixed.test:8080/", NULL, &body), 403);
+  ck_assert_msg (strstr (body, "mixed.test resolves to 127.0.0.1") != NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  /* hop-by-hop headers never reach the origin */
+  ck_assert_int_eq (curl (&p, "http://origin.test:8080/h",
+                          (const char *const[]){ "-H", "Proxy-Authorization: Basic c2VjcmV0",
+                                                 "-H", "Keep-Alive: timeout=5", NULL },
+                          &body),
+                    200);
+  ck_assert_msg (strcasestr (body, "proxy-authorization") == NULL, "%s", body);
+  ck_assert_msg (strcasestr (body, "keep-alive") == NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  /* the decision log: one JSON line per decision, with host, port, rule, reason */
+  log = slurp (p.log);
+  ck_assert_msg (strstr (log, "\"decision\":\"allow\",\"method\":\"GET\",\"host\":\"origin.test\","
+                              "\"port\":8080,\"rule\":\"origin.test\"") != NULL, "%s", log);
+  ck_assert_msg (strstr (log, "\"host\":\"denied.test\",\"port\":8080,\"rule\":\"allowlist\","
+                              "\"reason\":\"not on the egress allowlist\"") != NULL, "%s", log);
+  ck_assert_msg (strstr (log, "\"rule\":\"address-screen\",\"reason\":\"resolves to a loopback "
+                              "address\"") != NULL, "%s", log);
+  proxy_down (&p);
+}
+END_TEST
+
+START_TEST (test_port_rules_v2)
+{
+  g_autofree char *body = NULL;
+  Proxy p;
+
+  origin_up ();
+  p = proxy_up ("NAMZU_EGRESS_PROXY_CONFIG_V2",
+                "{\"allowedHosts\":[\"origin.test\"],\"upgradeToHttps\":false,"
+                "\"allowInwardFor\":[\"origin.test\"],"
+                "\"hostPorts\":[{\"host\":\"origin.test\",\"ports\":[8080]}]}",
+                NULL);
+  ck_assert_int_eq (curl (&p, "http://origin.test:8080/", NULL, &body), 200);
+  g_clear_pointer (&body, g_free);
+  ck_assert_int_eq (curl (&p, "http://origin.test:8443/", NULL, &body), 403);
+  ck_assert_msg (strstr (body, "Egress denied: origin.test:8443 is not an allowed port.") != NULL,
+                 "%s", body);
+  g_clear_pointer (&body, g_free);
+  /* a portless CONNECT is checked on 443 */
+  ck_assert_int_eq (curl (&p, "https://origin.test/", NULL, &body), 0);
+  g_clear_pointer (&body, g_free);
+  proxy_down (&p);
+}
+END_TEST
+
+START_TEST (test_brokered_credential)
+{
+  g_autofree char *body = NULL;
+  Proxy p;
+
+  origin_up ();
+  /* upgradeToHttps defaults to true: the sandbox speaks plain HTTP, the secret travels in TLS. */
+  p = proxy_up ("NAMZU_EGRESS_PROXY_CONFIG",
+                "{\"allowedHosts\":[\"origin.test\",\"other.test\"],"
+                "\"allowInwardFor\":[\"origin.test\",\"other.test\"],"
+                "\"credentials\":[{\"host\":\"origin.test\",\"header\":\"Authorization\","
+                "\"value\":\"Bearer brokered-s3cret\"}]}",
+                NULL);
+  ck_assert_int_eq (curl (&p, "http://origin.test:8443/api",
+                          (const char *const[]){ "-H", "Authorization: Bearer from-sandbox", NULL },
+                          &body),
+                    200);
+  ck_assert_msg (strstr (body, "Authorization: Bearer brokered-s3cret") != NULL, "%s", body);
+  ck_assert_msg (strstr (body, "from-sandbox") == NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  /* only to the host it belongs to */
+  ck_assert_int_eq (curl (&p, "http://other.test:8443/api", NULL, &body), 200);
+  ck_assert_msg (strstr (body, "brokered-s3cret") == NULL, "%s", body);
+  g_clear_pointer (&body, g_free);
+  /* plain HTTP to an HTTP-only port fails upstream (the upgrade is not optional) */
+  ck_assert_int_eq (curl (&p, "http://origin.test:8080/", NULL, &body), 502);
+  ck_assert_msg (g_str_has_prefix (body, "Upstream request failed: "), "%s", body);
+  g_clear_pointer (&body, g_free);
+  proxy_down (&p);
+}
+END_TEST
+
+START_TEST (test_bounded)
+{
+  g_autofree char *config = NULL;
+  g_autofree char *body = NULL;
+  g_autoptr (GSocketClient) client = g_socket_client_new ();
+  g_autoptr (GSocketConnection) hold = NULL;
+  g_autoptr (GError) error = NULL;
+  const char *extra[] = { "--max-connections=1", "--idle-timeout=2", NULL };
+  Proxy p;
+  gint64 t0;
+  char buf[64];
+  GInputStream *in;
+
+  origin_up ();
+  config = g_strdup_printf (V1_PLAIN, origin_addr);
+  p = proxy_up ("NAMZU_EGRESS_PROXY_CONFIG", config, extra);
+  hold = g_socket_client_connect_to_host (client, "127.0.0.1", p.port, NULL, &error);
+  ck_assert_msg (hold != NULL, "%s", error ? error->message : "");
+  g_usleep (200 * 1000);
+  /* the one slot is taken: the next client is answered 503 at once */
+  ck_assert_int_eq (curl (&p, "http://origin.test:8080/", NULL, &body), 503);
+  /* an idle client (no request head) is closed after the idle timeout */
+  t0 = g_get_monotonic_time ();
+  in = g_io_stream_get_input_stream (G_IO_STREAM (hold));
+  ck_assert_int_le (g_input_stream_read (in, buf, sizeof buf, NULL, NULL), 0);
+  ck_assert_int_lt (g_get_monotonic_time () - t0, 5 * G_USEC_PER_SEC);
+  g_usleep (200 * 1000);
+  g_clear_pointer (&body, g_free);
+  ck_assert_int_eq (curl (&p, "http://origin.test:8080/", NULL, &body), 200);
+  proxy_down (&p);
+}
+END_TEST
+
+static gboolean
+make_cert (void)
+{
+  g_autofree char *key = g_build_filename (tmpdir, "key.pem", NULL);
+  g_autofree char *cert = g_build_filename (tmpdir, "cert.pem", NULL);
+  g_autofree char *tmpl = g_build_filename (tmpdir, "cert.cfg", NULL);
+  g_autofree char *c1 = g_strdup_printf ("certtool --generate-privkey --key-type=ecdsa "
+                                         "--outfile %s", key);
+  g_autofree char *c2 = g_strdup_printf ("certtool --generate-self-signed --load-privkey %s "
+                                         "--template %s --outfile %s", key, tmpl, cert);
+  int s1 = 0, s2 = 0;
+
+  g_file_set_contents (tmpl, "cn = origin.test\ndns_name = origin.test\ndns_name = other.test\n"
+                             "ca\ncert_signing_key\ntls_www_server\nexpiration_days = 2\n",
+                       -1, NULL);
+  return g_spawn_command_line_sync (c1, NULL, NULL, &s1, NULL) && s1 == 0
+         && g_spawn_command_line_sync (c2, NULL, NULL, &s2, NULL) && s2 == 0;
+}
+
+int
+main (void)
+{
+  Suite *s = suite_create ("egress-proxy");
+  TCase *tc = tcase_create ("proxy");
+  g_autofree char *py = NULL;
+  g_autofree char *ip = g_find_program_in_path ("ip");
+  g_autofree char *python = g_find_program_in_path ("python3");
+  g_autofree char *curl_bin = g_find_program_in_path ("curl");
+  g_autofree char *certtool = g_find_program_in_path ("certtool");
+  g_autofree char *cleanup = NULL;
+  int rc;
+
+  nz_test_require (getuid () == 0, "network namespaces need root");
+  nz_test_require (ip != NULL && python != NULL && curl_bin != NULL,
+                   "ip, python3 and curl (scripts/install-deps)");
+  nz_test_require (certtool != NULL, "certtool (gnutls-bin, scripts/install-deps)");
+  nz_test_require (system ("ip netns add nzeg-probe-$$ && ip netns del nzeg-probe-$$") == 0,
+                   "ip netns add works here");
+  tmpdir = g_dir_make_tmp ("nz-egress-XXXXXX", NULL);
+  py = g_build_filename (tmpdir, "origin.py", NULL);
+  g_file_set_contents (py, origin_py, -1, NULL);
+  if (!make_cert ())
+    {
+      printf ("1..1\nnot ok 1 - certtool could not make a test certificate\n");
+      return 1;
+    }
+  tcase_set_timeout (tc, 60);
+  tcase_add_test (tc, test_allowed_and_denied);
+  tcase_add_test (tc, test_port_rules_v2);
+  tcase_add_test (tc, test_brokered_credential);
+  tcase_add_test (tc, test_bounded);
+  suite_add_tcase (s, tc);
+  rc = nz_test_run (s);
+  /* Every namespace a case made is named nzeg-<this pid>-<case pid>; deleting it also removes
+   * the veth pair. */
+  cleanup = g_strdup_printf ("for n in $(ip netns list | awk '/^nzeg-%d-/{print $1}'); do "
+                             "ip netns pids $n | xargs -r kill -9; ip netns del $n; done; rm -rf %s",
+                             getpid (), tmpdir);
+  if (system (cleanup) != 0)
+    rc = 1;
+  return rc;
+}
