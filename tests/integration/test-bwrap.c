@@ -6,6 +6,8 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,12 +17,15 @@
 
 static char *tmp;
 static char *state;
+/* Every case's directory lives under this one, made in main(), so the parent can destroy
+ * whatever a failed case left running: Check skips a checked teardown after a failure. */
+static char base[] = "/tmp/nz-bwrap-e2e-XXXXXX";
 
 static void
 setup (void)
 {
-  tmp = g_dir_make_tmp ("nz-bwrap-e2e-XXXXXX", NULL);
-  ck_assert (tmp != NULL);
+  tmp = g_build_filename (base, "case-XXXXXX", NULL);
+  ck_assert (g_mkdtemp (tmp) != NULL);
   state = g_build_filename (tmp, "state", NULL);
   g_setenv ("NAMZU_STATE_DIR", state, TRUE);
   g_unsetenv ("NAMZU_SANDBOX");
@@ -681,6 +686,21 @@ START_TEST (test_destroy_unconfirmed_keeps_state)
 }
 END_TEST
 
+/* Runs in the parent after every case (no GLib here): destroys what failed cases left. */
+static void
+destroy_leftovers (void)
+{
+  const char *dir = getenv ("NZ_TOOLS_DIR");
+  char cmd[1024];
+
+  snprintf (cmd, sizeof cmd,
+            "for d in %s/*/state/nz-*; do [ -d \"$d\" ] || continue; "
+            "NAMZU_STATE_DIR=\"${d%%/*}\" '%s/namzu-destroy' --sandbox \"${d##*/}\" "
+            ">/dev/null 2>&1; done; rm -rf '%s'", base, dir ? dir : ".", base);
+  if (system (cmd) != 0)
+    fprintf (stderr, "cleanup of %s failed\n", base);
+}
+
 static Suite *
 bwrap_suite (void)
 {
@@ -688,6 +708,7 @@ bwrap_suite (void)
   TCase *tc = tcase_create ("bwrap-e2e");
 
   tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_add_unchecked_fixture (tc, NULL, destroy_leftovers);
   tcase_set_timeout (tc, 60);
   tcase_add_test (tc, test_lifecycle_and_confinement);
   tcase_add_test (tc, test_stdin_handle_pipeline);
@@ -716,5 +737,10 @@ main (void)
   nz_test_require (g_file_test (exec, G_FILE_TEST_IS_EXECUTABLE), "namzu-exec is not built");
   nz_test_require (access ("/sys/fs/cgroup/pids", W_OK) == 0 || geteuid () == 0,
                    "no writable cgroups (run as root)");
+  if (mkdtemp (base) == NULL)
+    {
+      perror ("mkdtemp");
+      return EXIT_FAILURE;
+    }
   return nz_test_run (bwrap_suite ());
 }
