@@ -168,6 +168,7 @@ nz_create_options_free (NzCreateOptions *opts)
   g_free (opts->backend);
   g_free (opts->image);
   g_ptr_array_unref (opts->egress_hosts);
+  g_free (opts->egress_profile);
   g_ptr_array_unref (opts->mounts);
   g_ptr_array_unref (opts->writable_paths);
   g_free (opts);
@@ -575,6 +576,8 @@ parse_egress (ConfigCtx *c, JsonObject *root)
       if (string_member (c, profile, "name", "egressProfile.name") == NULL)
         refuse (c, "egressProfile.name: is required");
       parse_host_list (c, hosts, "egressProfile.hosts", TRUE);
+      g_free (c->opts->egress_profile);
+      c->opts->egress_profile = nz_json_object_to_string (profile, NULL);
       /* A profile with no hosts is deny-all (spec E.6). */
       c->opts->network = c->opts->egress_hosts->len == 0 ? NZ_NETWORK_DENY_ALL
                                                          : NZ_NETWORK_ALLOWLIST;

@@ -46,6 +46,7 @@ typedef struct
   char *image;                /* only for image-based backends */
   NzNetwork network;
   GPtrArray *egress_hosts;    /* char *, for NZ_NETWORK_ALLOWLIST */
+  char *egress_profile;       /* JSON text of an egress profile ({name, hosts}), or NULL */
   gint64 memory_mb;           /* 0 = unset */
   gint64 max_processes;       /* 0 = unset */
   double cpus;                /* 0 = unset */

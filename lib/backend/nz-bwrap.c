@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "nz-bwrap.h"
+#include "nz-bwrap-egress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -535,10 +536,9 @@ spawn_bwrap (char **argv, char **envp, int log_in, int seccomp_in, int status_in
 gboolean
 nz_bwrap_check (const NzCreateOptions *opts, GError **error)
 {
-  if (opts->network == NZ_NETWORK_ALLOWLIST)
-    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                     "egress allowlists are not yet supported on this backend (container:bwrap); "
-                     "use --network deny-all or allow-all");
+  /* An allowlist goes through the host-side egress proxy (nz-bwrap-egress.c). */
+  if (opts->network == NZ_NETWORK_ALLOWLIST && !nz_bwrap_egress_check (opts, error))
+    return FALSE;
   if (opts->image != NULL)
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "--image: container:bwrap runs no image (its root is a read-only view of "
@@ -574,6 +574,7 @@ create_rollback (CreateState *st)
       kill_procs (st->h->id, procs, st->bwrap_pid, NZ_BWRAP_KILL_TIMEOUT_MS, NULL);
       waitpid (st->bwrap_pid, NULL, WNOHANG);
     }
+  nz_bwrap_egress_stop (st->h, NULL);
   if (st->cg != NULL)
     {
       nz_cgroup_close_fds (st->cg);
@@ -594,7 +595,9 @@ record_policy (NzHandle *h, const NzCreateOptions *opts, const char *agent, NzCg
     json_array_add_string_element (cgroups, cg->paths->pdata[i]);
   json_object_set_array_member (h->priv, "cgroups", cgroups);
   json_object_set_string_member (h->priv, "network",
-                                 opts->network == NZ_NETWORK_ALLOW_ALL ? "allow-all" : "deny-all");
+                                 opts->network == NZ_NETWORK_ALLOW_ALL ? "allow-all"
+                                 : opts->network == NZ_NETWORK_ALLOWLIST ? "allowlist"
+                                                                         : "deny-all");
   if (opts->memory_mb > 0)
     json_object_set_int_member (limits, "memoryMb", opts->memory_mb);
   if (opts->max_processes > 0)
@@ -699,6 +702,7 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
   g_autofree char *log_path = NULL;
   g_autofree char *status_path = NULL;
   g_autofree char *sock_path = NULL;
+  g_autofree char *egress_bin = NULL;
   nz_autofd int seccomp_fd = -1;
   nz_autofd int log_fd = -1;
   nz_autofd int status_fd = -1;
@@ -712,6 +716,9 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
     return NULL;
   agent = nz_bwrap_find_agent (error);
   if (agent == NULL)
+    return NULL;
+  if (opts->network == NZ_NETWORK_ALLOWLIST
+      && (egress_bin = nz_bwrap_egress_find_binary (error)) == NULL)
     return NULL;
   for (guint i = 0; i < opts->mounts->len; i++)
     {
@@ -778,14 +785,34 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
       return NULL;
     }
 
+  if (egress_bin != NULL)
+    {
+      g_autoptr (GPtrArray) hosts = g_ptr_array_copy (opts->egress_hosts, NULL, NULL);
+
+      /* The proxy first: the relay in front of the agent dials it from the first request.
+       * The copy borrows the strings (g_ptr_array_copy also copies the free func). */
+      g_ptr_array_set_free_func (hosts, NULL);
+      g_ptr_array_add (hosts, NULL);
+      if (!nz_bwrap_egress_start (h, egress_bin, (const char *const *)hosts->pdata,
+                                  opts->egress_profile, sock_dir, error)
+          || !nz_handle_save (h, error))
+        {
+          create_rollback (&st);
+          return NULL;
+        }
+    }
   plan.bwrap = bwrap;
   plan.opts = opts;
   plan.agent_host_path = agent;
   plan.sock_dir = sock_dir;
   plan.host_root = "/";
   argv = nz_bwrap_build_argv (&plan);
+  if (egress_bin != NULL)
+    nz_bwrap_egress_wrap_argv (argv, egress_bin);
   g_ptr_array_add (argv, NULL);
   envp = nz_bwrap_build_envp (opts, h->token);
+  if (egress_bin != NULL)
+    envp = nz_bwrap_egress_envp (envp);
   st.bwrap_pid = spawn_bwrap ((char **)argv->pdata, envp, log_fd, seccomp_fd, status_fd, cg,
                               error);
   if (st.bwrap_pid < 0)
@@ -818,7 +845,8 @@ nz_bwrap_destroy (NzHandle *h, GError **error)
   g_autoptr (GPtrArray) paths = g_ptr_array_new ();
 
   priv_procs (h, procs);
-  if (!kill_procs (h->id, procs, 0, NZ_BWRAP_KILL_TIMEOUT_MS, error))
+  if (!kill_procs (h->id, procs, 0, NZ_BWRAP_KILL_TIMEOUT_MS, error)
+      || !nz_bwrap_egress_stop (h, error))
     return FALSE;
   for (guint i = 0; cgroups != NULL && i < json_array_get_length (cgroups); i++)
     {
@@ -864,8 +892,9 @@ nz_bwrap_describe (NzHandle *h, JsonObject *pub)
     json_object_set_object_member (pub, "limits", json_object_ref (limits));
   /* What a host may rely on; everything else the agent advertises in healthz features. */
   json_object_set_string_member (caps, "transport", "agent");
-  json_object_set_boolean_member (caps, "egressAllowlist", FALSE);
-  json_object_set_boolean_member (caps, "setNetworkPolicy", FALSE);
+  json_object_set_boolean_member (caps, "egressAllowlist", TRUE);
+  json_object_set_boolean_member (caps, "setNetworkPolicy",
+                                  nz_json_get_object (h->priv, "egress") != NULL);
   json_object_set_boolean_member (caps, "persistentAfterCreate", TRUE);
   if (nz_json_get_array (h->priv, "features") != NULL)
     json_object_set_array_member (caps, "features",

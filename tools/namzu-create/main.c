@@ -11,10 +11,12 @@
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-knobs.h"
+#include "nz-profile.h"
 
 static char *opt_backend, *opt_network, *opt_image, *opt_memory, *opt_procs, *opt_cpus;
 static char *opt_outputs, *opt_uploads, *opt_config, *opt_ready;
 static char **opt_egress;
+static char *opt_profile;
 
 static const GOptionEntry entries[] = {
   { "backend", 0, 0, G_OPTION_ARG_STRING, &opt_backend,
@@ -23,6 +25,8 @@ static const GOptionEntry entries[] = {
     "Egress: deny-all (default, loopback only) or allow-all", "POLICY" },
   { "egress", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_egress,
     "Allow egress only to these hosts (comma-separated, repeatable)", "HOST,..." },
+  { "profile", 0, 0, G_OPTION_ARG_FILENAME, &opt_profile,
+    "Egress profile JSON {name, hosts:[{host, ports?}]} (no hosts = deny-all)", "FILE" },
   { "image", 0, 0, G_OPTION_ARG_STRING, &opt_image, "Image (image-based backends only)", "IMAGE" },
   { "memory-mb", 0, 0, G_OPTION_ARG_STRING, &opt_memory, "Memory limit in MiB", "N" },
   { "max-processes", 0, 0, G_OPTION_ARG_STRING, &opt_procs, "Process/thread limit", "N" },
@@ -100,6 +104,46 @@ read_config (const char *path, gsize *len, GError **error)
   return data;
 }
 
+/* --profile: validated in full before any I/O; refused beside any other egress setting (spec
+ * E.6: a profile beside a default egress is a conflicting policy, not a merge). */
+static gboolean
+apply_profile (NzCreateOptions *opts, GError **error)
+{
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  g_autoptr (NzEgressProfile) profile = NULL;
+  g_autoptr (JsonNode) norm = NULL;
+
+  if (opt_egress != NULL || opt_network != NULL || opts->egress_profile != NULL)
+    return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY, "defaultEgress",
+                                    NULL, "cannot be combined with an egress profile; use one");
+  /* A config on stdin was consumed already; its defaultEgress is then the flags' to lose. */
+  if (opt_config != NULL && strcmp (opt_config, "-") != 0)
+    {
+      g_autofree char *cfg = read_config (opt_config, &len, error);
+      g_autoptr (JsonObject) root = cfg != NULL ? nz_json_parse_object (cfg, len, NULL) : NULL;
+
+      if (root != NULL && json_object_has_member (root, "defaultEgress"))
+        return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY,
+                                        "defaultEgress", NULL,
+                                        "cannot be combined with an egress profile; use one");
+    }
+  if (!g_file_get_contents (opt_profile, &data, &len, error))
+    return FALSE;
+  profile = nz_egress_profile_parse (data, len, NULL, error);
+  if (profile == NULL)
+    return FALSE;
+  g_ptr_array_set_size (opts->egress_hosts, 0);
+  for (guint i = 0; i < profile->rules->len; i++)
+    g_ptr_array_add (opts->egress_hosts,
+                     g_strdup (((NzEgressRule *)profile->rules->pdata[i])->host));
+  /* A profile with no hosts is deny-all (spec E.6). */
+  opts->network = profile->rules->len == 0 ? NZ_NETWORK_DENY_ALL : NZ_NETWORK_ALLOWLIST;
+  norm = nz_egress_profile_to_json (profile);
+  opts->egress_profile = nz_json_to_string (norm, NULL);
+  return TRUE;
+}
+
 /* The config first, then the flags over it (DESIGN.md "Configuration"). */
 static gboolean
 build_options (NzCreateOptions *opts, GError **error)
@@ -149,6 +193,8 @@ build_options (NzCreateOptions *opts, GError **error)
         }
       opts->network = NZ_NETWORK_ALLOWLIST;
     }
+  if (opt_profile != NULL && !apply_profile (opts, error))
+    return FALSE;
   if (opt_memory != NULL
       && !parse_positive ("--memory-mb", opt_memory, G_GINT64_CONSTANT (1) << 40, &opts->memory_mb,
                           error))

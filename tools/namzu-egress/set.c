@@ -1,12 +1,82 @@
+/* namzu-egress set --sandbox ID (HOST... | --profile FILE): change a live bwrap sandbox's
+ * allowlist. Prints {"id", "allowedHosts", "changed"}. */
+#include "set.h"
+
 #include <glib.h>
 
+#include "check.h"
+#include "nz-bwrap-egress.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
-#include "set.h"
+#include "nz-json.h"
+#include "nz-profile.h"
+#include "nz-state.h"
 
 int
 nz_egress_cmd_set (int argc, char **argv)
 {
-  nz_cli_warn ("set: not implemented yet");
-  return NZ_EXIT_FAILURE;
+  static char *opt_sandbox;
+  static char *opt_profile;
+  GOptionEntry entries[] = {
+    { "sandbox", 0, 0, G_OPTION_ARG_STRING, &opt_sandbox, "sandbox id (or $NAMZU_SANDBOX)", "ID" },
+    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &opt_profile, "take the hosts from a profile",
+      "FILE" },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("HOST... | --profile FILE");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (NzHandle) h = NULL;
+  g_autoptr (GPtrArray) hosts = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (JsonObject) out = json_object_new ();
+  JsonArray *list = json_array_new ();
+  gboolean changed = FALSE;
+
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  nz_cli_parse (ctx, &argc, &argv);
+  if ((opt_profile != NULL) == (argc > 1))
+    nz_cli_usage_error ("set takes HOST... or --profile FILE (an empty list: --profile with no "
+                        "hosts)");
+  h = nz_handle_resolve (opt_sandbox, FALSE, &error);
+  if (h == NULL)
+    return nz_cli_fail (error, TRUE);
+  if (opt_profile != NULL)
+    {
+      g_autoptr (NzEgressProfile) p = nz_egress_read_profile (opt_profile, &error);
+
+      if (p == NULL)
+        return nz_cli_fail (error, TRUE);
+      for (guint i = 0; i < p->rules->len; i++)
+        g_ptr_array_add (hosts, g_strdup (((NzEgressRule *)p->rules->pdata[i])->host));
+    }
+  else
+    for (int i = 1; i < argc; i++)
+      {
+        g_auto (GStrv) parts = g_strsplit (argv[i], ",", -1);
+
+        for (char **p = parts; *p != NULL; p++)
+          if (*g_strstrip (*p) != '\0')
+            g_ptr_array_add (hosts, g_strdup (*p));
+      }
+  g_ptr_array_add (hosts, NULL);
+  if (!nz_bwrap_egress_set (h->id, (const char *const *)hosts->pdata, &changed, &error))
+    {
+      if (error->domain == NZ_EGRESS_ERROR)
+        {
+          JsonObject *e = json_object_new ();
+
+          nz_cli_warn ("%s", error->message);
+          json_object_set_string_member (e, "code", nz_egress_error_code_name (error));
+          json_object_set_string_member (e, "message", error->message);
+          json_object_set_object_member (out, "error", e);
+          nz_cli_print_object (out);
+          return NZ_EXIT_FAILURE;
+        }
+      return nz_cli_fail (error, TRUE);
+    }
+  json_object_set_string_member (out, "id", h->id);
+  for (guint i = 0; hosts->pdata[i] != NULL; i++)
+    json_array_add_string_element (list, hosts->pdata[i]);
+  json_object_set_array_member (out, "allowedHosts", list);
+  json_object_set_boolean_member (out, "changed", changed);
+  return nz_cli_print_object (out) ? NZ_EXIT_OK : NZ_EXIT_FAILURE;
 }
