@@ -4,6 +4,7 @@
  * test-only resolver table (--test-resolve), never by DNS. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdarg.h>
 #include <gio/gio.h>
 #include <signal.h>
 #include <stdio.h>
@@ -407,6 +408,202 @@ START_TEST (test_bounded)
 }
 END_TEST
 
+
+/* ---- from inside a bwrap sandbox: namzu-create --profile, namzu-exec, namzu-egress set ---- */
+
+static int
+tool (char **out, const char *name, ...)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *so = NULL;
+  g_autofree char *se = NULL;
+  g_autoptr (GError) error = NULL;
+  int status = 0;
+  va_list ap;
+  const char *a;
+
+  g_ptr_array_add (argv, nz_test_tool (name));
+  va_start (ap, name);
+  while ((a = va_arg (ap, const char *)) != NULL)
+    g_ptr_array_add (argv, g_strdup (a));
+  va_end (ap);
+  g_ptr_array_add (argv, NULL);
+  ck_assert (g_spawn_sync (NULL, (char **)argv->pdata, NULL, 0, NULL, NULL, &so, &se, &status,
+                           &error));
+  if (out != NULL)
+    *out = g_strdup_printf ("%s%s", so, se);
+  return WIFEXITED (status) ? WEXITSTATUS (status) : 128;
+}
+
+/* Runs a shell line inside the sandbox; returns its exit status, output in *out. */
+static int
+inside (const char *id, const char *script, char **out)
+{
+  return tool (out, "namzu-exec", "--sandbox", id, "--", "sh", "-c", script, NULL);
+}
+
+static char *
+json_id (const char *out)
+{
+  const char *p = strstr (out, "\"id\":\"");
+
+  ck_assert_msg (p != NULL, "no id in: %s", out);
+  return g_strndup (p + 6, strcspn (p + 6, "\""));
+}
+
+static long
+proxy_pid (const char *id)
+{
+  g_autofree char *path = g_strdup_printf ("%s/state/%s/handle.json", tmpdir, id);
+  g_autofree char *data = slurp (path);
+  const char *p = strstr (data, "\"proxyPid\":");
+
+  return p != NULL ? atol (p + strlen ("\"proxyPid\":")) : 0;
+}
+
+START_TEST (test_bwrap_sandbox)
+{
+  g_autofree char *state = g_build_filename (tmpdir, "state", NULL);
+  g_autofree char *cert = g_build_filename (tmpdir, "cert.pem", NULL);
+  g_autofree char *profile = g_strdup_printf ("%s/profile-%d.json", tmpdir, getpid ());
+  g_autofree char *resolve = NULL;
+  g_autofree char *out = NULL;
+  g_autofree char *id = NULL;
+  g_autofree char *script = NULL;
+  long pid1, pid2;
+
+  origin_up ();
+  resolve = g_strdup_printf ("public.test=%s,origin.test=%s,inward.test=127.0.0.1", public_addr,
+                             origin_addr);
+  g_mkdir_with_parents (state, 0700);
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  g_setenv ("NAMZU_EGRESS_TEST_RESOLVE", resolve, TRUE);
+  g_setenv ("NAMZU_EGRESS_CA_FILE", cert, TRUE);
+  g_unsetenv ("NAMZU_SANDBOX");
+  g_file_set_contents (profile,
+                       "{\"name\":\"t\",\"hosts\":[{\"host\":\"public.test\",\"ports\":[8443]},"
+                       "{\"host\":\"origin.test\"},{\"host\":\"inward.test\"}]}",
+                       -1, NULL);
+  ck_assert_int_eq (tool (&out, "namzu-create", "--profile", profile, NULL), 0);
+  id = json_id (out);
+  ck_assert_msg (strstr (out, "\"network\":\"allowlist\"") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+
+  /* through the proxy env: plain HTTP leaves the proxy as HTTPS; HTTPS is a CONNECT tunnel */
+  ck_assert_int_eq (inside (id, "curl -sS --max-time 20 http://public.test:8443/a", &out), 0);
+  ck_assert_msg (strstr (out, "origin:GET /a") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  ck_assert_int_eq (inside (id, "curl -sSk --max-time 20 https://public.test:8443/b", &out), 0);
+  ck_assert_msg (strstr (out, "origin:GET /b") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  /* refused: a host, a port, a name resolving inward, a private literal */
+  inside (id, "curl -sS http://denied.test/", &out);
+  ck_assert_msg (strstr (out, "Egress denied: denied.test is not on this sandbox's allowlist.")
+                     != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  inside (id, "curl -sS http://public.test:8080/", &out);
+  ck_assert_msg (strstr (out, "Egress denied: public.test:8080 is not an allowed port.") != NULL,
+                 "%s", out);
+  g_clear_pointer (&out, g_free);
+  inside (id, "curl -sS http://inward.test:8443/", &out);
+  ck_assert_msg (strstr (out, "inward.test resolves to 127.0.0.1, which is a loopback address")
+                     != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  inside (id, "curl -sS http://origin.test:8443/", &out);
+  ck_assert_msg (strstr (out, "which is a private address") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  script = g_strdup_printf ("curl -sS http://%s:8443/", origin_addr);
+  inside (id, script, &out);
+  ck_assert_msg (strstr (out, "Egress denied: ") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&script, g_free);
+  /* ignoring the proxy env: nowhere to send anything */
+  script = g_strdup_printf ("curl -sS -v --max-time 5 --noproxy '*' http://%s:8443/", public_addr);
+  ck_assert_int_ne (inside (id, script, &out), 0);
+  ck_assert_msg (strstr (out, "Network is unreachable") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&script, g_free);
+  script = g_strdup_printf ("python3 -c \"import socket; socket.create_connection(('%s', 8080))\"",
+                            public_addr);
+  ck_assert_int_ne (inside (id, script, &out), 0);
+  ck_assert_msg (strstr (out, "Network is unreachable") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  ck_assert_int_eq (inside (id, "awk -F: 'NR > 2 { print $1 }' /proc/net/dev", &out), 0);
+  ck_assert_str_eq (g_strstrip (out), "lo");
+  g_clear_pointer (&out, g_free);
+
+  /* live policy: widening past the profile is refused before anything changes */
+  ck_assert_int_eq (tool (&out, "namzu-egress", "set", "--sandbox", id, "public.test",
+                          "other.test", NULL), 1);
+  ck_assert_msg (strstr (out, "\"code\":\"invalid-host\"") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  pid1 = proxy_pid (id);
+  /* narrowing swaps the proxy and takes effect */
+  ck_assert_int_eq (tool (&out, "namzu-egress", "set", "--sandbox", id, "inward.test", NULL), 0);
+  ck_assert_msg (strstr (out, "\"changed\":true") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  pid2 = proxy_pid (id);
+  ck_assert (pid2 > 0 && pid2 != pid1);
+  ck_assert (kill (pid1, 0) != 0);
+  inside (id, "curl -sS http://public.test:8443/", &out);
+  ck_assert_msg (strstr (out, "Egress denied: public.test is not on this sandbox's allowlist.")
+                     != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  /* the same list again is a no-op */
+  ck_assert_int_eq (tool (&out, "namzu-egress", "set", "--sandbox", id, "inward.test", NULL), 0);
+  ck_assert_msg (strstr (out, "\"changed\":false") != NULL, "%s", out);
+  ck_assert_int_eq (proxy_pid (id), pid2);
+  g_clear_pointer (&out, g_free);
+  /* a swap whose new proxy cannot start fails closed: the old one is gone, nothing passes */
+  g_setenv ("NAMZU_EGRESS_BIN", "/bin/false", TRUE);
+  ck_assert_int_eq (tool (&out, "namzu-egress", "set", "--sandbox", id, "public.test", NULL), 1);
+  ck_assert_msg (strstr (out, "now has no egress") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  g_unsetenv ("NAMZU_EGRESS_BIN");
+  ck_assert (kill (pid2, 0) != 0);
+  ck_assert_int_ne (inside (id, "curl -sS --max-time 5 http://public.test:8443/", &out), 0);
+  ck_assert_msg (strstr (out, "origin:") == NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  /* ...and the next call swaps */
+  ck_assert_int_eq (tool (&out, "namzu-egress", "set", "--sandbox", id, "public.test", NULL), 0);
+  g_clear_pointer (&out, g_free);
+  ck_assert_int_eq (inside (id, "curl -sS --max-time 20 http://public.test:8443/c", &out), 0);
+  ck_assert_msg (strstr (out, "origin:GET /c") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  /* destroy stops the proxy */
+  pid1 = proxy_pid (id);
+  ck_assert_int_eq (tool (&out, "namzu-destroy", "--sandbox", id, NULL), 0);
+  for (int i = 0; i < 100 && kill (pid1, 0) == 0; i++)
+    g_usleep (20 * 1000);
+  ck_assert (kill (pid1, 0) != 0);
+}
+END_TEST
+
+START_TEST (test_bwrap_refusals)
+{
+  g_autofree char *state = g_build_filename (tmpdir, "state-refusals", NULL);
+  g_autofree char *profile = g_strdup_printf ("%s/bad-%d.json", tmpdir, getpid ());
+  g_autofree char *out = NULL;
+  g_autofree char *ls = NULL;
+
+  g_mkdir_with_parents (state, 0700);
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  g_file_set_contents (profile, "{\"name\":\"t\",\"hosts\":[{\"host\":\"a.example\"}]}", -1, NULL);
+  /* a profile beside another egress setting is a conflicting policy, refused before any I/O */
+  ck_assert_int_eq (tool (&out, "namzu-create", "--profile", profile, "--egress", "b.example",
+                          NULL), 1);
+  ck_assert_msg (strstr (out, "egress profile: defaultEgress cannot be combined") != NULL, "%s",
+                 out);
+  g_clear_pointer (&out, g_free);
+  g_file_set_contents (profile, "{\"name\":\"t\",\"hosts\":[{\"host\":\"*.example\"}]}", -1, NULL);
+  ck_assert_int_eq (tool (&out, "namzu-create", "--profile", profile, NULL), 1);
+  ck_assert_msg (strstr (out, "egress profile: hosts[0].host") != NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  ck_assert_int_eq (tool (&ls, "namzu-ls", NULL), 0);
+  ck_assert_msg (strstr (ls, "\"id\"") == NULL, "%s", ls);
+}
+END_TEST
+
 static gboolean
 make_cert (void)
 {
@@ -419,7 +616,7 @@ make_cert (void)
                                          "--template %s --outfile %s", key, tmpl, cert);
   int s1 = 0, s2 = 0;
 
-  g_file_set_contents (tmpl, "cn = origin.test\ndns_name = origin.test\ndns_name = other.test\n"
+  g_file_set_contents (tmpl, "cn = origin.test\ndns_name = origin.test\ndns_name = other.test\ndns_name = public.test\n"
                              "ca\ncert_signing_key\ntls_www_server\nexpiration_days = 2\n",
                        -1, NULL);
   return g_spawn_command_line_sync (c1, NULL, NULL, &s1, NULL) && s1 == 0
@@ -436,6 +633,7 @@ main (void)
   g_autofree char *python = g_find_program_in_path ("python3");
   g_autofree char *curl_bin = g_find_program_in_path ("curl");
   g_autofree char *certtool = g_find_program_in_path ("certtool");
+  g_autofree char *bwrap = g_find_program_in_path ("bwrap");
   g_autofree char *cleanup = NULL;
   int rc;
 
@@ -443,6 +641,7 @@ main (void)
   nz_test_require (ip != NULL && python != NULL && curl_bin != NULL,
                    "ip, python3 and curl (scripts/install-deps)");
   nz_test_require (certtool != NULL, "certtool (gnutls-bin, scripts/install-deps)");
+  nz_test_require (bwrap != NULL, "bubblewrap (scripts/install-deps)");
   nz_test_require (system ("ip netns add nzeg-probe-$$ && ip netns del nzeg-probe-$$") == 0,
                    "ip netns add works here");
   tmpdir = g_dir_make_tmp ("nz-egress-XXXXXX", NULL);
@@ -459,9 +658,29 @@ main (void)
   tcase_add_test (tc, test_brokered_credential);
   tcase_add_test (tc, test_bounded);
   suite_add_tcase (s, tc);
+  if (bwrap != NULL)
+    {
+      TCase *tb = tcase_create ("bwrap");
+
+      tcase_set_timeout (tb, 120);
+      tcase_add_test (tb, test_bwrap_sandbox);
+      tcase_add_test (tb, test_bwrap_refusals);
+      suite_add_tcase (s, tb);
+    }
   rc = nz_test_run (s);
   /* Every namespace a case made is named nzeg-<this pid>-<case pid>; deleting it also removes
    * the veth pair. */
+  /* Sandboxes a failed case left behind. */
+  {
+    g_autofree char *destroy = g_build_filename (g_getenv ("NZ_TOOLS_DIR"), "namzu-destroy",
+                                                 NULL);
+    g_autofree char *leftovers = g_strdup_printf (
+        "for d in %s/state/nz-*; do [ -d \"$d\" ] && NAMZU_STATE_DIR=%s/state %s --sandbox "
+        "$(basename $d) >/dev/null; done; true", tmpdir, tmpdir, destroy);
+
+    if (system (leftovers) != 0)
+      rc = 1;
+  }
   cleanup = g_strdup_printf ("for n in $(ip netns list | awk '/^nzeg-%d-/{print $1}'); do "
                              "ip netns pids $n | xargs -r kill -9; ip netns del $n; done; rm -rf %s",
                              getpid (), tmpdir);
