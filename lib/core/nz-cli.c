@@ -39,13 +39,15 @@ nz_cli_warn (const char *fmt, ...)
 void
 nz_cli_usage_error (const char *fmt, ...)
 {
-  g_autofree char *msg = NULL;
+  char *msg;
   va_list ap;
 
   va_start (ap, fmt);
   msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
   fprintf (stderr, "%s: %s\nTry '%s --help' for more information.\n", cli_tool, msg, cli_tool);
+  /* Freed by hand: exit() runs no scope cleanups, and LeakSanitizer would report it. */
+  g_free (msg);
   exit (NZ_EXIT_USAGE);
 }
 
@@ -60,7 +62,13 @@ nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
 
   g_option_context_add_main_entries (ctx, version_entries, NULL);
   if (!g_option_context_parse (ctx, argc, argv, &error))
-    nz_cli_usage_error ("%s", error->message);
+    {
+      g_autofree char *msg = g_strdup (error->message);
+
+      g_clear_error (&error);
+      g_option_context_free (ctx);
+      nz_cli_usage_error ("%s", msg);
+    }
   if (cli_version)
     {
       printf ("%s %s\n", cli_tool, NZ_VERSION);

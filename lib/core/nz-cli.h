@@ -11,7 +11,8 @@ G_BEGIN_DECLS
 void nz_cli_init (const char *tool);
 const char *nz_cli_tool (void);
 
-/* Parses options. Adds --version (prints "<tool> <version>" and exits 0). On a bad option prints
+/* Parses options. Adds --version (prints "<tool> <version>" and exits 0). On a bad option frees
+ * @ctx (exit() runs no scope cleanups) and prints
  * "<tool>: <message>\nTry '<tool> --help' for more information." and exits 2. */
 void nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
 
