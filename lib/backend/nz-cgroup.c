@@ -126,17 +126,52 @@ cpu_quota (double cpus)
   return g_strdup_printf ("%" G_GINT64_FORMAT, MAX (quota, NZ_CPU_QUOTA_MIN_US));
 }
 
+/* Our own cgroup in the v1 hierarchy of @ctrl, from /proc/self/cgroup ("4:memory:/a/b"), or
+ * "/" when it is not listed. Sandboxes nest under it so they stay inside whatever limits and
+ * accounting the caller's own cgroup carries (a supervisor's memory cap, say). */
+static char *
+own_v1_path (const char *ctrl)
+{
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+
+  if (!g_file_get_contents ("/proc/self/cgroup", &text, NULL, NULL))
+    return g_strdup ("/");
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      g_auto (GStrv) f = g_strsplit (lines[i], ":", 3);
+
+      if (g_strv_length (f) == 3)
+        {
+          g_auto (GStrv) ctrls = g_strsplit (f[1], ",", -1);
+
+          if (g_strv_contains ((const char *const *)ctrls, ctrl))
+            return g_strdup (f[2]);
+        }
+    }
+  return g_strdup ("/");
+}
+
 /* cgroup v1: one hierarchy per controller, /sys/fs/cgroup/<controller>. */
 static gboolean
 limit_v1 (NzCgroup *cg, const char *root, const char *ctrl, const char *id,
           const NzCgroupLimits *l, GError **error)
 {
-  g_autofree char *base = g_build_filename (root, ctrl, NULL);
+  g_autofree char *mount = g_build_filename (root, ctrl, NULL);
+  g_autofree char *own = own_v1_path (ctrl);
+  g_autofree char *base = g_build_filename (mount, own, NULL);
   g_autofree char *leaf = NULL;
 
-  if (!is_fs (base, CGROUP_SUPER_MAGIC))
+  if (!is_fs (mount, CGROUP_SUPER_MAGIC))
     return nz_throw (error, NZ_ERROR_UNSUPPORTED, "%s is not a mounted cgroup v1 hierarchy",
-                     base);
+                     mount);
+  /* A cgroup namespace or a test root may not show our path: fall back to the mount root. */
+  if (!g_file_test (base, G_FILE_TEST_IS_DIR))
+    {
+      g_free (base);
+      base = g_strdup (mount);
+    }
   leaf = make_leaf (cg, base, id, error);
   if (leaf == NULL)
     return FALSE;

@@ -328,13 +328,34 @@ cgroup_v2 (void)
   return g_file_test ("/sys/fs/cgroup/cgroup.controllers", G_FILE_TEST_EXISTS);
 }
 
-/* <controller>/namzu/<id>/<file> on cgroup v1, namzu/<id>/<file> on v2. */
+/* This process's own v1 cgroup for @ctrl ("4:memory:/a/b" in /proc/self/cgroup). */
+static char *
+own_v1 (const char *ctrl)
+{
+  g_autofree char *text = NULL;
+  g_autofree char *needle = g_strdup_printf (":%s:", ctrl);
+  const char *hit, *end;
+
+  ck_assert (g_file_get_contents ("/proc/self/cgroup", &text, NULL, NULL));
+  hit = strstr (text, needle);
+  if (hit == NULL)
+    return g_strdup ("/");
+  hit += strlen (needle);
+  end = strchr (hit, '\n');
+  return g_strndup (hit, end != NULL ? (gsize)(end - hit) : strlen (hit));
+}
+
+/* <controller>/<our own cgroup>/namzu/<id>/<file> on cgroup v1 (sandboxes nest under the
+ * caller's cgroup), namzu/<id>/<file> on v2. */
 static char *
 cgroup_path (const char *ctrl, const char *id, const char *file)
 {
+  g_autofree char *own = NULL;
+
   if (cgroup_v2 ())
     return g_build_filename ("/sys/fs/cgroup/namzu", id, file, NULL);
-  return g_build_filename ("/sys/fs/cgroup", ctrl, "namzu", id, file, NULL);
+  own = own_v1 (ctrl);
+  return g_build_filename ("/sys/fs/cgroup", ctrl, own, "namzu", id, file, NULL);
 }
 
 static char *
