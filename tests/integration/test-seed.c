@@ -564,6 +564,54 @@ START_TEST (test_killed_clone)
 }
 END_TEST
 
+/* Two calls on one root: the one that finishes second finds the repository in place, removes
+ * its own partial, checks what it found and reports it present. The first call's clone is held
+ * in its pack step until the second call is done. */
+START_TEST (test_concurrent_calls_one_clone)
+{
+  g_autofree char *head = make_repo ("r", 2);
+  const char *json = "{\"name\":\"s\",\"repositories\":["
+                     "{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"}]}";
+  g_autofree char *path = seed_file (json);
+  g_autofree char *tool = nz_test_tool ("namzu-seed");
+  g_autofree char *out_path = g_build_filename (tmp, "first.out", NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  g_autoptr (GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
+  g_autoptr (GSubprocess) p = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) first = NULL;
+  g_autoptr (JsonObject) second = NULL;
+  int rc;
+
+  sh_in_ok ("printf '#!/bin/sh\\nif mkdir /tmp/first 2>/dev/null; then touch /tmp/pack-started;"
+            " while [ ! -e /tmp/release ]; do sleep 0.1; done; fi\\nexec \"$@\"\\n' > "
+            "/home/namzu/hold-first && chmod +x /home/namzu/hold-first && git config --global "
+            "uploadpack.packObjectsHook /home/namzu/hold-first");
+  g_subprocess_launcher_set_stdout_file_path (launcher, out_path);
+  g_subprocess_launcher_set_stderr_file_path (launcher, "/dev/null");
+  p = g_subprocess_launcher_spawn (launcher, &error, tool, "--sandbox", sandbox, "--root", ROOT,
+                                   path, NULL);
+  ck_assert_msg (p != NULL, "%s", error ? error->message : "");
+  for (int i = 0; i < 200 && !sandbox_has ("-e /tmp/pack-started"); i++)
+    g_usleep (100 * 1000);
+  ck_assert_msg (sandbox_has ("-e /tmp/pack-started"), "the first clone never reached the pack");
+
+  rc = seed (json, &second, &err, NULL);
+  ck_assert_msg (rc == 0, "exit %d: %s", rc, err);
+  assert_repo (second, 0, "r", "cloned", head);
+
+  sh_in_ok ("touch /tmp/release");
+  ck_assert (g_subprocess_wait (p, NULL, &error));
+  ck_assert (g_subprocess_get_if_exited (p));
+  ck_assert (g_file_get_contents (out_path, &out, NULL, NULL));
+  ck_assert_msg (g_subprocess_get_exit_status (p) == 0, "first call: %s", out);
+  first = nz_json_parse_object (out, -1, NULL);
+  ck_assert (first != NULL);
+  assert_repo (first, 0, "r", "present", head);
+  assert_no_partials ();
+}
+END_TEST
+
 /* What a crashed call leaves behind (a partial that was never renamed) is swept once it is
  * older than 60 minutes; a fresh one (a peer's clone in flight) and anything else stay. */
 START_TEST (test_stale_partial_swept)
@@ -711,6 +759,7 @@ seed_suite (void)
   tcase_add_test (tc, test_moved_ref_is_drift);
   tcase_add_test (tc, test_origin_and_occupied_drift);
   tcase_add_test (tc, test_killed_clone);
+  tcase_add_test (tc, test_concurrent_calls_one_clone);
   tcase_add_test (tc, test_stale_partial_swept);
   tcase_add_test (tc, test_refusals);
   tcase_add_test (tc, test_url_is_data);
