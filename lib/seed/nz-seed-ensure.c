@@ -19,17 +19,17 @@
 /* $1 = root (no trailing slash). Exit 3 "missing X" when a tool is absent, 4 when the root
  * cannot be written. GNU `mv -T` is what makes the final rename refuse to nest a clone inside
  * a directory someone else created meanwhile. */
-static const char preflight_script[] =
-  "for t in git find mkdir mktemp rm mv; do\n"
-  "  command -v \"$t\" >/dev/null 2>&1 || { echo \"missing $t\"; exit 3; }\n"
-  "done\n"
-  "mkdir -p -- \"$1/.namzu/seed\" || { echo unwritable; exit 4; }\n"
-  "p=$(mktemp -d \"$1/.namzu/seed/probe.XXXXXX\") || { echo unwritable; exit 4; }\n"
-  "mkdir -- \"$p/a\" || { rm -rf -- \"$p\"; echo unwritable; exit 4; }\n"
-  "if ! mv -T -- \"$p/a\" \"$p/b\" 2>/dev/null || [ ! -d \"$p/b\" ]; then\n"
-  "  rm -rf -- \"$p\"; echo 'missing mv -T'; exit 3\n"
-  "fi\n"
-  "rm -rf -- \"$p\"\n";
+static const char preflight_script[]
+    = "for t in git find mkdir mktemp rm mv; do\n"
+      "  command -v \"$t\" >/dev/null 2>&1 || { echo \"missing $t\"; exit 3; }\n"
+      "done\n"
+      "mkdir -p -- \"$1/.namzu/seed\" || { echo unwritable; exit 4; }\n"
+      "p=$(mktemp -d \"$1/.namzu/seed/probe.XXXXXX\") || { echo unwritable; exit 4; }\n"
+      "mkdir -- \"$p/a\" || { rm -rf -- \"$p\"; echo unwritable; exit 4; }\n"
+      "if ! mv -T -- \"$p/a\" \"$p/b\" 2>/dev/null || [ ! -d \"$p/b\" ]; then\n"
+      "  rm -rf -- \"$p\"; echo 'missing mv -T'; exit 3\n"
+      "fi\n"
+      "rm -rf -- \"$p\"\n";
 
 /* $1 = marker path. A missing marker is no records. */
 static const char marker_read_script[] = "cat -- \"$1\" 2>/dev/null || true\n";
@@ -37,74 +37,75 @@ static const char marker_read_script[] = "cat -- \"$1\" 2>/dev/null || true\n";
 /* Five arguments per repository: DIR URL WANT REF EXACT. One line per repository:
  * missing - | occupied - | origin HEAD | ref HEAD | pin HEAD | history HEAD | present HEAD WANT.
  * A symlink is never followed: what it points at is not ours to judge. */
-static const char check_script[] =
-  "while [ \"$#\" -ge 5 ]; do\n"
-  "  d=$1 url=$2 want=$3 ref=$4 exact=$5\n"
-  "  shift 5\n"
-  "  if [ -L \"$d\" ]; then echo 'occupied -'; continue; fi\n"
-  "  if [ ! -e \"$d\" ]; then echo 'missing -'; continue; fi\n"
-  "  if [ ! -d \"$d\" ] || [ ! -e \"$d/.git\" ]; then echo 'occupied -'; continue; fi\n"
-  "  head=$(git -C \"$d\" rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null) || head=\n"
-  "  if [ -z \"$head\" ]; then echo 'occupied -'; continue; fi\n"
-  "  origin=$(git -C \"$d\" config --get remote.origin.url 2>/dev/null) || origin=\n"
-  "  if [ \"$origin\" != \"$url\" ]; then echo \"origin $head\"; continue; fi\n"
-  "  if [ -z \"$want\" ]; then\n"
-  "    if [ \"$ref\" = :default ]; then\n"
-  "      tip=$(git -C \"$d\" rev-parse -q --verify 'refs/remotes/origin/HEAD^{commit}' "
-  "2>/dev/null) || tip=\n"
-  "    else\n"
-  "      tip=$(git -C \"$d\" rev-parse -q --verify \"refs/remotes/origin/$ref^{commit}\" "
-  "2>/dev/null) ||\n"
-  "        tip=$(git -C \"$d\" rev-parse -q --verify \"refs/tags/$ref^{commit}\" 2>/dev/null) "
-  "|| tip=\n"
-  "    fi\n"
-  "    if [ -z \"$tip\" ] || [ \"$tip\" != \"$head\" ]; then echo \"ref $head\"; continue; fi\n"
-  "    want=$tip\n"
-  "  fi\n"
-  "  if [ \"$exact\" = 1 ] && [ \"$want\" != \"$head\" ]; then echo \"pin $head\"; continue; fi\n"
-  "  if ! git -C \"$d\" merge-base --is-ancestor \"$want\" HEAD 2>/dev/null; then\n"
-  "    echo \"history $head\"; continue\n"
-  "  fi\n"
-  "  echo \"present $head $want\"\n"
-  "done\n";
+static const char check_script[]
+    = "while [ \"$#\" -ge 5 ]; do\n"
+      "  d=$1 url=$2 want=$3 ref=$4 exact=$5\n"
+      "  shift 5\n"
+      "  if [ -L \"$d\" ]; then echo 'occupied -'; continue; fi\n"
+      "  if [ ! -e \"$d\" ]; then echo 'missing -'; continue; fi\n"
+      "  if [ ! -d \"$d\" ] || [ ! -e \"$d/.git\" ]; then echo 'occupied -'; continue; fi\n"
+      "  head=$(git -C \"$d\" rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null) || head=\n"
+      "  if [ -z \"$head\" ]; then echo 'occupied -'; continue; fi\n"
+      "  origin=$(git -C \"$d\" config --get remote.origin.url 2>/dev/null) || origin=\n"
+      "  if [ \"$origin\" != \"$url\" ]; then echo \"origin $head\"; continue; fi\n"
+      "  if [ -z \"$want\" ]; then\n"
+      "    if [ \"$ref\" = :default ]; then\n"
+      "      tip=$(git -C \"$d\" rev-parse -q --verify 'refs/remotes/origin/HEAD^{commit}' "
+      "2>/dev/null) || tip=\n"
+      "    else\n"
+      "      tip=$(git -C \"$d\" rev-parse -q --verify \"refs/remotes/origin/$ref^{commit}\" "
+      "2>/dev/null) ||\n"
+      "        tip=$(git -C \"$d\" rev-parse -q --verify \"refs/tags/$ref^{commit}\" 2>/dev/null) "
+      "|| tip=\n"
+      "    fi\n"
+      "    if [ -z \"$tip\" ] || [ \"$tip\" != \"$head\" ]; then echo \"ref $head\"; continue; fi\n"
+      "    want=$tip\n"
+      "  fi\n"
+      "  if [ \"$exact\" = 1 ] && [ \"$want\" != \"$head\" ]; then echo \"pin $head\"; continue; "
+      "fi\n"
+      "  if ! git -C \"$d\" merge-base --is-ancestor \"$want\" HEAD 2>/dev/null; then\n"
+      "    echo \"history $head\"; continue\n"
+      "  fi\n"
+      "  echo \"present $head $want\"\n"
+      "done\n";
 
 /* DIR URL NONCE DEPTH REF COMMIT. The clone lands in DIR.namzu-partial-NONCE and is renamed
  * into place only when complete, so a killed clone never leaves a half repository at DIR.
  * Prints "cloned HEAD", or "raced HEAD" when DIR appeared meanwhile (our partial is removed). */
-static const char clone_script[] =
-  "d=$1 url=$2 depth=$4 ref=$5 commit=$6\n"
-  "p=$1.namzu-partial-$3\n"
-  "parent=${d%/*}\n"
-  "[ -n \"$parent\" ] || parent=/\n"
-  "mkdir -p -- \"$parent\" || exit 1\n"
-  "set -- clone --quiet\n"
-  "if [ -n \"$depth\" ]; then set -- \"$@\" --depth \"$depth\"; fi\n"
-  "if [ -n \"$ref\" ]; then set -- \"$@\" --branch \"$ref\"; fi\n"
-  "git -c credential.helper= \"$@\" -- \"$url\" \"$p\" || { rm -rf -- \"$p\"; exit 1; }\n"
-  "if [ -n \"$commit\" ]; then\n"
-  "  git -C \"$p\" -c advice.detachedHead=false checkout --quiet --detach \"$commit\" ||\n"
-  "    { rm -rf -- \"$p\"; exit 1; }\n"
-  "fi\n"
-  "head=$(git -C \"$p\" rev-parse HEAD) || { rm -rf -- \"$p\"; exit 1; }\n"
-  "if mv -T -- \"$p\" \"$d\" 2>/dev/null; then echo \"cloned $head\"; else\n"
-  "  rm -rf -- \"$p\"; echo \"raced $head\"\n"
-  "fi\n";
+static const char clone_script[]
+    = "d=$1 url=$2 depth=$4 ref=$5 commit=$6\n"
+      "p=$1.namzu-partial-$3\n"
+      "parent=${d%/*}\n"
+      "[ -n \"$parent\" ] || parent=/\n"
+      "mkdir -p -- \"$parent\" || exit 1\n"
+      "set -- clone --quiet\n"
+      "if [ -n \"$depth\" ]; then set -- \"$@\" --depth \"$depth\"; fi\n"
+      "if [ -n \"$ref\" ]; then set -- \"$@\" --branch \"$ref\"; fi\n"
+      "git -c credential.helper= \"$@\" -- \"$url\" \"$p\" || { rm -rf -- \"$p\"; exit 1; }\n"
+      "if [ -n \"$commit\" ]; then\n"
+      "  git -C \"$p\" -c advice.detachedHead=false checkout --quiet --detach \"$commit\" ||\n"
+      "    { rm -rf -- \"$p\"; exit 1; }\n"
+      "fi\n"
+      "head=$(git -C \"$p\" rev-parse HEAD) || { rm -rf -- \"$p\"; exit 1; }\n"
+      "if mv -T -- \"$p\" \"$d\" 2>/dev/null; then echo \"cloned $head\"; else\n"
+      "  rm -rf -- \"$p\"; echo \"raced $head\"\n"
+      "fi\n";
 
 /* MARKER NONCE JSON MINUTES PARENT...: write the marker through a temporary named by this
  * call, then remove partials older than MINUTES from each parent (only crashed calls leave
  * them; never anything else). */
-static const char finish_script[] =
-  "m=$1 t=$1.tmp.$2 j=$3 age=$4\n"
-  "shift 4\n"
-  "if ! { printf '%s\\n' \"$j\" > \"$t\" && mv -f -- \"$t\" \"$m\"; }; then\n"
-  "  rm -f -- \"$t\"; exit 1\n"
-  "fi\n"
-  "for p in \"$@\"; do\n"
-  "  [ -d \"$p\" ] || continue\n"
-  "  find \"$p\" -mindepth 1 -maxdepth 1 -type d -name '*.namzu-partial-*' -mmin \"+$age\" "
-  "-exec rm -rf -- {} + 2>/dev/null || true\n"
-  "done\n"
-  "exit 0\n";
+static const char finish_script[]
+    = "m=$1 t=$1.tmp.$2 j=$3 age=$4\n"
+      "shift 4\n"
+      "if ! { printf '%s\\n' \"$j\" > \"$t\" && mv -f -- \"$t\" \"$m\"; }; then\n"
+      "  rm -f -- \"$t\"; exit 1\n"
+      "fi\n"
+      "for p in \"$@\"; do\n"
+      "  [ -d \"$p\" ] || continue\n"
+      "  find \"$p\" -mindepth 1 -maxdepth 1 -type d -name '*.namzu-partial-*' -mmin \"+$age\" "
+      "-exec rm -rf -- {} + 2>/dev/null || true\n"
+      "done\n"
+      "exit 0\n";
 
 typedef struct
 {
@@ -141,9 +142,9 @@ typedef struct
   char *recorded; /* marker commit, trusted only under the same `from` */
   char *state;    /* check token */
   char *head;
-  char *held;     /* WANT from a `present` line */
+  char *held; /* WANT from a `present` line */
   const char *status;
-  char *commit;   /* reported HEAD */
+  char *commit;                /* reported HEAD */
   char *rec_commit, *rec_from; /* what the new marker records */
 } Repo;
 
@@ -161,8 +162,8 @@ repo_clear (Repo *r)
   g_free (r->rec_from);
 }
 
-static gboolean
-seed_error (GError **error, NzSeedErrorCode code, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
+static gboolean seed_error (GError **error, NzSeedErrorCode code, const char *fmt, ...)
+    G_GNUC_PRINTF (3, 4);
 
 static gboolean
 seed_error (GError **error, NzSeedErrorCode code, const char *fmt, ...)
@@ -266,7 +267,8 @@ drift_sentence (const Repo *r)
                             r->repo->ref);
   if (strcmp (r->state, "ref") == 0)
     return g_strdup_printf ("%s does not hold the seed's ref (the remote's default branch) at "
-                            "HEAD", r->repo->name);
+                            "HEAD",
+                            r->repo->name);
   if (strcmp (r->state, "pin") == 0)
     return g_strdup_printf ("%s is not checked out at its pinned commit %s", r->repo->name,
                             r->repo->commit);
@@ -281,8 +283,7 @@ is_drift_state (const char *state)
          || strcmp (state, "occupied") == 0;
 }
 
-static void
-progress (Ctx *ctx, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+static void progress (Ctx *ctx, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 
 static void
 progress (Ctx *ctx, const char *fmt, ...)
@@ -309,8 +310,10 @@ preflight (Ctx *ctx, const char *base, GError **error)
   if (!run_sh (ctx, preflight_script, args, &r, &local))
     {
       if (local->domain == G_SPAWN_ERROR)
-        return seed_error (error, NZ_SEED_ERROR_TOOL_MISSING, "could not run sh in the "
-                           "sandbox: %s", local->message);
+        return seed_error (error, NZ_SEED_ERROR_TOOL_MISSING,
+                           "could not run sh in the "
+                           "sandbox: %s",
+                           local->message);
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
@@ -320,8 +323,10 @@ preflight (Ctx *ctx, const char *base, GError **error)
     {
       g_autofree char *tool = g_strstrip (g_strdup (r.out->str + strlen ("missing ")));
 
-      return seed_error (error, NZ_SEED_ERROR_TOOL_MISSING, "the sandbox is missing %s, which "
-                         "seeds need (sh git find mkdir mktemp rm and GNU mv -T)", tool);
+      return seed_error (error, NZ_SEED_ERROR_TOOL_MISSING,
+                         "the sandbox is missing %s, which "
+                         "seeds need (sh git find mkdir mktemp rm and GNU mv -T)",
+                         tool);
     }
   if (r.status == 127)
     return seed_error (error, NZ_SEED_ERROR_TOOL_MISSING, "could not run sh in the sandbox");
@@ -366,8 +371,8 @@ add_check_args (GPtrArray *args, Repo *r, gboolean force_exact)
   const char *ref = want != NULL ? "" : r->repo->ref != NULL ? r->repo->ref : ":default";
   /* A pin the marker has not seen held must be HEAD exactly; an old pin moved forward is
    * fine only under the same pin. */
-  gboolean exact = r->repo->commit != NULL
-                   && (force_exact || g_strcmp0 (r->recorded, r->repo->commit) != 0);
+  gboolean exact
+      = r->repo->commit != NULL && (force_exact || g_strcmp0 (r->recorded, r->repo->commit) != 0);
 
   g_ptr_array_add (args, r->path);
   g_ptr_array_add (args, r->repo->url);
@@ -399,7 +404,8 @@ check (Ctx *ctx, Repo *repos, guint n, guint idx, GError **error)
     }
   lines = g_strsplit (r.out->str, "\n", -1);
   if (g_strv_length (lines) != count + 1 || *lines[count] != '\0')
-    return seed_error (error, NZ_SEED_ERROR_INVALID, "could not inspect the seed root: "
+    return seed_error (error, NZ_SEED_ERROR_INVALID,
+                       "could not inspect the seed root: "
                        "unexpected output");
   for (guint i = 0; i < count; i++)
     {
@@ -410,12 +416,16 @@ check (Ctx *ctx, Repo *repos, guint n, guint idx, GError **error)
       gboolean dash = nt == 2 && strcmp (tok[1], "-") == 0;
 
       if (!(present || (nt == 2 && (is_drift_state (tok[0]) || strcmp (tok[0], "missing") == 0))))
-        return seed_error (error, NZ_SEED_ERROR_INVALID, "could not inspect the seed root: "
-                           "unknown state '%s'", lines[i]);
+        return seed_error (error, NZ_SEED_ERROR_INVALID,
+                           "could not inspect the seed root: "
+                           "unknown state '%s'",
+                           lines[i]);
       /* Everything we pass on must be a commit id or "-": the guest wrote it. */
       if ((!dash && !nz_seed_is_commit_id (tok[1])) || (present && !nz_seed_is_commit_id (tok[2])))
-        return seed_error (error, NZ_SEED_ERROR_INVALID, "could not inspect the seed root: "
-                           "malformed line '%s'", lines[i]);
+        return seed_error (error, NZ_SEED_ERROR_INVALID,
+                           "could not inspect the seed root: "
+                           "malformed line '%s'",
+                           lines[i]);
       g_free (rp->state);
       g_free (rp->head);
       g_clear_pointer (&rp->held, g_free);
@@ -485,9 +495,10 @@ clone (Ctx *ctx, Repo *repos, guint n, guint idx, GError **error)
     {
       g_autofree char *t = tail (&run);
 
-      return seed_error (error, NZ_SEED_ERROR_CLONE_FAILED, "cloning %s from %s failed (exit "
-                         "%d%s): %s", repo->name, repo->url, run.status,
-                         run.timed_out ? ", timed out" : "", t);
+      return seed_error (error, NZ_SEED_ERROR_CLONE_FAILED,
+                         "cloning %s from %s failed (exit "
+                         "%d%s): %s",
+                         repo->name, repo->url, run.status, run.timed_out ? ", timed out" : "", t);
     }
   if (strcmp (tok[0], "cloned") == 0)
     {
@@ -506,9 +517,11 @@ clone (Ctx *ctx, Repo *repos, guint n, guint idx, GError **error)
       return TRUE;
     }
   if (strcmp (r->state, "missing") == 0)
-    return seed_error (error, NZ_SEED_ERROR_CLONE_FAILED, "%s was placed by someone else while "
+    return seed_error (error, NZ_SEED_ERROR_CLONE_FAILED,
+                       "%s was placed by someone else while "
                        "this call cloned it, and is gone again; this call's own clone was "
-                       "removed, run it again", repo->name);
+                       "removed, run it again",
+                       repo->name);
   if (ctx->opts->report_drift)
     {
       set_drifted (r);
@@ -517,9 +530,11 @@ clone (Ctx *ctx, Repo *repos, guint n, guint idx, GError **error)
   {
     g_autofree char *what = drift_sentence (r);
 
-    return seed_error (error, NZ_SEED_ERROR_DRIFT, "%s appeared while this call was cloning "
+    return seed_error (error, NZ_SEED_ERROR_DRIFT,
+                       "%s appeared while this call was cloning "
                        "it, and %s. This call's own clone was removed; nothing else was "
-                       "changed", repo->name, what);
+                       "changed",
+                       repo->name, what);
   }
 }
 
@@ -552,8 +567,8 @@ build_report (const NzSeed *seed, const char *digest, const char *root, Repo *re
 }
 
 static gboolean
-finish (Ctx *ctx, const NzSeed *seed, const char *digest, const char *marker, Repo *repos,
-        guint n, GError **error)
+finish (Ctx *ctx, const NzSeed *seed, const char *digest, const char *marker, Repo *repos, guint n,
+        GError **error)
 {
   g_autoptr (JsonObject) m = json_object_new ();
   g_autoptr (GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
@@ -585,8 +600,8 @@ finish (Ctx *ctx, const NzSeed *seed, const char *digest, const char *marker, Re
     {
       const char *slash = strrchr (repos[i].path, '/');
       g_autofree char *parent = slash == repos[i].path
-                                  ? g_strdup ("/")
-                                  : g_strndup (repos[i].path, slash - repos[i].path);
+                                    ? g_strdup ("/")
+                                    : g_strndup (repos[i].path, slash - repos[i].path);
 
       if (g_hash_table_contains (parents, parent))
         continue;
@@ -607,8 +622,8 @@ finish (Ctx *ctx, const NzSeed *seed, const char *digest, const char *marker, Re
 
 /* Everything after the repositories are known; fills repos[].status as it learns. */
 static gboolean
-ensure (Ctx *ctx, const NzSeed *seed, const char *digest, const char *base, Repo *repos,
-        guint n, GError **error)
+ensure (Ctx *ctx, const NzSeed *seed, const char *digest, const char *base, Repo *repos, guint n,
+        GError **error)
 {
   g_autofree char *marker = g_strdup_printf ("%s/.namzu/seed/%s.json", base, seed->name);
   g_autoptr (GString) drift = g_string_new (NULL);
@@ -636,7 +651,8 @@ ensure (Ctx *ctx, const NzSeed *seed, const char *digest, const char *base, Repo
     }
   /* Drift is refused before anything is cloned or written (spec G.3 step 4). */
   if (drift->len > 0 && !ctx->opts->report_drift)
-    return seed_error (error, NZ_SEED_ERROR_DRIFT, "%s. Nothing was changed; resolve it by "
+    return seed_error (error, NZ_SEED_ERROR_DRIFT,
+                       "%s. Nothing was changed; resolve it by "
                        "hand, or pass onDrift: 'report' (namzu-seed --on-drift=report)",
                        drift->str);
   for (guint i = 0; i < n; i++)

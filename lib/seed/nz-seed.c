@@ -4,7 +4,7 @@
 #include "nz-json.h"
 #include "nz-seed.h"
 
-G_DEFINE_QUARK (nz-seed-error-quark, nz_seed_error)
+G_DEFINE_QUARK (nz - seed - error - quark, nz_seed_error)
 
 const char *
 nz_seed_error_code_name (const GError *error)
@@ -22,8 +22,7 @@ nz_seed_error_code_name (const GError *error)
   return names[error->code];
 }
 
-static gboolean
-invalid (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+static gboolean invalid (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 
 static gboolean
 invalid (GError **error, const char *fmt, ...)
@@ -151,8 +150,10 @@ nz_seed_check_url (const char *url, const char *field, GError **error)
 
       if (at != NULL && (slash == NULL || at < slash) && strchr (at, ':') != NULL
           && (slash == NULL || strchr (at, ':') < slash))
-        return invalid (error, "%s: an scp-style SSH address (user@host:path) is refused; "
-                        "use an https:// URL", field);
+        return invalid (error,
+                        "%s: an scp-style SSH address (user@host:path) is refused; "
+                        "use an https:// URL",
+                        field);
     }
   colon = strchr (url, ':');
   if (colon == NULL || colon == url || !g_ascii_isalpha (url[0]))
@@ -164,8 +165,10 @@ nz_seed_check_url (const char *url, const char *field, GError **error)
   /* Only the schemes the egress boundary can see and broker: ssh, git, file and ext would
    * need keys in the guest, bypass the proxy, or run commands. */
   if (strcmp (scheme, "https") != 0 && strcmp (scheme, "http") != 0)
-    return invalid (error, "%s: the scheme '%s:' is refused; only https: and http: are "
-                    "accepted", field, scheme);
+    return invalid (error,
+                    "%s: the scheme '%s:' is refused; only https: and http: are "
+                    "accepted",
+                    field, scheme);
   /* "https:host/x" parses for a browser, but git would read it as an scp-style SSH address. */
   if (strncmp (colon, "://", 3) != 0)
     return invalid (error, "%s: must be an absolute %s:// URL", field, scheme);
@@ -174,7 +177,8 @@ nz_seed_check_url (const char *url, const char *field, GError **error)
   /* Credentials in the URL would be stored in the guest's .git/config and shown by every
    * `git remote -v`; a credential belongs in the egress proxy's broker. Never echoed. */
   if (memchr (auth, '@', auth_end - auth) != NULL)
-    return invalid (error, "%s: a URL with credentials (user or password) is refused; nothing "
+    return invalid (error,
+                    "%s: a URL with credentials (user or password) is refused; nothing "
                     "secret may enter the sandbox, broker the credential at the egress proxy",
                     field);
   if (auth_end == auth)
@@ -197,11 +201,15 @@ check_dir (const char *dir, const char *field, GError **error)
     {
       if (*segs[i] == '\0' || strcmp (segs[i], ".") == 0 || strcmp (segs[i], "..") == 0
           || !is_path_segment (segs[i]))
-        return invalid (error, "%s: every segment must match [A-Za-z0-9._-]+ and not be . or "
-                        "..", field);
+        return invalid (error,
+                        "%s: every segment must match [A-Za-z0-9._-]+ and not be . or "
+                        "..",
+                        field);
       if (strstr (segs[i], NZ_SEED_PARTIAL_INFIX) != NULL)
-        return invalid (error, "%s: a name containing '" NZ_SEED_PARTIAL_INFIX "' is reserved "
-                        "for clones in progress", field);
+        return invalid (error,
+                        "%s: a name containing '" NZ_SEED_PARTIAL_INFIX "' is reserved "
+                        "for clones in progress",
+                        field);
     }
   /* The marker lives in <root>/.namzu. */
   if (strcmp (segs[0], ".namzu") == 0)
@@ -261,8 +269,11 @@ parse_repo (JsonNode *node, guint i, GError **error)
   if (s == NULL && r->dir != NULL)
     s = strrchr (r->dir, '/') != NULL ? strrchr (r->dir, '/') + 1 : r->dir;
   if (s == NULL || !is_dns_label (s))
-    return (invalid (error, "%s.name: must be a DNS-1123 label (lowercase letters, digits and "
-                     "'-', at most 63)", f), nz_seed_repo_free (r), NULL);
+    return (invalid (error,
+                     "%s.name: must be a DNS-1123 label (lowercase letters, digits and "
+                     "'-', at most 63)",
+                     f),
+            nz_seed_repo_free (r), NULL);
   r->name = g_strdup (s);
   if (r->dir == NULL)
     r->dir = g_strdup (r->name);
@@ -271,28 +282,34 @@ parse_repo (JsonNode *node, guint i, GError **error)
     {
       s = nz_json_get_string (o, "ref");
       if (s == NULL || !is_ref (s))
-        return (invalid (error, "%s.ref: must match [A-Za-z0-9._][A-Za-z0-9._/-]* without '..'",
-                         f), nz_seed_repo_free (r), NULL);
+        return (invalid (error, "%s.ref: must match [A-Za-z0-9._][A-Za-z0-9._/-]* without '..'", f),
+                nz_seed_repo_free (r), NULL);
       r->ref = g_strdup (s);
     }
   if (json_object_has_member (o, "commit"))
     {
       s = nz_json_get_string (o, "commit");
       if (!nz_seed_is_commit_id (s))
-        return (invalid (error, "%s.commit: must be a full lowercase commit id (40 or 64 hex "
-                         "digits)", f), nz_seed_repo_free (r), NULL);
+        return (invalid (error,
+                         "%s.commit: must be a full lowercase commit id (40 or 64 hex "
+                         "digits)",
+                         f),
+                nz_seed_repo_free (r), NULL);
       r->commit = g_strdup (s);
     }
   if (json_object_has_member (o, "depth"))
     {
       if (!nz_json_get_number (o, "depth", &depth) || depth < 1 || depth > G_MAXINT32
           || depth != (double)(gint64)depth)
-        return (invalid (error, "%s.depth: must be a positive integer", f),
-                nz_seed_repo_free (r), NULL);
+        return (invalid (error, "%s.depth: must be a positive integer", f), nz_seed_repo_free (r),
+                NULL);
       /* A pinned commit needs the full history to be checked out and checked. */
       if (r->commit != NULL)
-        return (invalid (error, "%s.depth: cannot be given beside commit, which clones the "
-                         "full history", f), nz_seed_repo_free (r), NULL);
+        return (invalid (error,
+                         "%s.depth: cannot be given beside commit, which clones the "
+                         "full history",
+                         f),
+                nz_seed_repo_free (r), NULL);
       r->depth = (gint64)depth;
     }
   return r;
@@ -315,7 +332,8 @@ nz_seed_parse (const char *data, gssize len, GError **error)
   name = nz_json_get_string (root, "name");
   if (name == NULL || !is_dns_label (name))
     return (invalid (error, "name: must be a DNS-1123 label (lowercase letters, digits and "
-                     "'-', at most 63)"), NULL);
+                            "'-', at most 63)"),
+            NULL);
   seed->name = g_strdup (name);
   seed->repos = g_ptr_array_new_with_free_func ((GDestroyNotify)nz_seed_repo_free);
   repos = nz_json_get_array (root, "repositories");
@@ -332,12 +350,17 @@ nz_seed_parse (const char *data, gssize len, GError **error)
           NzSeedRepo *o = seed->repos->pdata[j];
 
           if (strcmp (o->name, r->name) == 0)
-            return (invalid (error, "repositories[%u].name: '%s' is already used by "
-                             "repositories[%u]", i, r->name, j), nz_seed_repo_free (r), NULL);
+            return (invalid (error,
+                             "repositories[%u].name: '%s' is already used by "
+                             "repositories[%u]",
+                             i, r->name, j),
+                    nz_seed_repo_free (r), NULL);
           /* One checkout inside another would be checked and cloned through each other. */
           if (is_nested (o->dir, r->dir) || is_nested (r->dir, o->dir))
-            return (invalid (error, "repositories[%u].dir: '%s' overlaps '%s' of "
-                             "repositories[%u]", i, r->dir, o->dir, j),
+            return (invalid (error,
+                             "repositories[%u].dir: '%s' overlaps '%s' of "
+                             "repositories[%u]",
+                             i, r->dir, o->dir, j),
                     nz_seed_repo_free (r), NULL);
         }
       g_ptr_array_add (seed->repos, r);
@@ -359,13 +382,27 @@ append_js_string (GString *out, const char *s)
     {
       switch (*p)
         {
-        case '"': g_string_append (out, "\\\""); break;
-        case '\\': g_string_append (out, "\\\\"); break;
-        case '\b': g_string_append (out, "\\b"); break;
-        case '\f': g_string_append (out, "\\f"); break;
-        case '\n': g_string_append (out, "\\n"); break;
-        case '\r': g_string_append (out, "\\r"); break;
-        case '\t': g_string_append (out, "\\t"); break;
+        case '"':
+          g_string_append (out, "\\\"");
+          break;
+        case '\\':
+          g_string_append (out, "\\\\");
+          break;
+        case '\b':
+          g_string_append (out, "\\b");
+          break;
+        case '\f':
+          g_string_append (out, "\\f");
+          break;
+        case '\n':
+          g_string_append (out, "\\n");
+          break;
+        case '\r':
+          g_string_append (out, "\\r");
+          break;
+        case '\t':
+          g_string_append (out, "\\t");
+          break;
         default:
           if (*p < 0x20)
             g_string_append_printf (out, "\\u%04x", *p);
@@ -443,8 +480,7 @@ normalise_slashes (const char *path)
 }
 
 gboolean
-nz_seed_check_root_layout (const char *root, const char *backend, JsonArray *mounts,
-                           GError **error)
+nz_seed_check_root_layout (const char *root, const char *backend, JsonArray *mounts, GError **error)
 {
   g_autofree char *r = NULL;
   g_autofree char *outputs = NULL;
@@ -469,7 +505,9 @@ nz_seed_check_root_layout (const char *root, const char *backend, JsonArray *mou
   /* The outputs bind is the worker's workspace and what the host collects as the task's
    * result: a seed there would be shipped back as output and die with the task. */
   if (is_nested (outputs, r))
-    return invalid (error, "root %s is on the docker outputs bind (%s); put the seed on "
-                    "layout.scratch instead", root, outputs);
+    return invalid (error,
+                    "root %s is on the docker outputs bind (%s); put the seed on "
+                    "layout.scratch instead",
+                    root, outputs);
   return TRUE;
 }

@@ -89,9 +89,9 @@ typedef void (*NzSeedProgressFunc) (const char *message, gpointer user_data);
 
 typedef struct
 {
-  const char *root;        /* required; checked with nz_seed_check_root() */
-  gint64 timeout_ms;       /* per exec; 0 = the transport's default */
-  gboolean report_drift;   /* onDrift 'report': report drift instead of refusing */
+  const char *root;      /* required; checked with nz_seed_check_root() */
+  gint64 timeout_ms;     /* per exec; 0 = the transport's default */
+  gboolean report_drift; /* onDrift 'report': report drift instead of refusing */
   NzSeedProgressFunc progress;
   gpointer progress_data;
 } NzSeedOptions;

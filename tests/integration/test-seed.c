@@ -25,8 +25,8 @@ static char *state;
 static char *up;
 static char *sandbox;
 
-static int run_tool (const char *stdin_text, char **out, char **err, const char *tool, ...)
-  G_GNUC_NULL_TERMINATED;
+static int run_tool (const char *stdin_text, char **out, char **err, const char *tool,
+                     ...) G_GNUC_NULL_TERMINATED;
 
 /* Runs a built tool with stdin, stdout and stderr on files, and returns its exit status (128+N
  * for a signal). @args is NULL-terminated. */
@@ -81,8 +81,7 @@ run_tool (const char *stdin_text, char **out, char **err, const char *tool, ...)
 }
 
 /* `sh -c SCRIPT sh ARGS...` on the host, asserting success; returns stdout, trimmed. */
-static char *
-host_sh (const char *script, ...) G_GNUC_NULL_TERMINATED;
+static char *host_sh (const char *script, ...) G_GNUC_NULL_TERMINATED;
 
 static char *
 host_sh (const char *script, ...)
@@ -104,8 +103,8 @@ host_sh (const char *script, ...)
     g_ptr_array_add (argv, (gpointer)a);
   va_end (ap);
   g_ptr_array_add (argv, NULL);
-  ck_assert (g_spawn_sync (tmp, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
-                           &out, &err, &status, &error));
+  ck_assert (g_spawn_sync (tmp, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out,
+                           &err, &status, &error));
   ck_assert_msg (g_spawn_check_wait_status (status, NULL), "host script failed: %s\n%s", script,
                  err);
   return g_strstrip (out);
@@ -116,8 +115,8 @@ static int
 sh_in (const char *script, char **out)
 {
   g_autofree char *err = NULL;
-  int rc = run_tool (NULL, out, &err, "namzu-exec", "--sandbox", sandbox, "--", "sh", "-c",
-                     script, NULL);
+  int rc = run_tool (NULL, out, &err, "namzu-exec", "--sandbox", sandbox, "--", "sh", "-c", script,
+                     NULL);
 
   ck_assert_msg (rc != 125, "namzu-exec failed: %s", err);
   return rc;
@@ -151,7 +150,8 @@ make_repo (const char *name, int n)
                   "while [ $i -lt $2 ]; do i=$((i+1)); echo \"$1 $i\" > \"$w/file\";\n"
                   "  git -C \"$w\" add file; git -C \"$w\" commit -q -m \"c$i\"; done\n"
                   "git clone -q --bare \"$w\" \"$3/$1.git\"\n"
-                  "git -C \"$w\" rev-parse HEAD", name, count, up, NULL);
+                  "git -C \"$w\" rev-parse HEAD",
+                  name, count, up, NULL);
 }
 
 /* Replaces <up>/<name>.git's main with an unrelated history (a force-push); returns its tip. */
@@ -162,7 +162,8 @@ force_push_new_history (const char *name)
                   "echo rewritten > \"$w/file\"; git -C \"$w\" add file\n"
                   "git -C \"$w\" commit -q -m rewritten\n"
                   "git -C \"$w\" push -q -f \"$2/$1.git\" rewritten:main\n"
-                  "git -C \"$w\" rev-parse HEAD", name, up, NULL);
+                  "git -C \"$w\" rev-parse HEAD",
+                  name, up, NULL);
 }
 
 static void
@@ -230,11 +231,10 @@ seed (const char *json, JsonObject **doc, char **err, const char *extra)
   int rc;
 
   if (extra != NULL)
-    rc = run_tool (NULL, &out, err, "namzu-seed", "--sandbox", sandbox, "--root", ROOT, extra,
-                   path, NULL);
-  else
-    rc = run_tool (NULL, &out, err, "namzu-seed", "--sandbox", sandbox, "--root", ROOT, path,
+    rc = run_tool (NULL, &out, err, "namzu-seed", "--sandbox", sandbox, "--root", ROOT, extra, path,
                    NULL);
+  else
+    rc = run_tool (NULL, &out, err, "namzu-seed", "--sandbox", sandbox, "--root", ROOT, path, NULL);
   *doc = nz_json_parse_object (out, -1, NULL);
   ck_assert_msg (*doc != NULL, "stdout is not one JSON object: '%s'", out);
   ck_assert_msg (strchr (out, '\n') == out + strlen (out) - 1, "not one line: '%s'", out);
@@ -257,8 +257,10 @@ assert_repo (JsonObject *doc, guint i, const char *name, const char *status, con
   JsonObject *r = repo_report (doc, i);
 
   ck_assert_str_eq (nz_json_get_string (r, "name"), name);
-  ck_assert_msg (g_strcmp0 (nz_json_get_string (r, "status"), status) == 0, "%s: status %s, "
-                 "wanted %s", name, nz_json_get_string (r, "status"), status);
+  ck_assert_msg (g_strcmp0 (nz_json_get_string (r, "status"), status) == 0,
+                 "%s: status %s, "
+                 "wanted %s",
+                 name, nz_json_get_string (r, "status"), status);
   if (commit != NULL)
     ck_assert_str_eq (nz_json_get_string (r, "commit"), commit);
 }
@@ -325,8 +327,7 @@ START_TEST (test_clone_then_present)
 
   /* Second call, seed on stdin: checks only. Nothing in the checkouts is written. */
   sh_in_ok ("touch /tmp/stamp");
-  rc = run_tool (two, &out, &err2, "namzu-seed", "--sandbox", sandbox, "--root", ROOT, "-",
-                 NULL);
+  rc = run_tool (two, &out, &err2, "namzu-seed", "--sandbox", sandbox, "--root", ROOT, "-", NULL);
   ck_assert_msg (rc == 0, "exit %d: %s", rc, err2);
   doc2 = nz_json_parse_object (out, -1, NULL);
   ck_assert (doc2 != NULL);
@@ -356,11 +357,13 @@ START_TEST (test_pinned_commit)
   g_autofree char *head = make_repo ("r", 3);
   g_autofree char *first = host_sh ("git -C work-r rev-list --max-parents=0 HEAD", NULL);
   g_autofree char *doc_json = g_strdup_printf (
-    "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\","
-    "\"commit\":\"%s\"}]}", first);
+      "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\","
+      "\"commit\":\"%s\"}]}",
+      first);
   g_autofree char *moved_json = g_strdup_printf (
-    "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\","
-    "\"commit\":\"%s\"}]}", head);
+      "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\","
+      "\"commit\":\"%s\"}]}",
+      head);
   g_autofree char *err = NULL, *err2 = NULL, *err3 = NULL, *in = NULL;
   g_autoptr (JsonObject) doc = NULL;
   g_autoptr (JsonObject) doc2 = NULL;
@@ -379,8 +382,8 @@ START_TEST (test_pinned_commit)
   rc = seed (moved_json, &doc3, &err3, NULL);
   ck_assert_int_eq (rc, 3);
   ck_assert_str_eq (error_code (doc3), "drift");
-  ck_assert_msg (strstr (error_message (doc3), "r is not checked out at its pinned commit")
-                 != NULL, "%s", error_message (doc3));
+  ck_assert_msg (strstr (error_message (doc3), "r is not checked out at its pinned commit") != NULL,
+                 "%s", error_message (doc3));
   assert_repo (doc3, 0, "r", "drifted", first);
 }
 END_TEST
@@ -428,7 +431,8 @@ START_TEST (test_moved_ref_is_drift)
   ck_assert_msg (rc == 3, "exit %d: %s", rc, e3);
   ck_assert_str_eq (error_code (d3), "drift");
   ck_assert_msg (g_str_has_prefix (error_message (d3), "sandbox seed: r no longer contains its "
-                                   "pinned or recorded commit"), "%s", error_message (d3));
+                                                       "pinned or recorded commit"),
+                 "%s", error_message (d3));
   ck_assert (strstr (error_message (d3), "Nothing was changed") != NULL);
   ck_assert (strstr (e3, "Nothing was changed") != NULL);
   assert_repo (d3, 0, "r", "drifted", moved);
@@ -479,13 +483,14 @@ START_TEST (test_origin_and_occupied_drift)
 
   rc = seed (r_only, &d1, &e1, NULL);
   ck_assert_msg (rc == 0, "exit %d: %s", rc, e1);
-  sh_in_ok ("git -C " ROOT "/r remote set-url origin " URL_BASE "elsewhere.git && mkdir "
-            ROOT "/plain && echo mine > " ROOT "/plain/file");
+  sh_in_ok ("git -C " ROOT "/r remote set-url origin " URL_BASE "elsewhere.git && mkdir " ROOT
+            "/plain && echo mine > " ROOT "/plain/file");
   rc = seed (doc, &d2, &e2, NULL);
   ck_assert_msg (rc == 3, "exit %d: %s", rc, e2);
   ck_assert_msg (strstr (error_message (d2), "r has a different origin URL; plain is a "
-                         "directory that is not a git repository") != NULL, "%s",
-                 error_message (d2));
+                                             "directory that is not a git repository")
+                     != NULL,
+                 "%s", error_message (d2));
   assert_repo (d2, 0, "r", "drifted", head);
   assert_repo (d2, 1, "plain", "drifted", NULL);
   kept = sh_in_out ("cat " ROOT "/plain/file");
@@ -556,7 +561,8 @@ START_TEST (test_killed_clone)
 
   sh_in_ok ("git config --global --unset uploadpack.packObjectsHook");
   rc = seed ("{\"name\":\"s\",\"repositories\":["
-             "{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"}]}", &again, &err, NULL);
+             "{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"}]}",
+             &again, &err, NULL);
   ck_assert_msg (rc == 0, "exit %d: %s", rc, err);
   assert_repo (again, 0, "r", "cloned", head);
   in = sh_in_out ("git -C " ROOT "/r rev-parse HEAD && git -C " ROOT "/r status --porcelain");
@@ -628,8 +634,8 @@ START_TEST (test_stale_partial_swept)
             "touch -d '59 minutes ago' " ROOT "/r.namzu-partial-ba5eba11f00d");
   rc = seed ("{\"name\":\"s\",\"repositories\":["
              "{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"},"
-             "{\"name\":\"x\",\"url\":\"" URL_BASE "r.git\",\"dir\":\"sub/x\"}]}", &doc, &err,
-             NULL);
+             "{\"name\":\"x\",\"url\":\"" URL_BASE "r.git\",\"dir\":\"sub/x\"}]}",
+             &doc, &err, NULL);
   ck_assert_msg (rc == 0, "exit %d: %s", rc, err);
   assert_repo (doc, 0, "r", "cloned", head);
   assert_repo (doc, 1, "x", "cloned", head);
@@ -652,16 +658,16 @@ START_TEST (test_refusals)
     "{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\",\"dir\":\"../escape\"}",
     "{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\",\"ref\":\"--upload-pack=x\"}",
   };
-  static const char *const bad_roots[] = { "relative/dir", "/home/namzu/../etc",
-                                           "/home/namzu/a b" };
-  const char *good = "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"" URL_BASE
-                     "r.git\"}]}";
+  static const char *const bad_roots[]
+      = { "relative/dir", "/home/namzu/../etc", "/home/namzu/a b" };
+  const char *good
+      = "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"}]}";
   g_autofree char *good_path = seed_file (good);
 
   for (gsize i = 0; i < G_N_ELEMENTS (bad_repos); i++)
     {
-      g_autofree char *json = g_strdup_printf ("{\"name\":\"s\",\"repositories\":[%s]}",
-                                               bad_repos[i]);
+      g_autofree char *json
+          = g_strdup_printf ("{\"name\":\"s\",\"repositories\":[%s]}", bad_repos[i]);
       g_autofree char *err = NULL;
       g_autoptr (JsonObject) doc = NULL;
       int rc = seed (json, &doc, &err, NULL);
@@ -694,15 +700,15 @@ START_TEST (test_refusals)
     int rc = run_tool (good, &out, &err, "namzu-seed", "--root", ROOT, "-", NULL);
 
     ck_assert_int_eq (rc, 2);
-    ck_assert_msg (strstr (err, "NAMZU_SANDBOX") != NULL || strstr (err, "--sandbox") != NULL,
-                   "%s", err);
+    ck_assert_msg (strstr (err, "NAMZU_SANDBOX") != NULL || strstr (err, "--sandbox") != NULL, "%s",
+                   err);
   }
   /* Usage: no root, no seed. */
   {
     g_autofree char *err = NULL;
 
-    ck_assert_int_eq (run_tool (NULL, NULL, &err, "namzu-seed", "--sandbox", sandbox, good_path,
-                                NULL), 2);
+    ck_assert_int_eq (
+        run_tool (NULL, NULL, &err, "namzu-seed", "--sandbox", sandbox, good_path, NULL), 2);
     ck_assert (strstr (err, "--root") != NULL);
     ck_assert_int_eq (run_tool (NULL, NULL, NULL, "namzu-seed", "--root", ROOT, NULL), 2);
   }
@@ -710,15 +716,17 @@ START_TEST (test_refusals)
   {
     g_autofree char *out = NULL, *err = NULL;
     g_autoptr (JsonObject) doc = NULL;
-    int rc = run_tool (NULL, &out, &err, "namzu-seed", "--sandbox", sandbox, "--root",
-                       "/usr/seeds", good_path, NULL);
+    int rc = run_tool (NULL, &out, &err, "namzu-seed", "--sandbox", sandbox, "--root", "/usr/seeds",
+                       good_path, NULL);
 
     ck_assert_int_eq (rc, 1);
     doc = nz_json_parse_object (out, -1, NULL);
     ck_assert (doc != NULL);
     ck_assert_str_eq (error_code (doc), "invalid");
     ck_assert_msg (strstr (error_message (doc), "root /usr/seeds is not writable in the "
-                           "sandbox") != NULL, "%s", error_message (doc));
+                                                "sandbox")
+                       != NULL,
+                   "%s", error_message (doc));
   }
 }
 END_TEST

@@ -39,13 +39,12 @@ assert_url_refused (const char *url, const char *needle)
 
 START_TEST (test_parse_full)
 {
-  const char *doc =
-    "{\"name\":\"app\",\"unknown\":1,\"repositories\":["
-    "{\"name\":\"api\",\"url\":\"https://git.example/api.git\",\"dir\":\"src/api\","
-    "\"ref\":\"release/1.x\",\"depth\":5},"
-    "{\"name\":\"lib\",\"url\":\"http://git.example/lib\","
-    "\"commit\":\"0123456789abcdef0123456789abcdef01234567\"},"
-    "{\"url\":\"https://git.example/tools.git\",\"path\":\"vendor/tools\"}]}";
+  const char *doc = "{\"name\":\"app\",\"unknown\":1,\"repositories\":["
+                    "{\"name\":\"api\",\"url\":\"https://git.example/api.git\",\"dir\":\"src/api\","
+                    "\"ref\":\"release/1.x\",\"depth\":5},"
+                    "{\"name\":\"lib\",\"url\":\"http://git.example/lib\","
+                    "\"commit\":\"0123456789abcdef0123456789abcdef01234567\"},"
+                    "{\"url\":\"https://git.example/tools.git\",\"path\":\"vendor/tools\"}]}";
   g_autoptr (GError) error = NULL;
   g_autoptr (NzSeed) seed = nz_seed_parse (doc, -1, &error);
   NzSeedRepo *r;
@@ -146,23 +145,23 @@ START_TEST (test_field_refusals)
   g_autofree char *r3 = g_strdup_printf ("\"name\":\"r\",%s,\"ref\":\"a;touch\"", u);
   g_autofree char *c1 = g_strdup_printf ("\"name\":\"r\",%s,\"commit\":\"abc\"", u);
   g_autofree char *c2 = g_strdup_printf (
-    "\"name\":\"r\",%s,\"commit\":\"0123456789ABCDEF0123456789abcdef01234567\"", u);
+      "\"name\":\"r\",%s,\"commit\":\"0123456789ABCDEF0123456789abcdef01234567\"", u);
   g_autofree char *p0 = g_strdup_printf ("\"name\":\"r\",%s,\"depth\":0", u);
   g_autofree char *p1 = g_strdup_printf ("\"name\":\"r\",%s,\"depth\":1.5", u);
   g_autofree char *p2 = g_strdup_printf ("\"name\":\"r\",%s,\"depth\":\"1\"", u);
   g_autofree char *p3 = g_strdup_printf (
-    "\"name\":\"r\",%s,\"depth\":1,\"commit\":\"0123456789abcdef0123456789abcdef01234567\"", u);
+      "\"name\":\"r\",%s,\"depth\":1,\"commit\":\"0123456789abcdef0123456789abcdef01234567\"", u);
   g_autofree char *n1 = g_strdup_printf ("\"name\":\"Bad\",%s", u);
   g_autofree char *n2 = g_strdup_printf ("%s,\"dir\":\"a/Not_A_Label\"", u);
   g_autofree char *doc = NULL;
 
-#define REFUSED(members, needle)                                                              \
-  do                                                                                          \
-    {                                                                                         \
-      g_free (doc);                                                                           \
-      doc = seed_with (members);                                                              \
-      assert_refused (doc, needle);                                                           \
-    }                                                                                         \
+#define REFUSED(members, needle)                                                                   \
+  do                                                                                               \
+    {                                                                                              \
+      g_free (doc);                                                                                \
+      doc = seed_with (members);                                                                   \
+      assert_refused (doc, needle);                                                                \
+    }                                                                                              \
   while (0)
   REFUSED (d1, "repositories[0].dir");
   REFUSED (d2, "relative path");
@@ -196,9 +195,9 @@ static void
 assert_pair_refused (const char *dir_a, const char *dir_b, const char *needle)
 {
   g_autofree char *doc = g_strdup_printf (
-    "{\"name\":\"s\",\"repositories\":[{\"name\":\"a\",\"url\":\"https://h.example/a\","
-    "\"dir\":\"%s\"},{\"name\":\"b\",\"url\":\"https://h.example/b\",\"dir\":\"%s\"}]}",
-    dir_a, dir_b);
+      "{\"name\":\"s\",\"repositories\":[{\"name\":\"a\",\"url\":\"https://h.example/a\","
+      "\"dir\":\"%s\"},{\"name\":\"b\",\"url\":\"https://h.example/b\",\"dir\":\"%s\"}]}",
+      dir_a, dir_b);
 
   assert_refused (doc, needle);
 }
@@ -214,7 +213,7 @@ START_TEST (test_reserved_and_nested_dirs)
   assert_url_refused ("https://h.example/a\",\"dir\":\".namzu/app", ".namzu is reserved");
   assert_url_refused ("https://h.example/a\",\"dir\":\".namzu", ".namzu is reserved");
   assert_url_refused ("https://h.example/a\",\"dir\":\"app.namzu-partial-x", "reserved for "
-                      "clones in progress");
+                                                                             "clones in progress");
   assert_url_refused ("https://h.example/a\",\"dir\":\"x/app.namzu-partial-0a0a0a0a0a0a",
                       "reserved for clones in progress");
   assert_refused ("{\"name\":\"s\",\"repositories\":[{\"name\":\"a\",\"url\":\"https://h/a\"},"
@@ -224,7 +223,8 @@ START_TEST (test_reserved_and_nested_dirs)
   ok = nz_seed_parse ("{\"name\":\"s\",\"repositories\":[{\"name\":\"a\",\"url\":\"https://h/a\","
                       "\"dir\":\"vendor\"},{\"name\":\"b\",\"url\":\"https://h/b\",\"dir\":"
                       "\"vendor-lib\"},{\"name\":\"c\",\"url\":\"https://h/c\",\"dir\":"
-                      "\"vendor.d/x\"}]}", -1, &error);
+                      "\"vendor.d/x\"}]}",
+                      -1, &error);
   ck_assert_msg (ok != NULL, "%s", error ? error->message : "");
 }
 END_TEST
@@ -232,17 +232,20 @@ END_TEST
 START_TEST (test_digest)
 {
   g_autoptr (NzSeed) a = nz_seed_parse (
-    "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"https://h.example/r.git\"},"
-    "{\"name\":\"x\",\"url\":\"http://h.example/x\",\"ref\":\"main\",\"dir\":\"sub/x\","
-    "\"depth\":3}]}", -1, NULL);
+      "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"https://h.example/r.git\"},"
+      "{\"name\":\"x\",\"url\":\"http://h.example/x\",\"ref\":\"main\",\"dir\":\"sub/x\","
+      "\"depth\":3}]}",
+      -1, NULL);
   g_autoptr (NzSeed) b = nz_seed_parse (
-    "{\"repositories\":[{\"url\":\"https://h.example/r.git\",\"name\":\"r\"},"
-    "{\"depth\":3,\"dir\":\"sub/x\",\"ref\":\"main\",\"url\":\"http://h.example/x\","
-    "\"name\":\"x\"}],\"name\":\"s\"}", -1, NULL);
+      "{\"repositories\":[{\"url\":\"https://h.example/r.git\",\"name\":\"r\"},"
+      "{\"depth\":3,\"dir\":\"sub/x\",\"ref\":\"main\",\"url\":\"http://h.example/x\","
+      "\"name\":\"x\"}],\"name\":\"s\"}",
+      -1, NULL);
   g_autoptr (NzSeed) c = nz_seed_parse (
-    "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"https://h.example/r.git\"},"
-    "{\"name\":\"x\",\"url\":\"http://h.example/x\",\"ref\":\"main\",\"dir\":\"sub/x\","
-    "\"depth\":4}]}", -1, NULL);
+      "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"https://h.example/r.git\"},"
+      "{\"name\":\"x\",\"url\":\"http://h.example/x\",\"ref\":\"main\",\"dir\":\"sub/x\","
+      "\"depth\":4}]}",
+      -1, NULL);
   g_autofree char *da = NULL, *db = NULL, *dc = NULL;
 
   ck_assert (a != NULL && b != NULL && c != NULL);
@@ -260,8 +263,7 @@ END_TEST
 
 START_TEST (test_root)
 {
-  static const char *const bad[] = { "relative", "", "/a/../b", "/a/..", "/a b", "/a\tb",
-                                     "/a\nb" };
+  static const char *const bad[] = { "relative", "", "/a/../b", "/a/..", "/a b", "/a\tb", "/a\nb" };
   g_autoptr (GError) error = NULL;
 
   for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
@@ -302,9 +304,9 @@ START_TEST (test_root_on_docker_outputs)
 {
   g_autoptr (JsonArray) def = mounts ("/mnt/user-data/outputs");
   g_autoptr (JsonArray) custom = mounts ("/data/out/");
-  static const char *const on_outputs[] = { "/mnt/user-data/outputs", "/mnt/user-data/outputs/",
-                                            "/mnt/user-data/outputs/seed",
-                                            "//mnt//user-data/outputs/a/b" };
+  static const char *const on_outputs[]
+      = { "/mnt/user-data/outputs", "/mnt/user-data/outputs/", "/mnt/user-data/outputs/seed",
+          "//mnt//user-data/outputs/a/b" };
   g_autoptr (GError) error = NULL;
 
   for (gsize i = 0; i < G_N_ELEMENTS (on_outputs); i++)
@@ -313,8 +315,7 @@ START_TEST (test_root_on_docker_outputs)
       ck_assert_msg (!nz_seed_check_root_layout (on_outputs[i], "container:docker", def, &error),
                      "accepted %s", on_outputs[i]);
       ck_assert (g_error_matches (error, NZ_SEED_ERROR, NZ_SEED_ERROR_INVALID));
-      ck_assert_msg (strstr (error->message, "docker outputs bind") != NULL, "%s",
-                     error->message);
+      ck_assert_msg (strstr (error->message, "docker outputs bind") != NULL, "%s", error->message);
       g_clear_error (&error);
       ck_assert (!nz_seed_check_root_layout (on_outputs[i], "container:runsc", def, &error));
       /* A handle without a recorded layout has outputs at the spec default. */
@@ -323,12 +324,11 @@ START_TEST (test_root_on_docker_outputs)
     }
   g_clear_error (&error);
   ck_assert (!nz_seed_check_root_layout ("/data/out/repos", "container:docker", custom, &error));
-  ck_assert (nz_seed_check_root_layout ("/mnt/user-data/outputs", "container:docker", custom,
-                                        NULL));
-  ck_assert (nz_seed_check_root_layout ("/mnt/user-data/scratch/seed", "container:docker", def,
-                                        NULL));
-  ck_assert (nz_seed_check_root_layout ("/mnt/user-data/outputs-x", "container:docker", def,
-                                        NULL));
+  ck_assert (
+      nz_seed_check_root_layout ("/mnt/user-data/outputs", "container:docker", custom, NULL));
+  ck_assert (
+      nz_seed_check_root_layout ("/mnt/user-data/scratch/seed", "container:docker", def, NULL));
+  ck_assert (nz_seed_check_root_layout ("/mnt/user-data/outputs-x", "container:docker", def, NULL));
   ck_assert (nz_seed_check_root_layout ("/mnt/user-data", "container:docker", def, NULL));
   /* Only docker's outputs is the collected result; bwrap's is the host's own directory. */
   ck_assert (nz_seed_check_root_layout ("/mnt/user-data/outputs", "container:bwrap", def, NULL));
@@ -347,8 +347,8 @@ START_TEST (test_error_code_names)
   ck_assert_str_eq (nz_seed_error_code_name (t), "tool-missing");
   ck_assert (nz_seed_error_code_name (o) == NULL);
   ck_assert (nz_seed_is_commit_id ("0123456789abcdef0123456789abcdef01234567"));
-  ck_assert (nz_seed_is_commit_id (
-    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
+  ck_assert (
+      nz_seed_is_commit_id ("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
   ck_assert (!nz_seed_is_commit_id ("0123456789abcdef0123456789abcdef0123456"));
   ck_assert (!nz_seed_is_commit_id ("-123456789abcdef0123456789abcdef01234567"));
   ck_assert (!nz_seed_is_commit_id (NULL));

@@ -23,35 +23,35 @@ static char *opt_sandbox, *opt_root, *opt_on_drift;
 static gint64 opt_timeout_ms;
 static char **opt_rest;
 
-static const GOptionEntry entries[] = {
-  { "sandbox", 's', 0, G_OPTION_ARG_STRING, &opt_sandbox,
-    "Sandbox to seed (default: $NAMZU_SANDBOX, else the JSON handle on stdin)", "ID" },
-  { "root", 'r', 0, G_OPTION_ARG_STRING, &opt_root,
-    "Absolute directory in the sandbox the repositories go under (required)", "DIR" },
-  { "timeout", 't', 0, G_OPTION_ARG_INT64, &opt_timeout_ms,
-    "Bound each step (a clone is one) at MS milliseconds (default: the agent's, 5 minutes)",
-    "MS" },
-  { "on-drift", 0, 0, G_OPTION_ARG_STRING, &opt_on_drift,
-    "refuse (default): change nothing when any repository drifted; report: clone what is "
-    "missing and report the drift (still exit 3)", "refuse|report" },
-  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_rest, NULL, NULL },
-  { NULL }
-};
+static const GOptionEntry entries[]
+    = { { "sandbox", 's', 0, G_OPTION_ARG_STRING, &opt_sandbox,
+          "Sandbox to seed (default: $NAMZU_SANDBOX, else the JSON handle on stdin)", "ID" },
+        { "root", 'r', 0, G_OPTION_ARG_STRING, &opt_root,
+          "Absolute directory in the sandbox the repositories go under (required)", "DIR" },
+        { "timeout", 't', 0, G_OPTION_ARG_INT64, &opt_timeout_ms,
+          "Bound each step (a clone is one) at MS milliseconds (default: the agent's, 5 minutes)",
+          "MS" },
+        { "on-drift", 0, 0, G_OPTION_ARG_STRING, &opt_on_drift,
+          "refuse (default): change nothing when any repository drifted; report: clone what is "
+          "missing and report the drift (still exit 3)",
+          "refuse|report" },
+        { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_rest, NULL, NULL },
+        { NULL } };
 
-static const char description[] =
-  "SEED is a JSON file, or - for stdin (the sandbox then comes from --sandbox or\n"
-  "$NAMZU_SANDBOX):\n"
-  "  {\"name\":\"app\",\"repositories\":[{\"name\":\"api\",\"url\":\"https://host/api.git\",\n"
-  "    \"dir\":\"src/api\",\"ref\":\"main\",\"commit\":\"<sha>\",\"depth\":1}]}\n"
-  "Each call checks every repository (origin URL, and that its pinned or recorded commit is\n"
-  "in HEAD's history) and refuses drift before touching anything; missing repositories are\n"
-  "cloned beside their place and renamed into it. URLs must be https:// or http:// without\n"
-  "credentials. Prints {seed, digest, root, repositories:[{name, dir, status, commit}]},\n"
-  "status present|cloned|drifted|missing. See docs/seed.md.\n"
-  "\n"
-  "Exit status: 0 every repository is present; 1 failure (clone, missing tool, sandbox\n"
-  "unreachable); 2 usage or an invalid seed or root; 3 drift; 128+N when signal N\n"
-  "cancelled the step in flight.";
+static const char description[]
+    = "SEED is a JSON file, or - for stdin (the sandbox then comes from --sandbox or\n"
+      "$NAMZU_SANDBOX):\n"
+      "  {\"name\":\"app\",\"repositories\":[{\"name\":\"api\",\"url\":\"https://host/api.git\",\n"
+      "    \"dir\":\"src/api\",\"ref\":\"main\",\"commit\":\"<sha>\",\"depth\":1}]}\n"
+      "Each call checks every repository (origin URL, and that its pinned or recorded commit is\n"
+      "in HEAD's history) and refuses drift before touching anything; missing repositories are\n"
+      "cloned beside their place and renamed into it. URLs must be https:// or http:// without\n"
+      "credentials. Prints {seed, digest, root, repositories:[{name, dir, status, commit}]},\n"
+      "status present|cloned|drifted|missing. See docs/seed.md.\n"
+      "\n"
+      "Exit status: 0 every repository is present; 1 failure (clone, missing tool, sandbox\n"
+      "unreachable); 2 usage or an invalid seed or root; 3 drift; 128+N when signal N\n"
+      "cancelled the step in flight.";
 
 typedef struct
 {
@@ -152,8 +152,12 @@ read_seed (const char *arg, gsize *len, GError **error)
       if (!g_file_get_contents (arg, &data, len, error))
         return (nz_error_convert (error), NULL);
       if (*len > SEED_LIMIT_BYTES)
-        return (g_free (data), nz_throw (error, NZ_ERROR_INVALID_ARGS, "%s: a seed is at most "
-                                         "%d bytes", arg, SEED_LIMIT_BYTES), NULL);
+        return (g_free (data),
+                nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "%s: a seed is at most "
+                          "%d bytes",
+                          arg, SEED_LIMIT_BYTES),
+                NULL);
       return data;
     }
   while ((n = fread (buf, 1, sizeof buf, stdin)) > 0 && in->len <= SEED_LIMIT_BYTES)
@@ -161,8 +165,8 @@ read_seed (const char *arg, gsize *len, GError **error)
   if (ferror (stdin))
     return (nz_throw_errno_prefix (error, "reading the seed from stdin"), NULL);
   if (in->len > SEED_LIMIT_BYTES)
-    return (nz_throw (error, NZ_ERROR_INVALID_ARGS, "a seed is at most %d bytes",
-                      SEED_LIMIT_BYTES), NULL);
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS, "a seed is at most %d bytes", SEED_LIMIT_BYTES),
+            NULL);
   *len = in->len;
   return g_string_free (g_steal_pointer (&in), FALSE);
 }
@@ -249,8 +253,10 @@ main (int argc, char **argv)
       gboolean drifted = FALSE;
 
       for (guint i = 0; repos != NULL && i < json_array_get_length (repos); i++)
-        drifted |= g_strcmp0 (nz_json_get_string (json_array_get_object_element (repos, i),
-                                                  "status"), "drifted") == 0;
+        drifted
+            |= g_strcmp0 (nz_json_get_string (json_array_get_object_element (repos, i), "status"),
+                          "drifted")
+               == 0;
       nz_cli_print_object (run.report);
       status = drifted ? EXIT_DRIFT : NZ_EXIT_OK;
     }
