@@ -169,6 +169,7 @@ nz_create_options_free (NzCreateOptions *opts)
   g_free (opts->image);
   g_ptr_array_unref (opts->egress_hosts);
   g_free (opts->egress_profile);
+  g_free (opts->egress_credentials);
   g_ptr_array_unref (opts->mounts);
   g_ptr_array_unref (opts->writable_paths);
   g_free (opts);

@@ -47,6 +47,8 @@ typedef struct
   NzNetwork network;
   GPtrArray *egress_hosts;    /* char *, for NZ_NETWORK_ALLOWLIST */
   char *egress_profile;       /* JSON text of an egress profile ({name, hosts}), or NULL */
+  char *egress_credentials;   /* JSON [{host, header, value}] for the egress proxy, or NULL;
+                               * holds secrets: never printed, never on any argv */
   gint64 memory_mb;           /* 0 = unset */
   gint64 max_processes;       /* 0 = unset */
   double cpus;                /* 0 = unset */

@@ -22,10 +22,46 @@
 /* How long a stopping proxy gets after SIGTERM before SIGKILL. */
 #define PROXY_STOP_MS 2000
 
+/* Parses [{host, header, value}]: each a non-empty string. Returns a new array node. */
+static JsonNode *
+parse_credentials (const char *json, GError **error)
+{
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonArray *arr;
+
+  if (!json_parser_load_from_data (parser, json, -1, NULL)
+      || !JSON_NODE_HOLDS_ARRAY (json_parser_get_root (parser)))
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "backend.brokeredCredentials: must be a list of {host, header, value}"),
+            NULL);
+  arr = json_node_get_array (json_parser_get_root (parser));
+  for (guint i = 0; i < json_array_get_length (arr); i++)
+    {
+      JsonNode *e = json_array_get_element (arr, i);
+      const char *fields[] = { "host", "header", "value" };
+
+      for (guint f = 0; f < G_N_ELEMENTS (fields); f++)
+        {
+          const char *s = JSON_NODE_HOLDS_OBJECT (e)
+                              ? nz_json_get_string (json_node_get_object (e), fields[f])
+                              : NULL;
+
+          if (s == NULL || *s == '\0')
+            return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                              "backend.brokeredCredentials[%u].%s: must be a non-empty string", i,
+                              fields[f]),
+                    NULL);
+        }
+    }
+  return json_node_copy (json_parser_get_root (parser));
+}
+
 gboolean
 nz_bwrap_egress_check (const NzCreateOptions *opts, GError **error)
 {
   g_autoptr (NzEgressProfile) profile = NULL;
+  g_autoptr (JsonNode) creds = NULL;
+  g_autoptr (GPtrArray) cred_hosts = g_ptr_array_new ();
 
   for (guint i = 0; i < opts->egress_hosts->len; i++)
     {
@@ -36,10 +72,50 @@ nz_bwrap_egress_check (const NzCreateOptions *opts, GError **error)
       if (h == NULL)
         return FALSE;
     }
-  if (opts->egress_profile == NULL)
+  if (opts->egress_profile != NULL)
+    {
+      profile = nz_egress_profile_parse (opts->egress_profile, -1, "bwrap", error);
+      if (profile == NULL)
+        return FALSE;
+    }
+  if (opts->egress_credentials == NULL)
     return TRUE;
-  profile = nz_egress_profile_parse (opts->egress_profile, -1, "bwrap", error);
-  return profile != NULL;
+  /* A credential is only ever stamped by the proxy; with no allowlist there is none. */
+  if (opts->network != NZ_NETWORK_ALLOWLIST)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "backend.brokeredCredentials: needs an egress allowlist (--egress or "
+                     "--profile); with no egress proxy nothing would carry them");
+  creds = parse_credentials (opts->egress_credentials, error);
+  if (creds == NULL)
+    return FALSE;
+  for (guint i = 0; i < json_array_get_length (json_node_get_array (creds)); i++)
+    {
+      JsonObject *o = json_array_get_object_element (json_node_get_array (creds), i);
+
+      g_ptr_array_add (cred_hosts, (gpointer)nz_json_get_string (o, "host"));
+    }
+  g_ptr_array_add (cred_hosts, NULL);
+  if (profile != NULL)
+    return nz_egress_profile_check_credentials (profile,
+                                                (const char *const *)cred_hosts->pdata, "bwrap",
+                                                error);
+  /* Without a profile the allowlist plays its part: the secret goes nowhere it does not. */
+  for (guint i = 0; cred_hosts->pdata[i] != NULL; i++)
+    {
+      gboolean covered = FALSE;
+
+      for (guint k = 0; k < opts->egress_hosts->len && !covered; k++)
+        covered = nz_allowlist_entry_matches (opts->egress_hosts->pdata[k], cred_hosts->pdata[i]);
+      if (!covered)
+        {
+          g_autofree char *path = g_strdup_printf ("backend.brokeredCredentials[%u].host", i);
+
+          return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY, path,
+                                          "bwrap", "\"%s\" is not on the egress allowlist",
+                                          (const char *)cred_hosts->pdata[i]);
+        }
+    }
+  return TRUE;
 }
 
 char *
@@ -101,7 +177,8 @@ close_fd_setsid (gpointer data)
 
 gboolean
 nz_bwrap_egress_start (NzHandle *h, const char *egress_bin, const char *const *hosts,
-                       const char *profile_json, const char *sock_dir, GError **error)
+                       const char *profile_json, const char *credentials_json,
+                       const char *sock_dir, GError **error)
 {
   g_autofree char *sock = g_build_filename (sock_dir, "egress.sock", NULL);
   g_autofree char *log = g_build_filename (h->dir, "egress.log", NULL);
@@ -128,6 +205,14 @@ nz_bwrap_egress_start (NzHandle *h, const char *egress_bin, const char *const *h
         return FALSE;
     }
   config = nz_proxy_config_build (hosts, profile, NULL, NULL, NZ_EGRESS_PROXY_PORT, &env_name);
+  if (credentials_json != NULL)
+    {
+      JsonNode *creds = parse_credentials (credentials_json, error);
+
+      if (creds == NULL)
+        return FALSE;
+      json_object_set_member (json_node_get_object (config), "credentials", creds);
+    }
   config_text = nz_json_to_string (config, NULL);
   /* The configuration travels in the proxy's environment, never its argv. */
   envp = g_environ_unsetenv (envp, NZ_EGRESS_PROXY_CONFIG_ENV);
@@ -164,6 +249,9 @@ nz_bwrap_egress_start (NzHandle *h, const char *egress_bin, const char *const *h
   json_object_set_array_member (rec, "hosts", list);
   if (profile_json != NULL)
     json_object_set_string_member (rec, "profile", profile_json);
+  /* Kept (in the 0600 private handle, like the token) so a live set can restart the proxy. */
+  if (credentials_json != NULL)
+    json_object_set_string_member (rec, "credentials", credentials_json);
   json_object_set_string_member (rec, "socket", sock);
   json_object_set_int_member (rec, "proxyPid", pid);
   json_object_set_int_member (rec, "proxyStartTime", (gint64)start_time (pid));
@@ -289,6 +377,7 @@ nz_bwrap_egress_set (const char *id, const char *const *hosts, gboolean *changed
   g_autofree char *sock_dir = NULL;
   g_autofree char *bin = NULL;
   g_autofree char *profile_json = NULL;
+  g_autofree char *credentials_json = NULL;
   nz_autofd int lock = -1;
   JsonObject *rec;
 
@@ -345,7 +434,8 @@ nz_bwrap_egress_set (const char *id, const char *const *hosts, gboolean *changed
       || !nz_handle_save (h, error))
     return nz_prefix_error (error, "the old egress proxy of '%s' may still run", id);
   sock_dir = g_build_filename (h->dir, "sock", NULL);
-  if (!nz_bwrap_egress_start (h, bin, hosts, profile_json, sock_dir, error))
+  credentials_json = g_strdup (nz_json_get_string (rec, "credentials"));
+  if (!nz_bwrap_egress_start (h, bin, hosts, profile_json, credentials_json, sock_dir, error))
     return nz_prefix_error (error, "sandbox '%s' now has no egress (the old proxy is stopped; "
                             "the next set starts one)", id);
   return nz_handle_save (h, error);

@@ -19,7 +19,8 @@ G_BEGIN_DECLS
 #define NZ_BWRAP_EGRESS_BOUND_BIN "/opt/namzu/bin/namzu-egress"
 
 /* What needs no I/O: every host matches the allowlist grammar; a profile (JSON text in
- * opts->egress_profile) is valid and agrees with the host list. */
+ * opts->egress_profile) is valid; every brokered credential (opts->egress_credentials) is
+ * well formed and names a host the profile (or, without one, the allowlist) covers. */
 gboolean nz_bwrap_egress_check (const NzCreateOptions *opts, GError **error);
 
 /* $NAMZU_EGRESS_BIN, else next to the running executable, else installed. */
@@ -28,7 +29,8 @@ char *nz_bwrap_egress_find_binary (GError **error);
 /* Starts the host-side proxy for @hosts on <sock_dir>/egress.sock and records it in h->priv
  * ("egress": {hosts, profile?, socket, proxyPid, proxyStartTime}). Does not save the handle. */
 gboolean nz_bwrap_egress_start (NzHandle *h, const char *egress_bin, const char *const *hosts,
-                                const char *profile_json, const char *sock_dir, GError **error);
+                                const char *profile_json, const char *credentials_json,
+                                const char *sock_dir, GError **error);
 
 /* Stops the proxy recorded in h->priv (if it is still the same process) and forgets it. */
 gboolean nz_bwrap_egress_stop (NzHandle *h, GError **error);

@@ -537,7 +537,8 @@ gboolean
 nz_bwrap_check (const NzCreateOptions *opts, GError **error)
 {
   /* An allowlist goes through the host-side egress proxy (nz-bwrap-egress.c). */
-  if (opts->network == NZ_NETWORK_ALLOWLIST && !nz_bwrap_egress_check (opts, error))
+  if ((opts->network == NZ_NETWORK_ALLOWLIST || opts->egress_credentials != NULL)
+      && !nz_bwrap_egress_check (opts, error))
     return FALSE;
   if (opts->image != NULL)
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
@@ -794,7 +795,8 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
       g_ptr_array_set_free_func (hosts, NULL);
       g_ptr_array_add (hosts, NULL);
       if (!nz_bwrap_egress_start (h, egress_bin, (const char *const *)hosts->pdata,
-                                  opts->egress_profile, sock_dir, error)
+                                  opts->egress_profile, opts->egress_credentials, sock_dir,
+                                  error)
           || !nz_handle_save (h, error))
         {
           create_rollback (&st);

@@ -484,7 +484,12 @@ START_TEST (test_bwrap_sandbox)
                        "{\"name\":\"t\",\"hosts\":[{\"host\":\"public.test\",\"ports\":[8443]},"
                        "{\"host\":\"origin.test\"},{\"host\":\"inward.test\"}]}",
                        -1, NULL);
-  ck_assert_int_eq (tool (&out, "namzu-create", "--profile", profile, NULL), 0);
+  /* The brokered secret is handed over in namzu-create's environment, never on argv. */
+  g_setenv ("NZ_TEST_BROKERED", "Bearer brokered-s3cret-bwrap", TRUE);
+  ck_assert_int_eq (tool (&out, "namzu-create", "--profile", profile, "--credential",
+                          "public.test:Authorization:NZ_TEST_BROKERED", NULL),
+                    0);
+  g_unsetenv ("NZ_TEST_BROKERED");
   id = json_id (out);
   ck_assert_msg (strstr (out, "\"network\":\"allowlist\"") != NULL, "%s", out);
   g_clear_pointer (&out, g_free);
@@ -495,7 +500,32 @@ START_TEST (test_bwrap_sandbox)
   g_clear_pointer (&out, g_free);
   ck_assert_int_eq (inside (id, "curl -sSk --max-time 20 https://public.test:8443/b", &out), 0);
   ck_assert_msg (strstr (out, "origin:GET /b") != NULL, "%s", out);
+  /* no credential inside a CONNECT tunnel */
+  ck_assert_msg (strstr (out, "brokered-s3cret") == NULL, "%s", out);
   g_clear_pointer (&out, g_free);
+  /* the brokered header arrives at the origin (over the upgraded, TLS leg)... */
+  ck_assert_int_eq (inside (id, "curl -sS --max-time 20 -H 'Authorization: mine' "
+                                "http://public.test:8443/cred", &out), 0);
+  ck_assert_msg (strstr (out, "Authorization: Bearer brokered-s3cret-bwrap") != NULL, "%s", out);
+  ck_assert_msg (strstr (out, "Authorization: mine") == NULL, "%s", out);
+  g_clear_pointer (&out, g_free);
+  /* ...and is nowhere in the sandbox: not in any environment or command line it can read */
+  ck_assert_int_eq (inside (id, "(env; cat /proc/*/environ /proc/*/cmdline) 2>/dev/null | "
+                                "tr '\\0' '\\n' | grep -c 'brokered-s3[c]ret'; true", &out), 0);
+  ck_assert_str_eq (g_strstrip (out), "0");
+  g_clear_pointer (&out, g_free);
+  {
+    g_autofree char *cmdline_path = g_strdup_printf ("/proc/%ld/cmdline", proxy_pid (id));
+    g_autofree char *cmdline = NULL;
+    gsize len = 0;
+
+    /* nor on the proxy's own command line on the host */
+    ck_assert (g_file_get_contents (cmdline_path, &cmdline, &len, NULL));
+    for (gsize i = 0; i < len; i++)
+      if (cmdline[i] == '\0')
+        cmdline[i] = ' ';
+    ck_assert_msg (strstr (cmdline, "brokered") == NULL, "%s", cmdline);
+  }
   /* refused: a host, a port, a name resolving inward, a private literal */
   inside (id, "curl -sS http://denied.test/", &out);
   ck_assert_msg (strstr (out, "Egress denied: denied.test is not on this sandbox's allowlist.")
@@ -569,6 +599,8 @@ START_TEST (test_bwrap_sandbox)
   g_clear_pointer (&out, g_free);
   ck_assert_int_eq (inside (id, "curl -sS --max-time 20 http://public.test:8443/c", &out), 0);
   ck_assert_msg (strstr (out, "origin:GET /c") != NULL, "%s", out);
+  /* the replacement proxy brokers the same credential */
+  ck_assert_msg (strstr (out, "brokered-s3cret-bwrap") != NULL, "%s", out);
   g_clear_pointer (&out, g_free);
   /* destroy stops the proxy */
   pid1 = proxy_pid (id);
@@ -594,6 +626,16 @@ START_TEST (test_bwrap_refusals)
                           NULL), 1);
   ck_assert_msg (strstr (out, "egress profile: defaultEgress cannot be combined") != NULL, "%s",
                  out);
+  g_clear_pointer (&out, g_free);
+  /* a brokered credential for a host outside the profile */
+  g_setenv ("NZ_TEST_BROKERED", "secret", TRUE);
+  ck_assert_int_eq (tool (&out, "namzu-create", "--profile", profile, "--credential",
+                          "b.example:Authorization:NZ_TEST_BROKERED", NULL),
+                    1);
+  ck_assert_msg (strstr (out, "egress profile: backend.brokeredCredentials[0].host \"b.example\" "
+                              "is outside egress profile \"t\"") != NULL, "%s", out);
+  ck_assert_msg (strstr (out, "conflicting-policy") != NULL || strstr (out, "error") != NULL,
+                 "%s", out);
   g_clear_pointer (&out, g_free);
   g_file_set_contents (profile, "{\"name\":\"t\",\"hosts\":[{\"host\":\"*.example\"}]}", -1, NULL);
   ck_assert_int_eq (tool (&out, "namzu-create", "--profile", profile, NULL), 1);

@@ -17,6 +17,7 @@ static char *opt_backend, *opt_network, *opt_image, *opt_memory, *opt_procs, *op
 static char *opt_outputs, *opt_uploads, *opt_config, *opt_ready;
 static char **opt_egress;
 static char *opt_profile;
+static char **opt_credential;
 
 static const GOptionEntry entries[] = {
   { "backend", 0, 0, G_OPTION_ARG_STRING, &opt_backend,
@@ -27,6 +28,10 @@ static const GOptionEntry entries[] = {
     "Allow egress only to these hosts (comma-separated, repeatable)", "HOST,..." },
   { "profile", 0, 0, G_OPTION_ARG_FILENAME, &opt_profile,
     "Egress profile JSON {name, hosts:[{host, ports?}]} (no hosts = deny-all)", "FILE" },
+  { "credential", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_credential,
+    "Brokered credential: the egress proxy sets HEADER to the value of the environment "
+    "variable VAR on requests to HOST (repeatable; the value never enters the sandbox)",
+    "HOST:HEADER:VAR" },
   { "image", 0, 0, G_OPTION_ARG_STRING, &opt_image, "Image (image-based backends only)", "IMAGE" },
   { "memory-mb", 0, 0, G_OPTION_ARG_STRING, &opt_memory, "Memory limit in MiB", "N" },
   { "max-processes", 0, 0, G_OPTION_ARG_STRING, &opt_procs, "Process/thread limit", "N" },
@@ -144,6 +149,40 @@ apply_profile (NzCreateOptions *opts, GError **error)
   return TRUE;
 }
 
+/* --credential HOST:HEADER:VAR: the value comes from this process's environment, so it is on
+ * no command line; the backend checks the host against the profile or allowlist. */
+static gboolean
+apply_credentials (NzCreateOptions *opts, GError **error)
+{
+  g_autoptr (JsonArray) arr = json_array_new ();
+  g_autoptr (JsonNode) node = json_node_new (JSON_NODE_ARRAY);
+
+  for (char **c = opt_credential; *c != NULL; c++)
+    {
+      g_auto (GStrv) parts = g_strsplit (*c, ":", 3);
+      const char *value;
+      JsonObject *o;
+
+      if (g_strv_length (parts) != 3 || *parts[0] == '\0' || *parts[1] == '\0')
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "--credential must be HOST:HEADER:VAR, got '%s'", *c);
+      value = g_getenv (parts[2]);
+      if (value == NULL || *value == '\0')
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "--credential %s: environment variable %s is not set", parts[0],
+                         parts[2]);
+      o = json_object_new ();
+      json_object_set_string_member (o, "host", parts[0]);
+      json_object_set_string_member (o, "header", parts[1]);
+      json_object_set_string_member (o, "value", value);
+      json_array_add_object_element (arr, o);
+    }
+  json_node_set_array (node, arr);
+  g_free (opts->egress_credentials);
+  opts->egress_credentials = nz_json_to_string (node, NULL);
+  return TRUE;
+}
+
 /* The config first, then the flags over it (DESIGN.md "Configuration"). */
 static gboolean
 build_options (NzCreateOptions *opts, GError **error)
@@ -194,6 +233,8 @@ build_options (NzCreateOptions *opts, GError **error)
       opts->network = NZ_NETWORK_ALLOWLIST;
     }
   if (opt_profile != NULL && !apply_profile (opts, error))
+    return FALSE;
+  if (opt_credential != NULL && !apply_credentials (opts, error))
     return FALSE;
   if (opt_memory != NULL
       && !parse_positive ("--memory-mb", opt_memory, G_GINT64_CONSTANT (1) << 40, &opts->memory_mb,
