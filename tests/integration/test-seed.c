@@ -618,6 +618,25 @@ START_TEST (test_concurrent_calls_one_clone)
 }
 END_TEST
 
+/* Progress lines appear when stderr is a terminal (script(1) gives the tool a pty), and the
+ * JSON document is still the whole of stdout's content. */
+START_TEST (test_progress_on_a_terminal)
+{
+  g_autofree char *head = make_repo ("r", 1);
+  g_autofree char *path = seed_file ("{\"name\":\"s\",\"repositories\":["
+                                     "{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"}]}");
+  g_autofree char *tool = nz_test_tool ("namzu-seed");
+  g_autofree char *seen = host_sh ("script -qec \"$1 --sandbox $2 --root $3 $4\" /dev/null", tool,
+                                   sandbox, ROOT, path, NULL);
+
+  ck_assert_msg (strstr (seen, "namzu-seed: checking 1 repositories under " ROOT) != NULL, "%s",
+                 seen);
+  ck_assert_msg (strstr (seen, "namzu-seed: cloning r from " URL_BASE "r.git") != NULL, "%s", seen);
+  ck_assert (strstr (seen, "\"status\":\"cloned\"") != NULL);
+  ck_assert (strstr (seen, head) != NULL);
+}
+END_TEST
+
 /* What a crashed call leaves behind (a partial that was never renamed) is swept once it is
  * older than 60 minutes; a fresh one (a peer's clone in flight) and anything else stay. */
 START_TEST (test_stale_partial_swept)
@@ -768,6 +787,7 @@ seed_suite (void)
   tcase_add_test (tc, test_origin_and_occupied_drift);
   tcase_add_test (tc, test_killed_clone);
   tcase_add_test (tc, test_concurrent_calls_one_clone);
+  tcase_add_test (tc, test_progress_on_a_terminal);
   tcase_add_test (tc, test_stale_partial_swept);
   tcase_add_test (tc, test_refusals);
   tcase_add_test (tc, test_url_is_data);
