@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nz-bwrap.h"
+#include "nz-docker.h"
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-knobs.h"
@@ -21,6 +22,29 @@ static const NzBackend bwrap_backend = {
   .describe = nz_bwrap_describe,
 };
 
+/* container:runsc is container:docker with `--runtime runsc` (spec A.1). */
+static const NzBackend docker_backend = {
+  .name = "container:docker",
+  .tier = "container",
+  .transport = "worker",
+  .check = nz_docker_check,
+  .create = nz_docker_create,
+  .destroy = nz_docker_destroy,
+  .status = nz_docker_status,
+  .describe = nz_docker_describe,
+};
+
+static const NzBackend runsc_backend = {
+  .name = "container:runsc",
+  .tier = "container",
+  .transport = "worker",
+  .check = nz_docker_check,
+  .create = nz_docker_create,
+  .destroy = nz_docker_destroy,
+  .status = nz_docker_status,
+  .describe = nz_docker_describe,
+};
+
 /* Named now so a config written for them is recognised and refused by name, rather than
  * reported as a typo. NULL = not in this build yet. */
 static const struct
@@ -29,8 +53,8 @@ static const struct
   const NzBackend *impl;
 } backend_table[] = {
   { "container:bwrap", &bwrap_backend },
-  { "container:docker", NULL },
-  { "container:runsc", NULL },
+  { "container:docker", &docker_backend },
+  { "container:runsc", &runsc_backend },
   { "microvm:firecracker", NULL },
   { "microvm:kubernetes", NULL },
   { "container:aci-standby-pool", NULL },
@@ -157,6 +181,7 @@ nz_create_options_new (void)
   opts->writable_paths = g_ptr_array_new_with_free_func (g_free);
   opts->ready_timeout_ms = NZ_READY_TIMEOUT_MS_DEFAULT;
   opts->read_only_rootfs = TRUE;
+  opts->labels = g_ptr_array_new_with_free_func (g_free);
   return opts;
 }
 
@@ -172,6 +197,9 @@ nz_create_options_free (NzCreateOptions *opts)
   g_free (opts->egress_credentials);
   g_ptr_array_unref (opts->mounts);
   g_ptr_array_unref (opts->writable_paths);
+  g_free (opts->docker_network);
+  g_free (opts->host_reachability);
+  g_ptr_array_unref (opts->labels);
   g_free (opts);
 }
 
@@ -613,6 +641,12 @@ parse_backend (ConfigCtx *c, JsonObject *b)
   else
     {
       refuse (c, "backend.tier: must be 'container' or 'microvm'");
+      return;
+    }
+  if (strcmp (c->opts->backend, "container:docker") == 0
+      || strcmp (c->opts->backend, "container:runsc") == 0)
+    {
+      nz_docker_parse_config (c->opts, b, c->reasons);
       return;
     }
   if (strcmp (c->opts->backend, "container:bwrap") != 0)

@@ -57,6 +57,11 @@ typedef struct
   GPtrArray *mounts;          /* NzMount *, layout order */
   GPtrArray *writable_paths;  /* char *, extra writable tmpfs paths */
   gboolean read_only_rootfs;
+  /* container:docker / container:runsc (spec B.1); NULL/0 means the spec's default. */
+  char *docker_network;       /* the sandbox's only docker network ("none") */
+  char *host_reachability;    /* "host-port" (default) or "container-network" */
+  GPtrArray *labels;          /* char *, alternating key and value, in order */
+  guint ready_poll_ms;        /* readyPollIntervalMs (100) */
   /* Set (from a signal handler) to abandon a create in progress: it is rolled back and fails
    * with "interrupted". May be NULL. */
   volatile sig_atomic_t *interrupted;

@@ -18,6 +18,8 @@ static char *opt_outputs, *opt_uploads, *opt_config, *opt_ready;
 static char **opt_egress;
 static char *opt_profile;
 static char **opt_credential;
+static char *opt_docker_network, *opt_reachability;
+static char **opt_labels;
 
 static const GOptionEntry entries[] = {
   { "backend", 0, 0, G_OPTION_ARG_STRING, &opt_backend,
@@ -42,6 +44,12 @@ static const GOptionEntry entries[] = {
     "Host directory bound read-only at /mnt/user-data/uploads", "DIR" },
   { "config", 0, 0, G_OPTION_ARG_FILENAME, &opt_config,
     "Provider config (reference JSON) from FILE, or - for stdin; flags win", "FILE" },
+  { "docker-network", 0, 0, G_OPTION_ARG_STRING, &opt_docker_network,
+    "container:docker/runsc: the sandbox's docker network (default none)", "NAME" },
+  { "host-reachability", 0, 0, G_OPTION_ARG_STRING, &opt_reachability,
+    "container:docker/runsc: host-port (default) or container-network", "HOW" },
+  { "label", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_labels,
+    "container:docker/runsc: a container label (repeatable)", "KEY=VALUE" },
   { "ready-timeout", 0, 0, G_OPTION_ARG_STRING, &opt_ready,
     "Milliseconds to wait for the agent (default 30000)", "MS" },
   { NULL }
@@ -260,6 +268,25 @@ build_options (NzCreateOptions *opts, GError **error)
       if (!parse_positive ("--ready-timeout", opt_ready, G_MAXINT32, &v, error))
         return FALSE;
       opts->ready_timeout_ms = (guint)v;
+    }
+  if (opt_docker_network != NULL)
+    {
+      g_free (opts->docker_network);
+      opts->docker_network = g_strdup (opt_docker_network);
+    }
+  if (opt_reachability != NULL)
+    {
+      g_free (opts->host_reachability);
+      opts->host_reachability = g_strdup (opt_reachability);
+    }
+  for (char **l = opt_labels; l != NULL && *l != NULL; l++)
+    {
+      const char *eq = strchr (*l, '=');
+
+      if (eq == NULL || eq == *l)
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS, "--label must be KEY=VALUE, got '%s'", *l);
+      g_ptr_array_add (opts->labels, g_strndup (*l, eq - *l));
+      g_ptr_array_add (opts->labels, g_strdup (eq + 1));
     }
   if (opt_outputs != NULL && !nz_create_options_set_mount (opts, "outputs", opt_outputs, error))
     return FALSE;

@@ -1,0 +1,418 @@
+#include "nz-docker-argv.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nz-errors.h"
+#include "nz-token.h"
+
+/* Spec B.1 DEFAULT_WRITABLE_ROOTFS_PATHS, in that order. */
+static const char *const default_writable[] = { "/tmp", "/var/tmp", "/workspace", "/home/namzu" };
+
+static void
+add (GPtrArray *argv, const char *arg)
+{
+  g_ptr_array_add (argv, g_strdup (arg));
+}
+
+static void
+add2 (GPtrArray *argv, const char *a, const char *b)
+{
+  add (argv, a);
+  add (argv, b);
+}
+
+gboolean
+nz_docker_check_cpus (double cpus, GError **error)
+{
+  /* No upper bound: the daemon's CPU count is unknowable here, and it refuses at run. */
+  if (!isfinite (cpus) || cpus <= 0)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "cpuLimit must be a finite number greater than 0 (docker's --cpus takes a "
+                     "decimal, e.g. 1.5); got %g.", cpus);
+  return TRUE;
+}
+
+char *
+nz_docker_format_cpus (double cpus)
+{
+  /* The shortest text that reads back as the same double, like JS String(n). */
+  for (int prec = 1; prec <= 17; prec++)
+    {
+      char fmt[8];
+      char buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+      g_snprintf (fmt, sizeof fmt, "%%.%dg", prec);
+      g_ascii_formatd (buf, sizeof buf, fmt, cpus);
+      if (g_ascii_strtod (buf, NULL) == cpus)
+        return g_strdup (buf);
+    }
+  return g_strdup_printf ("%.17g", cpus);
+}
+
+/* Spec B.2 cleanContainerPath: split on '/', drop empty and '.', '..' pops, leading '/'. */
+static char *
+clean_container_path (const char *p)
+{
+  g_auto (GStrv) parts = g_strsplit (p, "/", -1);
+  g_autoptr (GPtrArray) out = g_ptr_array_new ();
+  g_autofree char *joined = NULL;
+
+  for (char **s = parts; *s != NULL; s++)
+    {
+      if (**s == '\0' || strcmp (*s, ".") == 0)
+        continue;
+      if (strcmp (*s, "..") == 0)
+        {
+          if (out->len > 0)
+            g_ptr_array_remove_index (out, out->len - 1);
+          continue;
+        }
+      g_ptr_array_add (out, *s);
+    }
+  g_ptr_array_add (out, NULL);
+  joined = g_strjoinv ("/", (char **)out->pdata);
+  return g_strconcat ("/", joined, NULL);
+}
+
+/* Starts with '/', at least one segment, no empty, '.' or '..' segment. */
+static gboolean
+well_formed (const char *p)
+{
+  g_auto (GStrv) parts = NULL;
+
+  if (p == NULL || p[0] != '/' || p[1] == '\0')
+    return FALSE;
+  parts = g_strsplit (p + 1, "/", -1);
+  for (char **s = parts; *s != NULL; s++)
+    if (**s == '\0' || strcmp (*s, ".") == 0 || strcmp (*s, "..") == 0)
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+contains (GPtrArray *arr, const char *s)
+{
+  for (guint i = 0; i < arr->len; i++)
+    if (strcmp (arr->pdata[i], s) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+GPtrArray *
+nz_docker_writable_paths (const NzCreateOptions *opts, GError **error)
+{
+  g_autoptr (GPtrArray) mounted = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) out = g_ptr_array_new_with_free_func (g_free);
+
+  if (!opts->read_only_rootfs)
+    {
+      /* Two requests that contradict: a writable root has no tmpfs set to extend. */
+      if (opts->writable_paths->len > 0)
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "writableRootfsPaths names paths, but readOnlyRootfs is false: the "
+                          "whole root filesystem is writable then, so there is nothing to add. "
+                          "Drop one of the two."), NULL);
+      return g_steal_pointer (&out);
+    }
+  for (guint i = 0; i < opts->mounts->len; i++)
+    g_ptr_array_add (mounted, clean_container_path (((NzMount *)opts->mounts->pdata[i])
+                                                      ->container_path));
+  for (guint i = 0; i < opts->writable_paths->len; i++)
+    {
+      const char *p = opts->writable_paths->pdata[i];
+
+      if (!well_formed (p))
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "writableRootfsPaths entry \"%s\" is not a normalised absolute path "
+                          "inside the container. Name it like /var/cache/app: a leading '/', "
+                          "no empty, '.' or '..' segment, no trailing '/'.", p), NULL);
+      if (contains (mounted, p))
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "writableRootfsPaths names %s, which this layout already mounts. "
+                          "Docker refuses two mounts at one destination (\"Duplicate mount "
+                          "point\"); drop it from writableRootfsPaths.", p), NULL);
+    }
+  /* A default the layout mounts is skipped: the layout's own mount is what the host asked. */
+  for (gsize i = 0; i < G_N_ELEMENTS (default_writable); i++)
+    if (!contains (mounted, default_writable[i]))
+      add (out, default_writable[i]);
+  for (guint i = 0; i < opts->writable_paths->len; i++)
+    if (!contains (out, opts->writable_paths->pdata[i]))
+      add (out, opts->writable_paths->pdata[i]);
+  return g_steal_pointer (&out);
+}
+
+/* Spec B.4 renderLayoutMountArgs order: outputs, uploads, scratch, toolResults, skills,
+ * transcripts. */
+static int
+mount_rank (const NzMount *m)
+{
+  static const char *const order[] = { "outputs", "uploads", "scratch", "toolResults" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (order); i++)
+    if (strcmp (m->label, order[i]) == 0)
+      return (int)i;
+  if (g_str_has_prefix (m->label, "skill:"))
+    return 4;
+  return 5; /* transcripts */
+}
+
+static GPtrArray *
+ordered_mounts (const NzCreateOptions *opts)
+{
+  GPtrArray *out = g_ptr_array_new ();
+
+  /* Stable by construction: one pass per rank keeps skills in their given order. */
+  for (int rank = 0; rank <= 5; rank++)
+    for (guint i = 0; i < opts->mounts->len; i++)
+      if (mount_rank (opts->mounts->pdata[i]) == rank)
+        g_ptr_array_add (out, opts->mounts->pdata[i]);
+  return out;
+}
+
+static const char *
+outputs_path (const NzCreateOptions *opts)
+{
+  for (guint i = 0; i < opts->mounts->len; i++)
+    {
+      NzMount *m = opts->mounts->pdata[i];
+
+      if (strcmp (m->label, "outputs") == 0)
+        return m->container_path;
+    }
+  return NZ_LAYOUT_OUTPUTS_PATH;
+}
+
+/* Colon-joined, de-duplicated roots: the workspace first, then the mounts (all, or the
+ * writable ones), in the spec's order. */
+static char *
+join_roots (GPtrArray *mounts, const char *workspace, gboolean writable_only)
+{
+  g_autoptr (GPtrArray) roots = g_ptr_array_new ();
+
+  g_ptr_array_add (roots, (gpointer)workspace);
+  for (guint i = 0; i < mounts->len; i++)
+    {
+      NzMount *m = mounts->pdata[i];
+
+      if ((!writable_only || m->writable) && !contains (roots, m->container_path))
+        g_ptr_array_add (roots, m->container_path);
+    }
+  g_ptr_array_add (roots, NULL);
+  return g_strjoinv (":", (char **)roots->pdata);
+}
+
+GPtrArray *
+nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
+{
+  const NzCreateOptions *opts = plan->opts;
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) writable = NULL;
+  g_autoptr (GPtrArray) mounts = NULL;
+  const char *ws = outputs_path (opts);
+
+  g_return_val_if_fail (plan->name != NULL && plan->network != NULL, NULL);
+  g_return_val_if_fail (opts->image != NULL, NULL);
+  /* Checked again here, not only at construction: a caller may skip that. */
+  if (opts->cpus != 0 && !nz_docker_check_cpus (opts->cpus, error))
+    return NULL;
+  writable = nz_docker_writable_paths (opts, error);
+  if (writable == NULL)
+    return NULL;
+  for (guint i = 0; opts->labels != NULL && i + 1 < opts->labels->len; i += 2)
+    {
+      const char *k = opts->labels->pdata[i];
+
+      if (*k == '\0' || strchr (k, '=') != NULL)
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "docker label key \"%s\" is invalid (empty or contains '=')", k), NULL);
+    }
+
+  add (argv, "run");
+  add (argv, "--detach");
+  add (argv, "--rm");
+  add2 (argv, "--name", plan->name);
+  add2 (argv, "--network", plan->network);
+  /* The baseline, always, whatever readOnlyRootfs says: no capability (CAP_DAC_OVERRIDE walks
+   * past read-only binds, NET_ADMIN would put a route back), no setuid re-escalation, an IPC
+   * namespace nobody can join by name. */
+  add (argv, "--cap-drop=ALL");
+  add (argv, "--security-opt=no-new-privileges");
+  add2 (argv, "--ipc", "private");
+  if (opts->read_only_rootfs)
+    {
+      add (argv, "--read-only");
+      /* Executable tmpfs: docker's default is noexec, which breaks `cc -o /tmp/a && /tmp/a`;
+       * 1777 because the image's uid is not known here. */
+      for (guint i = 0; i < writable->len; i++)
+        {
+          add (argv, "--tmpfs");
+          g_ptr_array_add (argv, g_strdup_printf ("%s:" NZ_DOCKER_TMPFS_OPTIONS,
+                                                  (const char *)writable->pdata[i]));
+        }
+    }
+  if (plan->run_as_user != NULL)
+    add2 (argv, "--user", plan->run_as_user);
+  for (guint i = 0; opts->labels != NULL && i + 1 < opts->labels->len; i += 2)
+    {
+      add (argv, "--label");
+      g_ptr_array_add (argv, g_strdup_printf ("%s=%s", (const char *)opts->labels->pdata[i],
+                                              (const char *)opts->labels->pdata[i + 1]));
+    }
+  mounts = ordered_mounts (opts);
+  for (guint i = 0; i < mounts->len; i++)
+    {
+      NzMount *m = mounts->pdata[i];
+
+      add (argv, "--volume");
+      g_ptr_array_add (argv, g_strdup_printf ("%s:%s:%s", m->host_path, m->container_path,
+                                              m->writable ? "rw" : "ro"));
+    }
+  {
+    g_autofree char *read_roots = join_roots (mounts, ws, FALSE);
+    g_autofree char *write_roots = join_roots (mounts, ws, TRUE);
+
+    add (argv, "--env");
+    g_ptr_array_add (argv, g_strdup_printf ("NAMZU_SANDBOX_WORKSPACE=%s", ws));
+    add (argv, "--env");
+    g_ptr_array_add (argv, g_strdup_printf ("NAMZU_SANDBOX_READ_ROOTS=%s", read_roots));
+    add (argv, "--env");
+    g_ptr_array_add (argv, g_strdup_printf ("NAMZU_SANDBOX_WRITE_ROOTS=%s", write_roots));
+  }
+  /* Loopback only, on an ephemeral host port read back after the run. */
+  if (plan->host_port)
+    add2 (argv, "--publish", "127.0.0.1::2024");
+  if (plan->runtime != NULL)
+    add2 (argv, "--runtime", plan->runtime);
+  if (opts->memory_mb > 0)
+    {
+      add (argv, "--memory");
+      g_ptr_array_add (argv, g_strdup_printf ("%" G_GINT64_FORMAT "m", opts->memory_mb));
+    }
+  if (opts->max_processes > 0)
+    {
+      add (argv, "--pids-limit");
+      g_ptr_array_add (argv, g_strdup_printf ("%" G_GINT64_FORMAT, opts->max_processes));
+    }
+  if (opts->cpus != 0)
+    {
+      add (argv, "--cpus");
+      g_ptr_array_add (argv, nz_docker_format_cpus (opts->cpus));
+    }
+  /* Valueless and last among --env: docker takes the value from its own environment, so the
+   * token is in no argv, and nothing before it can override it. */
+  add2 (argv, "--env", NZ_DOCKER_TOKEN_ENV);
+  /* The image last, so nothing after it is read as a flag. */
+  add (argv, opts->image);
+  return g_steal_pointer (&argv);
+}
+
+gboolean
+nz_docker_network_is_internal (const char *inspect_output)
+{
+  g_autofree char *s = g_strdup (inspect_output != NULL ? inspect_output : "");
+
+  return strcmp (g_strstrip (s), "true") == 0;
+}
+
+gboolean
+nz_docker_check_network (const char *network, gboolean host_port, NzNetwork egress,
+                         gboolean internal, GError **error)
+{
+  /* 1. A published port needs a route the host can take: none and --internal have none. */
+  if (host_port && (strcmp (network, "none") == 0 || internal))
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "cannot publish the worker's port on network '%s': it has no route to the "
+                     "host (docker publishes nothing from 'none' or an --internal network). Use "
+                     "a bridge network (--docker-network bridge, config backend.network), or set "
+                     "hostReachability: 'container-network' and reach the worker on that network",
+                     network);
+  /* 2. deny-all is a boundary only when the daemon says the network is internal. */
+  if (egress == NZ_NETWORK_DENY_ALL && !internal)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "a deny-all egress policy needs an --internal docker network, and the "
+                     "daemon says network '%s' is not one: a container on it can still reach "
+                     "the world. Create one with `docker network create --internal %s-internal` "
+                     "and name it (with hostReachability: 'container-network'), or choose "
+                     "--network allow-all",
+                     network, strcmp (network, "none") == 0 ? "namzu" : network);
+  /* 3. An allowlist is enforced by a proxy on an internal network, never by a name. */
+  if (egress == NZ_NETWORK_ALLOWLIST && !internal)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "an egress allowlist needs an --internal docker network, and the daemon "
+                     "says network '%s' is not one: the sandbox could route around the proxy. "
+                     "Create one with `docker network create --internal <name>`", network);
+  return TRUE;
+}
+
+/* "K=V" -> "K=<redacted>"; a valueless "K" (or "=V") is kept. */
+static char *
+redact_entry (const char *entry)
+{
+  const char *eq = strchr (entry, '=');
+
+  if (eq == NULL || eq == entry)
+    return g_strdup (entry);
+  return g_strdup_printf ("%.*s=<redacted>", (int)(eq - entry), entry);
+}
+
+static char *
+redact_attached (const char *flag, const char *entry)
+{
+  g_autofree char *r = redact_entry (entry);
+
+  return g_strconcat (flag, r, NULL);
+}
+
+char *
+nz_docker_redact_argv (const char *const *argv, gsize n)
+{
+  g_autoptr (GPtrArray) out = g_ptr_array_new_with_free_func (g_free);
+
+  for (gsize i = 0; i < n; i++)
+    {
+      const char *a = argv[i];
+
+      if ((strcmp (a, "--env") == 0 || strcmp (a, "-e") == 0) && i + 1 < n)
+        {
+          add (out, a);
+          g_ptr_array_add (out, redact_entry (argv[++i]));
+        }
+      else if (g_str_has_prefix (a, "--env="))
+        g_ptr_array_add (out, redact_attached ("--env=", a + 6));
+      else if (g_str_has_prefix (a, "-e="))
+        g_ptr_array_add (out, redact_attached ("-e=", a + 3));
+      else if (g_str_has_prefix (a, "-e") && strlen (a) > 2 && !g_str_has_prefix (a, "--"))
+        g_ptr_array_add (out, redact_attached ("-e", a + 2));
+      else
+        add (out, a);
+    }
+  g_ptr_array_add (out, NULL);
+  return g_strjoinv (" ", (char **)out->pdata);
+}
+
+char *
+nz_docker_mint_token (GError **error)
+{
+  g_autofree char *hex = nz_token_mint (error);
+  guint8 raw[NZ_TOKEN_RANDOM_BYTES];
+  g_autofree char *b64 = NULL;
+  GString *s;
+
+  if (hex == NULL)
+    return NULL;
+  for (gsize i = 0; i < sizeof raw; i++)
+    raw[i] = (guint8)((g_ascii_xdigit_value (hex[2 * i]) << 4)
+                      | g_ascii_xdigit_value (hex[2 * i + 1]));
+  explicit_bzero (hex, strlen (hex));
+  b64 = g_base64_encode (raw, sizeof raw);
+  explicit_bzero (raw, sizeof raw);
+  /* base64url, no padding: 43 characters any header can carry. */
+  s = g_string_new (NULL);
+  for (const char *p = b64; *p != '\0' && *p != '='; p++)
+    g_string_append_c (s, *p == '+' ? '-' : *p == '/' ? '_' : *p);
+  explicit_bzero (b64, strlen (b64));
+  return g_string_free (s, FALSE);
+}

@@ -1,0 +1,384 @@
+/* test-docker-argv: the container:docker `docker run` argv is pinned here, byte for byte, so a
+ * change to the hardening baseline has to get past this test on purpose (spec B.2, H.1), and
+ * so is every spelling of --env redaction (spec B.5, H.5). Pure code, no daemon. */
+#include <math.h>
+#include <string.h>
+
+#include "nz-backend.h"
+#include "nz-docker-argv.h"
+#include "nz-errors.h"
+#include "nz-test.h"
+
+#define TMPFS(p) "--tmpfs", p ":nosuid,nodev,exec,mode=1777"
+
+static NzCreateOptions *
+base_opts (void)
+{
+  NzCreateOptions *opts = nz_create_options_new ();
+
+  opts->image = g_strdup ("namzu-worker:latest");
+  ck_assert (nz_create_options_set_mount (opts, "outputs", "/srv/task/out", NULL));
+  return opts;
+}
+
+static GPtrArray *
+build (const NzCreateOptions *opts, const char *network, const char *runtime, gboolean host_port,
+       const char *user, GError **error)
+{
+  NzDockerPlan plan = { opts, "namzu-sandbox-nz-0123456789ab", network, runtime, user,
+                        host_port };
+
+  return nz_docker_build_run_argv (&plan, error);
+}
+
+static void
+assert_argv (GPtrArray *argv, const char *const *want, gsize n_want)
+{
+  g_autofree char *got = NULL;
+
+  ck_assert_ptr_nonnull (argv);
+  g_ptr_array_add (argv, NULL);
+  got = g_strjoinv (" ", (char **)argv->pdata);
+  g_ptr_array_set_size (argv, argv->len - 1);
+  ck_assert_msg (argv->len == n_want, "argv has %u entries, want %zu: %s", argv->len, n_want,
+                 got);
+  for (gsize i = 0; i < n_want; i++)
+    ck_assert_msg (strcmp (argv->pdata[i], want[i]) == 0, "argv[%zu] = '%s', want '%s' (%s)", i,
+                   (const char *)argv->pdata[i], want[i], got);
+}
+
+START_TEST (test_default_argv_pinned)
+{
+  g_autoptr (NzCreateOptions) opts = base_opts ();
+  g_autoptr (GPtrArray) argv = build (opts, "bridge", NULL, TRUE, NULL, NULL);
+  static const char *const want[] = {
+    "run", "--detach", "--rm", "--name", "namzu-sandbox-nz-0123456789ab", "--network", "bridge",
+    "--cap-drop=ALL", "--security-opt=no-new-privileges", "--ipc", "private", "--read-only",
+    TMPFS ("/tmp"), TMPFS ("/var/tmp"), TMPFS ("/workspace"), TMPFS ("/home/namzu"),
+    "--volume", "/srv/task/out:/mnt/user-data/outputs:rw",
+    "--env", "NAMZU_SANDBOX_WORKSPACE=/mnt/user-data/outputs",
+    "--env", "NAMZU_SANDBOX_READ_ROOTS=/mnt/user-data/outputs",
+    "--env", "NAMZU_SANDBOX_WRITE_ROOTS=/mnt/user-data/outputs",
+    "--publish", "127.0.0.1::2024",
+    "--env", "NAMZU_SANDBOX_TOKEN",
+    "namzu-worker:latest",
+  };
+
+  assert_argv (argv, want, G_N_ELEMENTS (want));
+}
+END_TEST
+
+/* Every optional part at once: a writable root (which drops --read-only and the tmpfs set and
+ * nothing else), runsc, --user, labels, the whole layout in the spec's mount order whatever
+ * order it was given in, the three bounds, container-network (no --publish). */
+START_TEST (test_full_argv_pinned)
+{
+  g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
+  const char *config =
+    "{\"backend\":{\"tier\":\"container\",\"runtime\":\"runsc\",\"image\":\"img:1\","
+    "\"readOnlyRootfs\":false,\"cpuLimit\":1.5,\"labels\":{\"acme.task\":\"t1\",\"b\":\"x=y\"},"
+    "\"network\":\"sbx\",\"hostReachability\":\"container-network\"},"
+    "\"layout\":{\"transcripts\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/h/tr\"}},"
+    "\"outputs\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/h/out\"}},"
+    "\"skills\":[{\"id\":\"pdf\",\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/h/sk\"}}],"
+    "\"toolResults\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/h/tools\"}},"
+    "\"scratch\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/h/scr\"}},"
+    "\"uploads\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/h/up\"}}},"
+    "\"defaultMemoryLimitMb\":512,\"defaultMaxProcesses\":64}";
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) argv = NULL;
+  static const char *const want[] = {
+    "run", "--detach", "--rm", "--name", "namzu-sandbox-nz-0123456789ab", "--network", "sbx",
+    "--cap-drop=ALL", "--security-opt=no-new-privileges", "--ipc", "private",
+    "--user", "1001:1001",
+    "--label", "acme.task=t1", "--label", "b=x=y",
+    "--volume", "/h/out:/mnt/user-data/outputs:rw",
+    "--volume", "/h/up:/mnt/user-data/uploads:ro",
+    "--volume", "/h/scr:/mnt/user-data/scratch:rw",
+    "--volume", "/h/tools:/mnt/user-data/tool_results:ro",
+    "--volume", "/h/sk:/mnt/skills/pdf:ro",
+    "--volume", "/h/tr:/mnt/transcripts:ro",
+    "--env", "NAMZU_SANDBOX_WORKSPACE=/mnt/user-data/outputs",
+    "--env", "NAMZU_SANDBOX_READ_ROOTS=/mnt/user-data/outputs:/mnt/user-data/uploads:"
+             "/mnt/user-data/scratch:/mnt/user-data/tool_results:/mnt/skills/pdf:/mnt/transcripts",
+    "--env", "NAMZU_SANDBOX_WRITE_ROOTS=/mnt/user-data/outputs:/mnt/user-data/scratch",
+    "--runtime", "runsc",
+    "--memory", "512m", "--pids-limit", "64", "--cpus", "1.5",
+    "--env", "NAMZU_SANDBOX_TOKEN",
+    "img:1",
+  };
+
+  ck_assert_msg (nz_create_options_load_config (opts, config, -1, &error), "%s",
+                 error ? error->message : "");
+  ck_assert_str_eq (opts->backend, "container:runsc");
+  argv = build (opts, opts->docker_network, "runsc", FALSE, "1001:1001", &error);
+  assert_argv (argv, want, G_N_ELEMENTS (want));
+}
+END_TEST
+
+START_TEST (test_bounds_only_when_asked)
+{
+  g_autoptr (NzCreateOptions) opts = base_opts ();
+  g_autoptr (GPtrArray) plain = build (opts, "bridge", NULL, TRUE, NULL, NULL);
+  g_autoptr (GPtrArray) bounded = NULL;
+  static const char *const tail[] = { "--memory", "512m", "--pids-limit", "64", "--cpus", "1.5",
+                                      "--env", "NAMZU_SANDBOX_TOKEN", "namzu-worker:latest" };
+
+  for (guint i = 0; i < plain->len; i++)
+    ck_assert (strcmp (plain->pdata[i], "--memory") != 0 && strcmp (plain->pdata[i], "--cpus") != 0
+               && strcmp (plain->pdata[i], "--pids-limit") != 0
+               && strcmp (plain->pdata[i], "--runtime") != 0
+               && strcmp (plain->pdata[i], "--user") != 0);
+  opts->memory_mb = 512;
+  opts->max_processes = 64;
+  opts->cpus = 1.5;
+  bounded = build (opts, "bridge", NULL, TRUE, NULL, NULL);
+  ck_assert_uint_ge (bounded->len, G_N_ELEMENTS (tail));
+  for (gsize i = 0; i < G_N_ELEMENTS (tail); i++)
+    ck_assert_str_eq (bounded->pdata[bounded->len - G_N_ELEMENTS (tail) + i], tail[i]);
+}
+END_TEST
+
+START_TEST (test_never_a_privilege_grant)
+{
+  g_autoptr (NzCreateOptions) opts = base_opts ();
+  g_autoptr (GPtrArray) argv = NULL;
+  int security_opts = 0;
+
+  opts->read_only_rootfs = FALSE;
+  opts->memory_mb = 1;
+  argv = build (opts, "bridge", "runsc", TRUE, "0", NULL);
+  for (guint i = 0; i < argv->len; i++)
+    {
+      const char *a = argv->pdata[i];
+
+      ck_assert (strstr (a, "privileged") == NULL && strstr (a, "cap-add") == NULL
+                 && strstr (a, "seccomp") == NULL && strstr (a, "--userns") == NULL
+                 && strstr (a, "add-host") == NULL && strstr (a, "host-gateway") == NULL);
+      security_opts += g_str_has_prefix (a, "--security-opt");
+    }
+  ck_assert_int_eq (security_opts, 1);
+  /* readOnlyRootfs:false turns off only that control. */
+  ck_assert_str_eq (argv->pdata[7], "--cap-drop=ALL");
+  ck_assert_str_eq (argv->pdata[8], "--security-opt=no-new-privileges");
+  ck_assert_str_eq (argv->pdata[9], "--ipc");
+  ck_assert_str_eq (argv->pdata[10], "private");
+  for (guint i = 0; i < argv->len; i++)
+    ck_assert (strcmp (argv->pdata[i], "--read-only") != 0
+               && strcmp (argv->pdata[i], "--tmpfs") != 0);
+  ck_assert_str_eq (argv->pdata[argv->len - 1], "namzu-worker:latest");
+}
+END_TEST
+
+static char *
+writable_joined (NzCreateOptions *opts, GError **error)
+{
+  g_autoptr (GPtrArray) w = nz_docker_writable_paths (opts, error);
+
+  if (w == NULL)
+    return NULL;
+  g_ptr_array_add (w, NULL);
+  return g_strjoinv (" ", (char **)w->pdata);
+}
+
+START_TEST (test_writable_paths)
+{
+  g_autoptr (NzCreateOptions) opts = base_opts ();
+  g_autoptr (GError) error = NULL;
+  g_autofree char *a = writable_joined (opts, NULL);
+  g_autofree char *b = NULL, *c = NULL;
+  static const char *const bad[] = { "workspace", "/", "/tmp/../etc", "", "/tmp/", "//tmp",
+                                     "/tmp/." };
+
+  ck_assert_str_eq (a, "/tmp /var/tmp /workspace /home/namzu");
+  /* A requested path is added, a repeated default collapses. */
+  g_ptr_array_add (opts->writable_paths, g_strdup ("/var/cache/app"));
+  g_ptr_array_add (opts->writable_paths, g_strdup ("/tmp"));
+  b = writable_joined (opts, NULL);
+  ck_assert_str_eq (b, "/tmp /var/tmp /workspace /home/namzu /var/cache/app");
+  /* A default the layout mounts (spelled another way) is skipped... */
+  g_ptr_array_set_size (opts->writable_paths, 0);
+  ck_assert (nz_create_options_set_mount (opts, "uploads", "/srv/up", NULL));
+  g_free (((NzMount *)opts->mounts->pdata[1])->container_path);
+  ((NzMount *)opts->mounts->pdata[1])->container_path = g_strdup ("//workspace/.");
+  c = writable_joined (opts, NULL);
+  ck_assert_str_eq (c, "/tmp /var/tmp /home/namzu");
+  /* ...but a requested one it mounts is refused. */
+  g_ptr_array_add (opts->writable_paths, g_strdup ("/workspace"));
+  ck_assert_ptr_null (writable_joined (opts, &error));
+  ck_assert_ptr_nonnull (strstr (error->message, "which this layout already mounts"));
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_clear_error (&error);
+      g_ptr_array_set_size (opts->writable_paths, 0);
+      g_ptr_array_add (opts->writable_paths, g_strdup (bad[i]));
+      ck_assert_msg (writable_joined (opts, &error) == NULL, "'%s' accepted", bad[i]);
+      ck_assert_ptr_nonnull (strstr (error->message, "is not a normalised absolute path"));
+    }
+  /* Beside a writable root: refused; an empty list is fine. */
+  g_clear_error (&error);
+  g_ptr_array_set_size (opts->writable_paths, 0);
+  g_ptr_array_add (opts->writable_paths, g_strdup ("/var/cache/app"));
+  opts->read_only_rootfs = FALSE;
+  ck_assert_ptr_null (writable_joined (opts, &error));
+  g_ptr_array_set_size (opts->writable_paths, 0);
+  {
+    g_autofree char *none = writable_joined (opts, NULL);
+
+    ck_assert_str_eq (none, "");
+  }
+}
+END_TEST
+
+START_TEST (test_cpus_and_labels)
+{
+  g_autoptr (NzCreateOptions) opts = base_opts ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) argv = NULL;
+  const double bad[] = { 0, -1, NAN, INFINITY };
+  const struct
+  {
+    double v;
+    const char *s;
+  } ok[] = { { 1, "1" }, { 0.5, "0.5" }, { 1.5, "1.5" }, { 0.1, "0.1" }, { 2.25, "2.25" } };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (ok); i++)
+    {
+      g_autofree char *s = nz_docker_format_cpus (ok[i].v);
+
+      ck_assert (nz_docker_check_cpus (ok[i].v, NULL));
+      ck_assert_str_eq (s, ok[i].s);
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_clear_error (&error);
+      ck_assert (!nz_docker_check_cpus (bad[i], &error));
+      ck_assert (g_str_has_prefix (error->message, "cpuLimit must be a finite number greater than "
+                                                   "0 (docker's --cpus takes a decimal, e.g. 1.5); "
+                                                   "got "));
+    }
+  g_clear_error (&error);
+  opts->cpus = -1;
+  ck_assert_ptr_null (build (opts, "bridge", NULL, TRUE, NULL, &error));
+  g_clear_error (&error);
+  opts->cpus = 0;
+  g_ptr_array_add (opts->labels, g_strdup ("a=b"));
+  g_ptr_array_add (opts->labels, g_strdup ("v"));
+  argv = build (opts, "bridge", NULL, TRUE, NULL, &error);
+  ck_assert_ptr_null (argv);
+  ck_assert_str_eq (error->message, "docker label key \"a=b\" is invalid (empty or contains '=')");
+}
+END_TEST
+
+START_TEST (test_redaction_every_spelling)
+{
+  const char *const argv[] = { "run", "--env", "A=1", "-e", "B=2", "--env=C=3", "-e=D=4", "-eE=5",
+                               "--env", "NAMZU_SANDBOX_TOKEN", "--env-file", "/tmp/env",
+                               "--entrypoint=/bin/sh", "-it", "K=V", "--env", "=x", "img", "-e" };
+  g_autofree char *r = nz_docker_redact_argv (argv, G_N_ELEMENTS (argv));
+
+  ck_assert_str_eq (r, "run --env A=<redacted> -e B=<redacted> --env=C=<redacted> "
+                       "-e=D=<redacted> -eE=<redacted> --env NAMZU_SANDBOX_TOKEN --env-file "
+                       "/tmp/env --entrypoint=/bin/sh -it K=V --env =x img -e");
+  /* A value that looks like a token never survives, whatever it is. */
+  {
+    const char *const secret[] = { "run", "--env", "MY_APP_TOKEN=s3cr3t-value", "-eX=s3cr3t-value" };
+    g_autofree char *s = nz_docker_redact_argv (secret, G_N_ELEMENTS (secret));
+
+    ck_assert_ptr_null (strstr (s, "s3cr3t"));
+    ck_assert_ptr_nonnull (strstr (s, "MY_APP_TOKEN=<redacted>"));
+  }
+}
+END_TEST
+
+START_TEST (test_network_matrix)
+{
+  g_autoptr (GError) error = NULL;
+
+  ck_assert (nz_docker_network_is_internal ("true\n"));
+  ck_assert (nz_docker_network_is_internal (" true"));
+  ck_assert (!nz_docker_network_is_internal (""));
+  ck_assert (!nz_docker_network_is_internal (NULL));
+  ck_assert (!nz_docker_network_is_internal ("false"));
+  ck_assert (!nz_docker_network_is_internal ("untrue"));
+  ck_assert (!nz_docker_network_is_internal ("true-ish"));
+  /* host-port: refused on none (the default) and on an internal network. */
+  ck_assert (!nz_docker_check_network ("none", TRUE, NZ_NETWORK_ALLOW_ALL, FALSE, &error));
+  ck_assert_ptr_nonnull (strstr (error->message, "cannot publish the worker's port on network 'none'"));
+  ck_assert_ptr_nonnull (strstr (error->message, "container-network"));
+  g_clear_error (&error);
+  ck_assert (!nz_docker_check_network ("sbx", TRUE, NZ_NETWORK_ALLOW_ALL, TRUE, &error));
+  g_clear_error (&error);
+  ck_assert (nz_docker_check_network ("bridge", TRUE, NZ_NETWORK_ALLOW_ALL, FALSE, NULL));
+  /* deny-all needs the daemon to say internal, whatever the name says. */
+  ck_assert (!nz_docker_check_network ("internal", FALSE, NZ_NETWORK_DENY_ALL, FALSE, &error));
+  ck_assert_ptr_nonnull (strstr (error->message, "docker network create --internal"));
+  g_clear_error (&error);
+  ck_assert (nz_docker_check_network ("sbx", FALSE, NZ_NETWORK_DENY_ALL, TRUE, NULL));
+  /* deny-all over a published port is impossible from the two rules. */
+  ck_assert (!nz_docker_check_network ("sbx", TRUE, NZ_NETWORK_DENY_ALL, TRUE, NULL));
+  ck_assert (!nz_docker_check_network ("bridge", TRUE, NZ_NETWORK_DENY_ALL, FALSE, NULL));
+  ck_assert (!nz_docker_check_network ("bridge", FALSE, NZ_NETWORK_ALLOWLIST, FALSE, NULL));
+  ck_assert (nz_docker_check_network ("none", FALSE, NZ_NETWORK_ALLOW_ALL, FALSE, NULL));
+}
+END_TEST
+
+START_TEST (test_token_shape)
+{
+  g_autofree char *a = nz_docker_mint_token (NULL);
+  g_autofree char *b = nz_docker_mint_token (NULL);
+
+  ck_assert (g_regex_match_simple ("^[A-Za-z0-9_-]{43}$", a, 0, 0));
+  ck_assert (g_regex_match_simple ("^[A-Za-z0-9_-]{43}$", b, 0, 0));
+  ck_assert_str_ne (a, b);
+}
+END_TEST
+
+START_TEST (test_config_refusals)
+{
+  static const char *const bad[] = {
+    "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"egressProxyImage\":\"p\"}}",
+    "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"hostReachability\":\"x\"}}",
+    "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"cpuLimit\":0}}",
+    "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"readyTimeoutMs\":0}}",
+    "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"labels\":{\"k\":1}}}",
+    "{\"backend\":{\"tier\":\"container\",\"image\":\"\"}}",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
+      g_autoptr (GError) error = NULL;
+
+      ck_assert_msg (!nz_create_options_load_config (opts, bad[i], -1, &error), "accepted %s",
+                     bad[i]);
+      ck_assert_ptr_nonnull (strstr (error->message, "backend."));
+    }
+}
+END_TEST
+
+static Suite *
+suite (void)
+{
+  Suite *s = suite_create ("docker-argv");
+  TCase *tc = tcase_create ("argv");
+
+  tcase_add_test (tc, test_default_argv_pinned);
+  tcase_add_test (tc, test_full_argv_pinned);
+  tcase_add_test (tc, test_bounds_only_when_asked);
+  tcase_add_test (tc, test_never_a_privilege_grant);
+  tcase_add_test (tc, test_writable_paths);
+  tcase_add_test (tc, test_cpus_and_labels);
+  tcase_add_test (tc, test_redaction_every_spelling);
+  tcase_add_test (tc, test_network_matrix);
+  tcase_add_test (tc, test_token_shape);
+  tcase_add_test (tc, test_config_refusals);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (void)
+{
+  return nz_test_run (suite ());
+}
