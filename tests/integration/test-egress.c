@@ -155,7 +155,7 @@ proxy_up (const char *config_env, const char *config, const char *const *extra)
   g_autofree char *cert = g_build_filename (tmpdir, "cert.pem", NULL);
   g_autofree char *resolve = g_strdup_printf (
       "origin.test=%s,other.test=%s,inward.test=127.0.0.1,mixed.test=%s;127.0.0.1,"
-      "public.test=%s",
+      "public.test=%s,stall.test=127.0.0.1",
       origin_addr, origin_addr, public_addr, public_addr);
   g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
   g_auto (GStrv) envp = g_get_environ ();
@@ -646,6 +646,84 @@ START_TEST (test_bwrap_refusals)
 }
 END_TEST
 
+/* A server that accepts and never reads: the slowest reader there is. */
+static gpointer
+stall_server (gpointer data)
+{
+  GSocket *listener = data;
+  GSocket *c = g_socket_accept (listener, NULL, NULL);
+
+  g_usleep (60 * G_USEC_PER_SEC);
+  g_clear_object (&c);
+  return NULL;
+}
+
+static long
+vm_rss_kib (GPid pid)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d/status", pid);
+  g_autofree char *data = slurp (path);
+  const char *p = strstr (data, "VmRSS:");
+
+  return p != NULL ? atol (p + 6) : -1;
+}
+
+START_TEST (test_slow_reader_pauses_writer)
+{
+  g_autoptr (GSocket) listener = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM,
+                                               G_SOCKET_PROTOCOL_TCP, NULL);
+  g_autoptr (GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+  g_autoptr (GSocketAddress) any = g_inet_socket_address_new (lo, 0);
+  g_autoptr (GSocketAddress) bound = NULL;
+  g_autoptr (GSocketClient) client = g_socket_client_new ();
+  g_autoptr (GSocketConnection) conn = NULL;
+  g_autofree char *req = NULL;
+  g_autofree char *chunk = g_malloc0 (1024 * 1024);
+  GSocket *sock;
+  char head[256];
+  gssize n;
+  guint64 sent = 0;
+  long rss0, rss1;
+  Proxy p;
+
+  ck_assert (g_socket_bind (listener, any, TRUE, NULL) && g_socket_listen (listener, NULL));
+  bound = g_socket_get_local_address (listener, NULL);
+  g_thread_unref (g_thread_new ("stall", stall_server, listener));
+  origin_up ();
+  p = proxy_up ("NAMZU_EGRESS_PROXY_CONFIG",
+                "{\"allowedHosts\":[\"stall.test\"],\"allowInwardFor\":[\"stall.test\"]}", NULL);
+  rss0 = vm_rss_kib (p.pid);
+  conn = g_socket_client_connect_to_host (client, "127.0.0.1", p.port, NULL, NULL);
+  ck_assert (conn != NULL);
+  sock = g_socket_connection_get_socket (conn);
+  req = g_strdup_printf ("CONNECT stall.test:%u HTTP/1.1\r\n\r\n",
+                         g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound)));
+  ck_assert (g_socket_send (sock, req, strlen (req), NULL, NULL) == (gssize)strlen (req));
+  n = g_socket_receive (sock, head, sizeof head - 1, NULL, NULL);
+  ck_assert (n > 0);
+  head[n] = '\0';
+  ck_assert_msg (strstr (head, " 200 ") != NULL, "%s", head);
+  /* Push until the tunnel stops taking bytes for two seconds (or 256 MiB went in). */
+  g_socket_set_blocking (sock, FALSE);
+  while (sent < 256u * 1024 * 1024)
+    {
+      n = g_socket_send (sock, chunk, 1024 * 1024, NULL, NULL);
+      if (n > 0)
+        {
+          sent += n;
+          continue;
+        }
+      if (!g_socket_condition_timed_wait (sock, G_IO_OUT, 2 * G_USEC_PER_SEC, NULL, NULL))
+        break;
+    }
+  rss1 = vm_rss_kib (p.pid);
+  /* Socket buffers on three legs hold a few MiB; a proxy that kept reading would hold it all. */
+  ck_assert_msg (sent < 48u * 1024 * 1024, "the proxy took %" G_GUINT64_FORMAT " bytes", sent);
+  ck_assert_msg (rss1 - rss0 < 16 * 1024, "proxy RSS grew from %ld to %ld KiB", rss0, rss1);
+  proxy_down (&p);
+}
+END_TEST
+
 static gboolean
 make_cert (void)
 {
@@ -699,6 +777,7 @@ main (void)
   tcase_add_test (tc, test_port_rules_v2);
   tcase_add_test (tc, test_brokered_credential);
   tcase_add_test (tc, test_bounded);
+  tcase_add_test (tc, test_slow_reader_pauses_writer);
   suite_add_tcase (s, tc);
   if (bwrap != NULL)
     {
