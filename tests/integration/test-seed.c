@@ -637,6 +637,47 @@ START_TEST (test_progress_on_a_terminal)
 }
 END_TEST
 
+/* The marker is guest-writable: never a reason to skip a check. A repository it lists but that
+ * is gone is cloned; a forged commit is checked like any other (and is drift here); a value
+ * that is not a commit id is ignored. */
+START_TEST (test_forged_marker)
+{
+  g_autofree char *head = make_repo ("r", 1);
+  g_autofree char *unrelated = make_repo ("u", 1);
+  const char *json = "{\"name\":\"s\",\"repositories\":["
+                     "{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"}]}";
+  g_autofree char *forge = NULL, *garbage = NULL;
+  g_autofree char *e1 = NULL, *e2 = NULL, *e3 = NULL, *e4 = NULL;
+  g_autoptr (JsonObject) d1 = NULL;
+  g_autoptr (JsonObject) d2 = NULL;
+  g_autoptr (JsonObject) d3 = NULL;
+  g_autoptr (JsonObject) d4 = NULL;
+  int rc;
+
+  rc = seed (json, &d1, &e1, NULL);
+  ck_assert_msg (rc == 0, "exit %d: %s", rc, e1);
+  sh_in_ok ("rm -rf " ROOT "/r");
+  rc = seed (json, &d2, &e2, NULL);
+  ck_assert_msg (rc == 0, "exit %d: %s", rc, e2);
+  assert_repo (d2, 0, "r", "cloned", head);
+
+  forge = g_strdup_printf ("printf '{\"seed\":\"s\",\"commits\":{\"r\":\"%s\"},\"refs\":{\"r\":"
+                           "\"\"}}' > " ROOT "/.namzu/seed/s.json",
+                           unrelated);
+  sh_in_ok (forge);
+  rc = seed (json, &d3, &e3, NULL);
+  ck_assert_msg (rc == 3, "exit %d: %s", rc, e3);
+  ck_assert (strstr (error_message (d3), "r no longer contains its pinned or recorded commit"));
+
+  garbage = g_strdup ("printf '{\"seed\":\"s\",\"commits\":{\"r\":\"--output=/tmp/x\"},"
+                      "\"refs\":{\"r\":\"\"}}' > " ROOT "/.namzu/seed/s.json");
+  sh_in_ok (garbage);
+  rc = seed (json, &d4, &e4, NULL);
+  ck_assert_msg (rc == 0, "exit %d: %s", rc, e4);
+  assert_repo (d4, 0, "r", "present", head);
+}
+END_TEST
+
 /* What a crashed call leaves behind (a partial that was never renamed) is swept once it is
  * older than 60 minutes; a fresh one (a peer's clone in flight) and anything else stay. */
 START_TEST (test_stale_partial_swept)
@@ -788,6 +829,7 @@ seed_suite (void)
   tcase_add_test (tc, test_killed_clone);
   tcase_add_test (tc, test_concurrent_calls_one_clone);
   tcase_add_test (tc, test_progress_on_a_terminal);
+  tcase_add_test (tc, test_forged_marker);
   tcase_add_test (tc, test_stale_partial_swept);
   tcase_add_test (tc, test_refusals);
   tcase_add_test (tc, test_url_is_data);
