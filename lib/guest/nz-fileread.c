@@ -1,0 +1,107 @@
+#include "nz-fileread.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nz-errors.h"
+#include "nz-fileio.h"
+#include "nz-jstext.h"
+
+struct _NzFileReader
+{
+  int fd;
+  gint64 size;
+  GBytes *whole; /* procfs-style file, read to EOF at open */
+};
+
+NzFileReader *
+nz_file_reader_open (const char *real_path, GError **error)
+{
+  g_autoptr (NzFileReader) r = g_new0 (NzFileReader, 1);
+  struct stat st;
+
+  g_return_val_if_fail (real_path != NULL, NULL);
+  r->fd = open (real_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (r->fd < 0)
+    {
+      nz_jstext_throw_errno (error, errno, "open", real_path);
+      return NULL;
+    }
+  if (fstat (r->fd, &st) != 0)
+    {
+      nz_jstext_throw_errno (error, errno, "fstat", real_path);
+      return NULL;
+    }
+  if (S_ISDIR (st.st_mode))
+    {
+      nz_jstext_throw_errno (error, EISDIR, "read", NULL);
+      return NULL;
+    }
+  /* A FIFO or device would block the agent's only thread or never end. */
+  if (!S_ISREG (st.st_mode))
+    {
+      nz_throw (error, NZ_ERROR_INVALID_ARGS, "not_a_regular_file: '%s'", real_path);
+      return NULL;
+    }
+  r->size = st.st_size;
+  if (st.st_size == 0)
+    {
+      /* procfs and sysfs files stat as 0 bytes: their real size is what reading gives. */
+      r->whole = nz_fileio_read_all (real_path, error);
+      if (r->whole == NULL)
+        return NULL;
+      r->size = (gint64)g_bytes_get_size (r->whole);
+    }
+  return g_steal_pointer (&r);
+}
+
+void
+nz_file_reader_free (NzFileReader *r)
+{
+  if (r == NULL)
+    return;
+  if (r->fd >= 0)
+    close (r->fd);
+  g_clear_pointer (&r->whole, g_bytes_unref);
+  g_free (r);
+}
+
+gint64
+nz_file_reader_get_size (NzFileReader *r)
+{
+  return r->size;
+}
+
+gint64
+nz_file_reader_wanted (NzFileReader *r, gint64 offset, gint64 length)
+{
+  gint64 rest = MAX (0, r->size - offset);
+
+  return length < 0 ? rest : MIN (length, rest);
+}
+
+gssize
+nz_file_reader_pread (NzFileReader *r, void *buf, gsize len, gint64 offset, GError **error)
+{
+  gssize n;
+
+  if (r->whole != NULL)
+    {
+      gsize have = g_bytes_get_size (r->whole);
+
+      if (offset < 0 || (guint64)offset >= have)
+        return 0;
+      n = (gssize)MIN (len, have - (gsize)offset);
+      memcpy (buf, (const guint8 *)g_bytes_get_data (r->whole, NULL) + offset, (gsize)n);
+      return n;
+    }
+  do
+    n = pread (r->fd, buf, len, offset);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    nz_jstext_throw_errno (error, errno, "read", NULL);
+  return n;
+}

@@ -1,0 +1,538 @@
+/* test-agent-files: write-file parts, ranged read-file and read-file-stream against the real
+ * namzu-agent, each case over a unix socket (_i == 0) and TCP + token (_i == 1) (spec A.6.6,
+ * A.6.7, A.6.9, C.7, C.8). */
+#include "agent-harness.h"
+
+static Agent *
+start (int i, const char *const *extra)
+{
+  return agent_start_full (i == 1, extra);
+}
+
+static char *
+b64 (const char *s)
+{
+  return g_base64_encode ((const guchar *)s, strlen (s));
+}
+
+/* One part: {path, content(b64), encoding, part:{offset, final?, renameTo?}}. */
+static JsonObject *
+send_part (Agent *a, const char *temp, const char *data, gint64 offset, const char *rename_to)
+{
+  g_autofree char *content = b64 (data);
+  g_autofree char *body = NULL;
+
+  if (rename_to != NULL)
+    body = g_strdup_printf ("{\"path\":\"%s\",\"content\":\"%s\",\"encoding\":\"base64\","
+                            "\"part\":{\"offset\":%" G_GINT64_FORMAT ",\"final\":true,"
+                            "\"renameTo\":\"%s\"}}",
+                            temp, content, offset, rename_to);
+  else
+    body = g_strdup_printf ("{\"path\":\"%s\",\"content\":\"%s\",\"encoding\":\"base64\","
+                            "\"part\":{\"offset\":%" G_GINT64_FORMAT "}}",
+                            temp, content, offset);
+  return reply (a, "write-file", body);
+}
+
+static void
+assert_file (Agent *a, const char *rel, const char *want)
+{
+  g_autofree char *path = ws_path (a, rel);
+  g_autofree char *have = NULL;
+
+  ck_assert_msg (g_file_get_contents (path, &have, NULL, NULL), "%s missing", rel);
+  ck_assert_str_eq (have, want);
+}
+
+START_TEST (test_parts_roundtrip)
+{
+  Agent *a = start (_i, NULL);
+  const char *temp = "d/.namzu-write-1234-t.txt.part";
+  g_autofree char *target = ws_path (a, "d/t.txt");
+  g_autofree char *temp_abs = ws_path (a, temp);
+  struct stat st;
+
+  /* An existing target keeps its mode across the replacement. */
+  {
+    g_autofree char *dir = g_path_get_dirname (target);
+
+    ck_assert_int_eq (g_mkdir (dir, 0755), 0);
+  }
+  ck_assert (g_file_set_contents (target, "old", -1, NULL));
+  ck_assert_int_eq (chmod (target, 0640), 0);
+  {
+    g_autoptr (JsonObject) r = send_part (a, temp, "hello ", 0, NULL);
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert_ptr_nonnull (nz_json_get_string (r, "guestBootId"));
+    ck_assert_int_eq (get_int (r, "bytesWritten"), 6);
+    ck_assert_int_eq (get_int (r, "sizeBytes"), 6);
+  }
+  /* Not final: the target is untouched. */
+  assert_file (a, "d/t.txt", "old");
+  {
+    g_autoptr (JsonObject) r = send_part (a, temp, "wor", 6, NULL);
+
+    ck_assert_int_eq (get_int (r, "sizeBytes"), 9);
+  }
+  {
+    g_autoptr (JsonObject) r = send_part (a, temp, "ld", 9, "d/t.txt");
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert_int_eq (get_int (r, "bytesWritten"), 2);
+    ck_assert_int_eq (get_int (r, "sizeBytes"), 11);
+  }
+  assert_file (a, "d/t.txt", "hello world");
+  ck_assert_int_ne (g_access (temp_abs, F_OK), 0);
+  ck_assert_int_eq (stat (target, &st), 0);
+  ck_assert_int_eq (st.st_mode & 07777, 0640);
+  /* Offset 0 again truncates and starts over. */
+  {
+    g_autoptr (JsonObject) r1 = send_part (a, temp, "abcdef", 0, NULL);
+    g_autoptr (JsonObject) r2 = send_part (a, temp, "xy", 0, NULL);
+
+    ck_assert_int_eq (get_int (r2, "sizeBytes"), 2);
+  }
+  /* Utf8 content (no encoding) is the bytes of the string. */
+  {
+    g_autoptr (JsonObject) r = reply (a, "write-file",
+                                      "{\"path\":\"d/.namzu-write-u-x.part\",\"content\":\"é\","
+                                      "\"part\":{\"final\":true,\"renameTo\":\"d/u.txt\"}}");
+
+    ck_assert_int_eq (get_int (r, "bytesWritten"), 2);
+  }
+  assert_file (a, "d/u.txt", "é");
+  agent_stop (a);
+}
+END_TEST
+
+START_TEST (test_parts_refusals)
+{
+  Agent *a = start (_i, NULL);
+  const char *temp = ".namzu-write-r-f.part";
+  g_autofree char *temp_abs = ws_path (a, temp);
+  g_autofree char *outside = g_build_filename (a->dir, "outside.txt", NULL);
+  g_autofree char *body = NULL;
+
+  assert_reply_error (a, "write-file", "{\"path\":\"x\",\"content\":\"\",\"part\":[1]}",
+                      "write_part_invalid_shape");
+  assert_reply_error (a, "write-file", "{\"path\":\"x\",\"content\":\"\",\"part\":7}",
+                      "write_part_invalid_shape");
+  assert_reply_error (a, "write-file", "{\"path\":\".namzu-write-a.part\",\"part\":{}}",
+                      "missing_path_or_content");
+  assert_reply_error (a, "write-file", "{\"content\":\"x\",\"part\":{}}",
+                      "missing_path_or_content");
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"offset\":-1}}",
+                      "write_part_invalid_offset: -1");
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"offset\":\"5\"}}",
+                      "write_part_invalid_offset: \"5\"");
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"offset\":1.5}}",
+                      "write_part_invalid_offset: 1.5");
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"final\":true}}",
+                      "write_part_missing_rename_target");
+  /* Offsets must continue the temp exactly. */
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"x\",\"part\":{\"offset\":3}}",
+                      "write_part_offset_mismatch: temp file is absent, part starts at offset 3");
+  {
+    g_autoptr (JsonObject) r = send_part (a, temp, "abcd", 0, NULL);
+  }
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"x\",\"part\":{\"offset\":3}}",
+                      "write_part_offset_mismatch: temp file is 4 bytes, part starts at offset 3");
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"x\",\"part\":{\"offset\":5}}",
+                      "write_part_offset_mismatch: temp file is 4 bytes, part starts at offset 5");
+  /* An escaping renameTo is refused before any byte is written: the temp stays 4 bytes. */
+  body = g_strdup_printf ("{\"path\":\"%s\",\"content\":\"zz\",\"part\":{\"offset\":4,"
+                          "\"final\":true,\"renameTo\":\"%s\"}}",
+                          temp, outside);
+  assert_reply_error (a, "write-file", body, "path escapes the workspace");
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"zz\",\"part\":{\"offset\":4,"
+                      "\"final\":true,\"renameTo\":\"../x\"}}",
+                      "path escapes the workspace");
+  {
+    struct stat st;
+
+    ck_assert_int_eq (stat (temp_abs, &st), 0);
+    ck_assert_int_eq (st.st_size, 4);
+    ck_assert_int_ne (g_access (outside, F_OK), 0);
+  }
+  /* A symlinked renameTo leading outside is the realpath refusal. */
+  {
+    g_autofree char *link = ws_path (a, "out");
+
+    ck_assert_int_eq (symlink (a->dir, link), 0);
+    assert_reply_error (a, "write-file",
+                        "{\"path\":\".namzu-write-r-f.part\",\"content\":\"zz\",\"part\":{\"offset\":4,"
+                        "\"final\":true,\"renameTo\":\"out/x\"}}",
+                        "symlink escapes the workspace");
+  }
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\"../.namzu-write-a.part\",\"content\":\"\",\"part\":{}}",
+                      "path escapes the workspace");
+  agent_stop (a);
+}
+END_TEST
+
+START_TEST (test_parts_discard)
+{
+  Agent *a = start (_i, NULL);
+  g_autofree char *temp_abs = ws_path (a, "sub/.namzu-write-9-f.part");
+  g_autofree char *real = ws_path (a, "real.txt");
+  g_autofree char *sneaky = ws_path (a, ".namzu-write-link.part");
+  g_autofree char *missing_dir = ws_path (a, "nodir");
+
+  /* Decided on the name alone. */
+  assert_reply_error (a, "write-file", "{\"path\":\"real.txt\",\"content\":\"\",\"part\":{\"discard\":true}}",
+                      "write_part_not_a_temp_file");
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-.part\",\"content\":\"\",\"part\":{\"discard\":true}}",
+                      "write_part_not_a_temp_file");
+  /* Absent file or parent: success, and nothing is created. */
+  {
+    g_autoptr (JsonObject) r
+        = reply (a, "write-file",
+                 "{\"path\":\"nodir/.namzu-write-1-a.part\",\"content\":\"\",\"part\":{\"discard\":true}}");
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert (nz_json_get_bool (r, "discarded", FALSE));
+    ck_assert (!json_object_has_member (r, "guestBootId"));
+    ck_assert_int_ne (g_access (missing_dir, F_OK), 0);
+  }
+  /* A real temp goes; twice is fine. */
+  {
+    g_autofree char *dir = g_path_get_dirname (temp_abs);
+
+    ck_assert_int_eq (g_mkdir (dir, 0755), 0);
+  }
+  ck_assert (g_file_set_contents (temp_abs, "partial", -1, NULL));
+  for (int k = 0; k < 2; k++)
+    {
+      g_autoptr (JsonObject) r
+          = reply (a, "write-file",
+                   "{\"path\":\"sub/.namzu-write-9-f.part\",\"part\":{\"discard\":true}}");
+
+      ck_assert (nz_json_get_bool (r, "discarded", FALSE));
+    }
+  ck_assert_int_ne (g_access (temp_abs, F_OK), 0);
+  /* A link named like a temp, pointing at a real file: refused on the real name. */
+  ck_assert (g_file_set_contents (real, "keep", -1, NULL));
+  ck_assert_int_eq (symlink (real, sneaky), 0);
+  assert_reply_error (a, "write-file",
+                      "{\"path\":\".namzu-write-link.part\",\"content\":\"\",\"part\":{\"discard\":true}}",
+                      "write_part_not_a_temp_file");
+  assert_file (a, "real.txt", "keep");
+  agent_stop (a);
+}
+END_TEST
+
+START_TEST (test_read_ranges)
+{
+  Agent *a = start (_i, (const char *const[]){ "NAMZU_SANDBOX_READ_ROOTS=/proc",
+                                               "NAMZU_AGENT_READ_FILE_RANGE_BYTES=16", NULL });
+  g_autofree char *file = ws_path (a, "r.bin");
+  g_autofree char *proc_body = NULL;
+
+  ck_assert (g_file_set_contents (file, "0123456789abcdefghij", -1, NULL));
+  {
+    g_autoptr (JsonObject) r = reply (
+        a, "read-file", "{\"path\":\"r.bin\",\"encoding\":\"base64\",\"offset\":3,\"length\":4}");
+    gsize n = 0;
+    g_autofree guchar *data = g_base64_decode (nz_json_get_string (r, "content"), &n);
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert_ptr_nonnull (nz_json_get_string (r, "guestBootId"));
+    ck_assert_uint_eq (n, 4);
+    ck_assert (memcmp (data, "3456", 4) == 0);
+    ck_assert_int_eq (get_int (r, "sizeBytes"), 20);
+    ck_assert_int_eq (get_int (r, "offset"), 3);
+    ck_assert_int_eq (get_int (r, "bytesRead"), 4);
+    ck_assert_str_eq (nz_json_get_string (r, "encoding"), "base64");
+  }
+  /* Short at EOF; past EOF is an empty success. */
+  {
+    g_autoptr (JsonObject) r = reply (
+        a, "read-file", "{\"path\":\"r.bin\",\"encoding\":\"base64\",\"offset\":18,\"length\":10}");
+
+    ck_assert_int_eq (get_int (r, "bytesRead"), 2);
+  }
+  {
+    g_autoptr (JsonObject) r = reply (
+        a, "read-file", "{\"path\":\"r.bin\",\"encoding\":\"base64\",\"offset\":99,\"length\":1}");
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert_int_eq (get_int (r, "bytesRead"), 0);
+    ck_assert_str_eq (nz_json_get_string (r, "content"), "");
+    ck_assert_int_eq (get_int (r, "sizeBytes"), 20);
+  }
+  /* Refused on the requested length, before reading. */
+  assert_reply_error (a, "read-file", "{\"path\":\"r.bin\",\"encoding\":\"base64\",\"length\":17}",
+                      "read_file_range_too_large: length 17 exceeds 16 bytes "
+                      "(NAMZU_AGENT_READ_FILE_RANGE_BYTES); use read-file-stream");
+  assert_reply_error (a, "read-file", "{\"path\":\"r.bin\",\"offset\":1,\"length\":2}",
+                      "read_file_range_requires_base64: a ranged read-file must ask for encoding "
+                      "\"base64\"");
+  assert_reply_error (a, "read-file",
+                      "{\"path\":\"r.bin\",\"encoding\":\"base64\",\"offset\":-1,\"length\":2}",
+                      "invalid_range: offset and length must be safe integers >= 0");
+  assert_reply_error (a, "read-file",
+                      "{\"path\":\"r.bin\",\"encoding\":\"base64\",\"offset\":0,\"length\":\"2\"}",
+                      "invalid_range: offset and length must be safe integers >= 0");
+  assert_reply_error (a, "read-file", "{\"encoding\":\"base64\",\"offset\":0}", "missing_path");
+  assert_reply_error (a, "read-file", "{\"path\":\"../x\",\"encoding\":\"base64\",\"offset\":0}",
+                      "path escapes the workspace");
+  /* procfs: stat says 0 bytes; the real size comes from reading to EOF. */
+  proc_body = g_strdup_printf (
+      "{\"path\":\"/proc/%d/cmdline\",\"encoding\":\"base64\",\"offset\":0,\"length\":16}",
+      (int)a->pid);
+  {
+    g_autoptr (JsonObject) r = reply (a, "read-file", proc_body);
+    gsize n = 0;
+    g_autofree guchar *data = g_base64_decode (nz_json_get_string (r, "content"), &n);
+
+    ck_assert_msg (nz_json_get_bool (r, "ok", FALSE), "%s", nz_json_get_string (r, "error"));
+    ck_assert_int_gt (get_int (r, "sizeBytes"), 0);
+    ck_assert_int_eq (get_int (r, "bytesRead"), (gint64)n);
+    ck_assert_uint_gt (n, 0);
+  }
+  agent_stop (a);
+}
+END_TEST
+
+typedef struct
+{
+  JsonObject *meta;
+  JsonObject *end;
+  GByteArray *data;
+  char *error;
+  guint data_frames;
+  gboolean terminated;
+} StreamRun;
+
+static void
+stream_run_free (StreamRun *r)
+{
+  g_clear_pointer (&r->meta, json_object_unref);
+  g_clear_pointer (&r->end, json_object_unref);
+  g_byte_array_unref (r->data);
+  g_free (r->error);
+  g_free (r);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (StreamRun, stream_run_free)
+
+static StreamRun *
+read_stream (Agent *a, const char *body)
+{
+  g_autoptr (GPtrArray) frames = request (a, "read-file-stream", body);
+  StreamRun *r = g_new0 (StreamRun, 1);
+
+  r->data = g_byte_array_new ();
+  for (guint k = 0; k < frames->len; k++)
+    {
+      const char *f = frames->pdata[k];
+      g_autoptr (JsonObject) o = NULL;
+      const char *type;
+
+      if (*f == '\0')
+        {
+          ck_assert_uint_eq (k, frames->len - 1);
+          r->terminated = TRUE;
+          continue;
+        }
+      o = parse (f);
+      type = nz_json_get_string (o, "type");
+      /* No boot id on any read-file-stream frame (spec A.10). */
+      ck_assert (!json_object_has_member (o, "guestBootId"));
+      if (g_str_equal (type, "meta"))
+        r->meta = g_steal_pointer (&o);
+      else if (g_str_equal (type, "data"))
+        {
+          gsize n = 0;
+          g_autofree guchar *d = g_base64_decode (nz_json_get_string (o, "data"), &n);
+          g_autofree char *exact = g_strdup_printf ("{\"type\":\"data\",\"data\":\"%s\"}",
+                                                    nz_json_get_string (o, "data"));
+
+          /* Byte-exact shape and key order. */
+          ck_assert_str_eq (f, exact);
+          g_byte_array_append (r->data, d, (guint)n);
+          r->data_frames++;
+        }
+      else if (g_str_equal (type, "end"))
+        r->end = g_steal_pointer (&o);
+      else if (g_str_equal (type, "error"))
+        r->error = g_strdup (nz_json_get_string (o, "error"));
+      else
+        ck_abort_msg ("unexpected frame %s", f);
+    }
+  ck_assert (r->terminated);
+  return r;
+}
+
+START_TEST (test_read_stream)
+{
+  Agent *a = start (_i, (const char *const[]){ "NAMZU_SANDBOX_READ_ROOTS=/proc",
+                                               "NAMZU_AGENT_READ_FILE_STREAM_CHUNK_BYTES=1000",
+                                               "NAMZU_AGENT_READ_FILE_RANGE_BYTES=10", NULL });
+  g_autofree char *file = ws_path (a, "big.bin");
+  g_autofree guint8 *content = g_malloc (5000);
+  g_autofree char *proc_body = NULL;
+
+  for (int k = 0; k < 5000; k++)
+    content[k] = (guint8)(k * 7 + 3);
+  ck_assert (g_file_set_contents (file, (const char *)content, 5000, NULL));
+  {
+    /* The range cap does not apply to streams. */
+    g_autoptr (StreamRun) r = read_stream (a, "{\"path\":\"big.bin\"}");
+
+    ck_assert_ptr_null (r->error);
+    ck_assert_int_eq (get_int (r->meta, "sizeBytes"), 5000);
+    ck_assert_int_eq (get_int (r->meta, "offset"), 0);
+    ck_assert_int_eq (get_int (r->meta, "length"), 5000);
+    ck_assert_uint_eq (r->data_frames, 5);
+    ck_assert_uint_eq (r->data->len, 5000);
+    ck_assert (memcmp (r->data->data, content, 5000) == 0);
+    ck_assert_int_eq (get_int (r->end, "bytesSent"), 5000);
+  }
+  {
+    g_autoptr (StreamRun) r = read_stream (a, "{\"path\":\"big.bin\",\"offset\":4990,\"length\":100}");
+
+    ck_assert_int_eq (get_int (r->meta, "length"), 10);
+    ck_assert_uint_eq (r->data->len, 10);
+    ck_assert (memcmp (r->data->data, content + 4990, 10) == 0);
+    ck_assert_int_eq (get_int (r->end, "bytesSent"), 10);
+  }
+  {
+    g_autoptr (StreamRun) r = read_stream (a, "{\"path\":\"big.bin\",\"offset\":9000}");
+
+    ck_assert_int_eq (get_int (r->meta, "length"), 0);
+    ck_assert_uint_eq (r->data_frames, 0);
+    ck_assert_int_eq (get_int (r->end, "bytesSent"), 0);
+  }
+  assert_stream_error (a, "read-file-stream", "{}", "missing_path");
+  assert_stream_error (a, "read-file-stream", "{\"path\":\"../x\"}", "path escapes the workspace");
+  assert_stream_error (a, "read-file-stream", "{\"path\":\"big.bin\",\"offset\":-2}",
+                       "invalid_range: offset and length must be safe integers >= 0");
+  {
+    g_autofree char *missing = ws_path (a, "nope");
+    g_autofree char *msg
+        = g_strdup_printf ("ENOENT: no such file or directory, realpath '%s'", missing);
+
+    (void)msg;
+    {
+      g_autoptr (StreamRun) r = read_stream (a, "{\"path\":\"nope\"}");
+
+      ck_assert_ptr_nonnull (r->error);
+      ck_assert (g_str_has_prefix (r->error, "ENOENT: no such file or directory"));
+    }
+  }
+  /* Regular files only. */
+  {
+    g_autofree char *adir = ws_path (a, "adir");
+
+    ck_assert_int_eq (g_mkdir (adir, 0755), 0);
+  }
+  assert_stream_error (a, "read-file-stream", "{\"path\":\"adir\"}",
+                       "EISDIR: is a directory, read");
+  {
+    g_autofree char *fifo = ws_path (a, "fifo");
+    g_autofree char *want = NULL;
+    g_autofree char *real = NULL;
+
+    ck_assert_int_eq (mkfifo (fifo, 0600), 0);
+    real = realpath (fifo, NULL);
+    want = g_strdup_printf ("not_a_regular_file: '%s'", real);
+    assert_stream_error (a, "read-file-stream", "{\"path\":\"fifo\"}", want);
+  }
+  /* procfs zero-size file: read whole first. */
+  proc_body = g_strdup_printf ("{\"path\":\"/proc/%d/status\"}", (int)a->pid);
+  {
+    g_autoptr (StreamRun) r = read_stream (a, proc_body);
+
+    ck_assert_int_gt (get_int (r->meta, "sizeBytes"), 0);
+    ck_assert_int_eq (get_int (r->end, "bytesSent"), get_int (r->meta, "sizeBytes"));
+    ck_assert (g_str_has_prefix ((const char *)r->data->data, "Name:"));
+  }
+  agent_stop (a);
+}
+END_TEST
+
+/* Counts the agent's fds that point at @path. */
+static guint
+agent_fds_on (Agent *a, const char *path)
+{
+  g_autofree char *dir = g_strdup_printf ("/proc/%d/fd", (int)a->pid);
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  guint count = 0;
+
+  ck_assert_ptr_nonnull (d);
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *link = g_build_filename (dir, name, NULL);
+      g_autofree char *target = g_file_read_link (link, NULL);
+
+      if (target != NULL && g_str_equal (target, path))
+        count++;
+    }
+  return count;
+}
+
+/* A reader that stops reading stalls the stream (bounded memory), and one that hangs up
+ * makes the agent close the file. */
+START_TEST (test_read_stream_backpressure)
+{
+  Agent *a = start (_i, NULL);
+  g_autofree char *file = ws_path (a, "huge.bin");
+  g_autofree char *real = NULL;
+  g_autofree char *json = envelope (a, "read-file-stream", "{\"path\":\"huge.bin\"}");
+  int fd;
+  gint64 rss_before;
+  int out = open (file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  guint8 chunk[65536];
+
+  memset (chunk, 'z', sizeof chunk);
+  for (int k = 0; k < 64 * 16; k++) /* 64 MiB */
+    ck_assert_int_eq (write (out, chunk, sizeof chunk), (ssize_t)sizeof chunk);
+  close (out);
+  real = realpath (file, NULL);
+  assert_healthy (a);
+  rss_before = vm_rss_kib (a->pid);
+  fd = agent_connect (a);
+  send_frame (fd, json);
+  /* Read only a little, then stall: the agent must not buffer the file. */
+  ck_assert_int_gt (recv (fd, chunk, sizeof chunk, 0), 0);
+  g_usleep (500000);
+  assert_rss_growth (a->pid, rss_before, 8 * 1024);
+  ck_assert_uint_eq (agent_fds_on (a, real), 1);
+  /* Other clients are served meanwhile. */
+  assert_healthy (a);
+  close (fd);
+  for (int k = 0; k < 100 && agent_fds_on (a, real) > 0; k++)
+    g_usleep (20000);
+  ck_assert_uint_eq (agent_fds_on (a, real), 0);
+  agent_stop (a);
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("agent-files");
+  TCase *tc = tcase_create ("files");
+
+  tcase_set_timeout (tc, 60);
+  tcase_add_loop_test (tc, test_parts_roundtrip, 0, 2);
+  tcase_add_loop_test (tc, test_parts_refusals, 0, 2);
+  tcase_add_loop_test (tc, test_parts_discard, 0, 2);
+  tcase_add_loop_test (tc, test_read_ranges, 0, 2);
+  tcase_add_loop_test (tc, test_read_stream, 0, 2);
+  tcase_add_loop_test (tc, test_read_stream_backpressure, 0, 2);
+  suite_add_tcase (s, tc);
+  return nz_test_run (s);
+}

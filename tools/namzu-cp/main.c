@@ -1,0 +1,246 @@
+/* namzu-cp: copy one file into or out of a sandbox. Uploads go through the write-file parts
+ * protocol (atomic: the target appears whole or not at all), downloads through
+ * read-file-stream (checked against the announced length). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nz-agent-files.h"
+#include "nz-autofd.h"
+#include "nz-cli.h"
+#include "nz-errors.h"
+#include "nz-json.h"
+#include "nz-state.h"
+
+static char *opt_sandbox, *opt_endpoint;
+static gint opt_part_kib;
+static char **opt_args;
+
+static const GOptionEntry entries[] = {
+  { "sandbox", 's', 0, G_OPTION_ARG_STRING, &opt_sandbox,
+    "Sandbox for :PATH operands (default: $NAMZU_SANDBOX, else the JSON handle on stdin "
+    "when stdin is not a data operand)", "ID" },
+  { "part-kib", 0, 0, G_OPTION_ARG_INT, &opt_part_kib,
+    "Upload part size in KiB (default 1024)", "KIB" },
+  { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
+    "For testing and direct agent use: talk to the agent at unix:/PATH or tcp:HOST:PORT "
+    "instead of a sandbox; the token comes from $NAMZU_TOKEN", "ENDPOINT" },
+  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_args, NULL, NULL },
+  { NULL }
+};
+
+static const char description[]
+    = "A sandbox path is written :PATH (the sandbox from --sandbox or $NAMZU_SANDBOX) or\n"
+      "ID:PATH; PATH is relative to the sandbox workspace or absolute. Exactly one of SRC and\n"
+      "DST is a sandbox path; the other is a local file, or - for stdin/stdout:\n"
+      "  namzu-cp build.tar :in/build.tar        tar c . | namzu-cp - :src.tar\n"
+      "  namzu-cp :out/report.json .             namzu-cp :log.txt - | less\n"
+      "Prints {\"sandbox\",\"source\",\"destination\",\"direction\",\"bytes\"} on stdout, unless\n"
+      "the data itself goes to stdout. Progress goes to stderr when it is a terminal.\n"
+      "Exit status: 0 copied, 1 failure (nothing is left half-written in the sandbox), 2 bad "
+      "usage.";
+
+typedef struct
+{
+  char *sandbox; /* ID from ID:PATH, or NULL */
+  char *path;    /* sandbox path, or local path / "-" */
+  gboolean remote;
+} Operand;
+
+static void
+operand_clear (Operand *op)
+{
+  g_clear_pointer (&op->sandbox, g_free);
+  g_clear_pointer (&op->path, g_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Operand, operand_clear)
+
+static void
+operand_parse (const char *arg, Operand *op)
+{
+  const char *colon = strchr (arg, ':');
+
+  memset (op, 0, sizeof *op);
+  /* ":PATH", or "ID:PATH" with a well-formed sandbox id; anything else is local. */
+  if (colon == arg)
+    {
+      op->remote = TRUE;
+      op->path = g_strdup (colon + 1);
+      return;
+    }
+  if (colon != NULL)
+    {
+      g_autofree char *id = g_strndup (arg, colon - arg);
+
+      if (nz_state_id_is_valid (id))
+        {
+          op->remote = TRUE;
+          op->sandbox = g_steal_pointer (&id);
+          op->path = g_strdup (colon + 1);
+          return;
+        }
+    }
+  op->path = g_strdup (arg);
+}
+
+static gboolean show_progress;
+
+static void
+progress (gint64 done, gint64 total, gpointer user_data)
+{
+  if (!show_progress)
+    return;
+  if (total >= 0)
+    fprintf (stderr, "\rnamzu-cp: %" G_GINT64_FORMAT " / %" G_GINT64_FORMAT " bytes", done, total);
+  else
+    fprintf (stderr, "\rnamzu-cp: %" G_GINT64_FORMAT " bytes", done);
+}
+
+/* A local directory destination receives the source's basename. */
+static char *
+local_destination (const char *dst, const char *remote_src)
+{
+  struct stat st;
+
+  if (stat (dst, &st) == 0 && S_ISDIR (st.st_mode))
+    {
+      g_autofree char *base = g_path_get_basename (remote_src);
+
+      return g_build_filename (dst, base, NULL);
+    }
+  return g_strdup (dst);
+}
+
+/* A sandbox path ending in '/' (or empty) receives the local source's basename. */
+static char *
+remote_destination (const char *dst, const char *local_src)
+{
+  g_autofree char *base = NULL;
+
+  if (*dst != '\0' && !g_str_has_suffix (dst, "/"))
+    return g_strdup (dst);
+  if (g_str_equal (local_src, "-"))
+    return NULL;
+  base = g_path_get_basename (local_src);
+  return g_strconcat (dst, base, NULL);
+}
+
+static gboolean
+download_to_local (NzAgentClient *client, const char *src, const char *dst, gint64 *bytes,
+                   GError **error)
+{
+  g_autofree char *tmp = NULL;
+  nz_autofd int fd = -1;
+
+  if (g_str_equal (dst, "-"))
+    return nz_agent_files_download (client, src, STDOUT_FILENO, progress, NULL, bytes, NULL,
+                                    error);
+  /* Written beside the destination and renamed: a failed copy never leaves half a file. */
+  tmp = g_strdup_printf ("%s.namzu-cp-XXXXXX", dst);
+  fd = g_mkstemp (tmp);
+  if (fd < 0)
+    return nz_throw_errno_prefix (error, "create '%s'", dst);
+  if (!nz_agent_files_download (client, src, fd, progress, NULL, bytes, NULL, error)
+      || fchmod (fd, 0666 & ~umask (umask (0))) != 0 || close (nz_steal_fd (&fd)) != 0
+      || rename (tmp, dst) != 0)
+    {
+      if (error != NULL && *error == NULL)
+        nz_throw_errno_prefix (error, "write '%s'", dst);
+      unlink (tmp);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("SRC DST - copy a file into or out of a sandbox");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (NzHandle) handle = NULL;
+  g_autoptr (NzAgentClient) client = NULL;
+  g_autofree char *local = NULL;
+  g_autofree char *remote = NULL;
+  g_auto (Operand) src = { 0 };
+  g_auto (Operand) dst = { 0 };
+  const char *sandbox;
+  gboolean upload, data_on_stdout, stdin_is_data;
+  gint64 bytes = 0;
+  gboolean ok;
+
+  nz_cli_init ("namzu-cp");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_description (ctx, description);
+  nz_cli_parse (ctx, &argc, &argv);
+  if (opt_args == NULL || g_strv_length (opt_args) != 2)
+    nz_cli_usage_error ("want exactly two operands, SRC and DST");
+  if (opt_part_kib < 0 || opt_part_kib > 4096)
+    nz_cli_usage_error ("--part-kib wants 1..4096");
+  operand_parse (opt_args[0], &src);
+  operand_parse (opt_args[1], &dst);
+  if (src.remote == dst.remote)
+    nz_cli_usage_error ("exactly one of SRC and DST must be a sandbox path (:PATH or ID:PATH)");
+  upload = dst.remote;
+  data_on_stdout = !upload && g_str_equal (dst.path, "-");
+  stdin_is_data = upload && g_str_equal (src.path, "-");
+  sandbox = upload ? dst.sandbox : src.sandbox;
+  if (sandbox == NULL)
+    sandbox = opt_sandbox;
+
+  if (opt_endpoint != NULL)
+    client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));
+  else
+    {
+      handle = nz_handle_resolve (sandbox, !stdin_is_data, &error);
+      if (handle == NULL)
+        return nz_cli_fail (error, !data_on_stdout);
+      client = nz_agent_client_new (handle->endpoint, handle->token);
+    }
+  show_progress = isatty (STDERR_FILENO);
+  signal (SIGPIPE, SIG_IGN);
+  if (upload)
+    {
+      nz_autofd int fd = -1;
+
+      remote = remote_destination (dst.path, src.path);
+      if (remote == NULL)
+        nz_cli_usage_error ("copying stdin needs a file name in the sandbox, not a directory");
+      local = g_strdup (src.path);
+      fd = g_str_equal (src.path, "-") ? dup (STDIN_FILENO) : open (src.path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0)
+        {
+          nz_throw_errno_prefix (&error, "open '%s'", src.path);
+          return nz_cli_fail (error, TRUE);
+        }
+      ok = nz_agent_files_upload (client, fd, remote,
+                                  opt_part_kib > 0 ? (gsize)opt_part_kib * 1024 : 0, progress,
+                                  NULL, &bytes, NULL, &error);
+    }
+  else
+    {
+      remote = g_strdup (src.path);
+      local = data_on_stdout ? g_strdup ("-") : local_destination (dst.path, src.path);
+      ok = download_to_local (client, remote, local, &bytes, &error);
+    }
+  if (show_progress)
+    fputc ('\n', stderr);
+  if (!ok)
+    return nz_cli_fail (error, !data_on_stdout);
+  if (!data_on_stdout)
+    {
+      g_autoptr (JsonObject) out = json_object_new ();
+
+      if (handle != NULL)
+        json_object_set_string_member (out, "sandbox", handle->id);
+      json_object_set_string_member (out, "source", upload ? local : remote);
+      json_object_set_string_member (out, "destination", upload ? remote : local);
+      json_object_set_string_member (out, "direction", upload ? "upload" : "download");
+      json_object_set_int_member (out, "bytes", bytes);
+      return nz_cli_print_object (out) ? NZ_EXIT_OK : NZ_EXIT_FAILURE;
+    }
+  return NZ_EXIT_OK;
+}

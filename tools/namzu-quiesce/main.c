@@ -1,0 +1,100 @@
+/* namzu-quiesce: stop every workload process in a sandbox (the agent keeps serving), and with
+ * --flush also flush the workspace filesystem; prints the agent's result JSON. */
+#include <stdio.h>
+
+#include "nz-agent-files.h"
+#include "nz-cli.h"
+#include "nz-errors.h"
+#include "nz-json.h"
+#include "nz-state.h"
+
+static char *opt_sandbox, *opt_endpoint;
+static gint opt_grace;
+static gboolean opt_flush;
+
+static const GOptionEntry entries[] = {
+  { "sandbox", 's', 0, G_OPTION_ARG_STRING, &opt_sandbox,
+    "Sandbox (default: $NAMZU_SANDBOX, else the JSON handle on stdin)", "ID" },
+  { "grace", 'g', 0, G_OPTION_ARG_INT, &opt_grace,
+    "Milliseconds between SIGTERM and SIGKILL in each round (default: the agent's, 1000; "
+    "at most 4999)", "MS" },
+  { "flush", 'f', 0, G_OPTION_ARG_NONE, &opt_flush,
+    "Then flush the workspace filesystem (syncfs) and report that too", NULL },
+  { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
+    "For testing and direct agent use: talk to the agent at unix:/PATH or tcp:HOST:PORT "
+    "instead of a sandbox; the token comes from $NAMZU_TOKEN", "ENDPOINT" },
+  { NULL }
+};
+
+static const char description[]
+    = "Prints the agent's quiesce result: {\"ok\":true,\"scope\":...,\"graceMs\":...,\"rounds\":...,\n"
+      "\"stopped\":[{\"pid\":...,\"command\":...,\"signal\":\"SIGTERM\"|\"SIGKILL\"}]}. With --flush:\n"
+      "{\"quiesce\":<that>,\"flush\":{\"ok\":true,\"durationMs\":...,\"workspace\":...}}.\n"
+      "Reads, writes and copies keep working afterwards; new commands may start again.\n"
+      "Exit status: 0 stopped (and flushed), 1 the agent refused or could not confirm, 2 bad "
+      "usage.";
+
+static gboolean
+reply_failed (JsonObject *reply, const char *what)
+{
+  if (nz_json_get_bool (reply, "ok", FALSE))
+    return FALSE;
+  nz_cli_warn ("%s: %s%s%s", what, nz_json_get_string (reply, "error"),
+               nz_json_get_string (reply, "message") != NULL ? ": " : "",
+               nz_json_get_string (reply, "message") != NULL ? nz_json_get_string (reply, "message")
+                                                             : "");
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- stop every process in a sandbox");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (NzHandle) handle = NULL;
+  g_autoptr (NzAgentClient) client = NULL;
+  g_autoptr (JsonObject) quiesce = NULL;
+  g_autoptr (JsonObject) flush = NULL;
+  gboolean failed;
+
+  nz_cli_init ("namzu-quiesce");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_description (ctx, description);
+  nz_cli_parse (ctx, &argc, &argv);
+  if (argc > 1)
+    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+  if (opt_grace < 0)
+    nz_cli_usage_error ("--grace wants a positive number of milliseconds");
+
+  if (opt_endpoint != NULL)
+    client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));
+  else
+    {
+      handle = nz_handle_resolve (opt_sandbox, TRUE, &error);
+      if (handle == NULL)
+        return nz_cli_fail (error, TRUE);
+      client = nz_agent_client_new (handle->endpoint, handle->token);
+    }
+  quiesce = nz_agent_client_quiesce (client, opt_grace, NULL, &error);
+  if (quiesce == NULL)
+    return nz_cli_fail (error, TRUE);
+  failed = reply_failed (quiesce, "quiesce");
+  if (!opt_flush)
+    {
+      nz_cli_print_object (quiesce);
+      return failed ? NZ_EXIT_FAILURE : NZ_EXIT_OK;
+    }
+  /* Flush even after a refused quiesce: what was written so far should still reach disk. */
+  flush = nz_agent_client_flush (client, 0, NULL, &error);
+  if (flush == NULL)
+    return nz_cli_fail (error, TRUE);
+  failed = reply_failed (flush, "flush") || failed;
+  {
+    g_autoptr (JsonObject) out = json_object_new ();
+
+    json_object_set_object_member (out, "quiesce", json_object_ref (quiesce));
+    json_object_set_object_member (out, "flush", json_object_ref (flush));
+    nz_cli_print_object (out);
+  }
+  return failed ? NZ_EXIT_FAILURE : NZ_EXIT_OK;
+}
