@@ -1,0 +1,1276 @@
+#include "nz-worker-server.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <gio/gio.h>
+#include <libsoup/soup.h>
+
+#include "nz-errors.h"
+#include "nz-exec.h"
+#include "nz-fileio.h"
+#include "nz-jail.h"
+#include "nz-json.h"
+#include "nz-jstext.h"
+#include "nz-knobs.h"
+#include "nz-token.h"
+
+#define JSON_TYPE "application/json; charset=utf-8"
+#define NDJSON_TYPE "application/x-ndjson; charset=utf-8"
+#define REALM_HEADER "Bearer realm=\"namzu-sandbox-worker\""
+#define REQ_KEY "nz-worker-request"
+
+struct _NzWorkerServer
+{
+  const NzWorkerConfig *config;
+  NzGuest *guest;
+  SoupServer *soup;
+  GSocketService *service;
+  guint16 port;
+  guint activity; /* held leases: requests in flight and running commands (spec C.6) */
+  guint idle_id;
+  guint exit_id;
+  gboolean stopped;
+  NzWorkerExitFunc exit_func;
+  gpointer exit_data;
+};
+
+typedef enum
+{
+  ROUTE_NONE,
+  ROUTE_HEALTHZ,
+  ROUTE_EXECUTE,
+  ROUTE_RESERVE,
+  ROUTE_CANCEL,
+  ROUTE_READ_FILE,
+  ROUTE_WRITE_FILE,
+} Route;
+
+/* ---- idle timer and activity leases (spec C.6) ---- */
+
+static gboolean
+idle_fired (gpointer user_data)
+{
+  NzWorkerServer *server = user_data;
+  g_autofree char *msg = NULL;
+
+  server->idle_id = 0;
+  msg = g_strdup_printf ("idle for %" G_GINT64_FORMAT "ms — exiting (container --rm cleans up)",
+                         server->config->idle_timeout_ms);
+  server->exit_func (server, 0, msg, server->exit_data);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+idle_arm (NzWorkerServer *server)
+{
+  g_clear_handle_id (&server->idle_id, g_source_remove);
+  if (server->config->idle_timeout_ms <= 0 || server->guest->retiring || server->activity > 0)
+    return;
+  server->idle_id = g_timeout_add ((guint)MIN (server->config->idle_timeout_ms, G_MAXUINT),
+                                   idle_fired, server);
+}
+
+static void
+lease_acquire (NzWorkerServer *server)
+{
+  server->activity++;
+  g_clear_handle_id (&server->idle_id, g_source_remove);
+}
+
+static void
+lease_release (NzWorkerServer *server)
+{
+  g_return_if_fail (server->activity > 0);
+  if (--server->activity == 0)
+    idle_arm (server);
+}
+
+/* One per accepted request that passed the gate (except /healthz): released when libsoup
+ * drops the message, so a body still arriving keeps the worker alive. */
+typedef struct
+{
+  NzWorkerServer *server;
+  Route route;
+} Request;
+
+static void
+request_free (Request *req)
+{
+  lease_release (req->server);
+  g_free (req);
+}
+
+/* ---- poisoning (spec C.4 poisonWorker) ---- */
+
+static gboolean
+poison_exit (gpointer user_data)
+{
+  NzWorkerServer *server = user_data;
+
+  server->exit_id = 0;
+  server->exit_func (server, 1, NULL, server->exit_data);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+on_retire (NzGuest *guest, const char *message, gpointer user_data)
+{
+  NzWorkerServer *server = user_data;
+  g_autofree char *msg
+      = g_strdup_printf ("termination could not be confirmed; retiring worker: %s", message);
+
+  /* Once: the latch in nz_guest_retire calls us only the first time. */
+  g_clear_handle_id (&server->idle_id, g_source_remove);
+  server->exit_func (server, -1, msg, server->exit_data);
+  /* No new connections; open ones get 503 worker_retiring until the process ends. */
+  nz_worker_server_stop (server);
+  server->exit_id = g_timeout_add ((guint)MIN (server->config->poison_exit_delay_ms, G_MAXUINT),
+                                   poison_exit, server);
+}
+
+/* ---- replies ---- */
+
+static void
+reply_raw (SoupServerMessage *msg, guint status, char *json, gsize len)
+{
+  soup_server_message_set_status (msg, status, NULL);
+  soup_server_message_set_response (msg, JSON_TYPE, SOUP_MEMORY_TAKE, json, len);
+}
+
+static void
+reply_object (SoupServerMessage *msg, guint status, JsonObject *obj)
+{
+  gsize len = 0;
+  char *json = nz_json_object_to_string (obj, &len);
+
+  reply_raw (msg, status, json, len);
+}
+
+/* {"error":code[,"message":message]} */
+static void
+reply_error (SoupServerMessage *msg, guint status, const char *code, const char *message)
+{
+  g_autoptr (JsonObject) obj = json_object_new ();
+
+  json_object_set_string_member (obj, "error", code);
+  if (message != NULL)
+    json_object_set_string_member (obj, "message", message);
+  reply_object (msg, status, obj);
+}
+
+/* File-op failures: 400 {"ok":false,"error":message}. */
+static void
+reply_file_error (SoupServerMessage *msg, const char *message)
+{
+  g_autoptr (JsonObject) obj = json_object_new ();
+
+  json_object_set_boolean_member (obj, "ok", FALSE);
+  json_object_set_string_member (obj, "error", message);
+  reply_object (msg, SOUP_STATUS_BAD_REQUEST, obj);
+}
+
+/* ---- the gate (spec C.3) ---- */
+
+static Route
+route_of (SoupServerMessage *msg)
+{
+  const char *method = soup_server_message_get_method (msg);
+  GUri *uri = soup_server_message_get_uri (msg);
+  const char *path = g_uri_get_path (uri);
+
+  /* Exact request-target compare, no query parsing: /execute?x=1 is not /execute. */
+  if (g_uri_get_query (uri) != NULL || g_uri_get_fragment (uri) != NULL)
+    return ROUTE_NONE;
+  if (method == SOUP_METHOD_GET && g_strcmp0 (path, "/healthz") == 0)
+    return ROUTE_HEALTHZ;
+  if (method != SOUP_METHOD_POST)
+    return ROUTE_NONE;
+  if (g_strcmp0 (path, "/execute") == 0)
+    return ROUTE_EXECUTE;
+  if (g_strcmp0 (path, "/executions/reserve") == 0)
+    return ROUTE_RESERVE;
+  if (g_strcmp0 (path, "/cancel") == 0)
+    return ROUTE_CANCEL;
+  if (g_strcmp0 (path, "/read-file") == 0)
+    return ROUTE_READ_FILE;
+  if (g_strcmp0 (path, "/write-file") == 0)
+    return ROUTE_WRITE_FILE;
+  return ROUTE_NONE;
+}
+
+/* The FIRST Authorization header, whatever else arrives (Node's parser keeps the first). */
+static const char *
+first_authorization (SoupServerMessage *msg)
+{
+  SoupMessageHeadersIter iter;
+  const char *name, *value;
+
+  soup_message_headers_iter_init (&iter, soup_server_message_get_request_headers (msg));
+  while (soup_message_headers_iter_next (&iter, &name, &value))
+    if (g_ascii_strcasecmp (name, "Authorization") == 0)
+      return value;
+  return NULL;
+}
+
+/* The presented credential as latin-1 bytes, the way the configured one is held. libsoup
+ * hands header values over as UTF-8 (it replaces invalid bytes with U+FFFD), so a character
+ * up to U+00FF is mapped back to its byte; anything above can never match. */
+static char *
+latin1_from_header (const char *value)
+{
+  g_autofree char *token = nz_worker_presented_token (value);
+  g_autoptr (GString) out = NULL;
+
+  if (token == NULL || !g_utf8_validate (token, -1, NULL))
+    return NULL;
+  out = g_string_new (NULL);
+  for (const char *p = token; *p != '\0'; p = g_utf8_next_char (p))
+    {
+      gunichar c = g_utf8_get_char (p);
+
+      if (c > 0xff)
+        {
+          explicit_bzero (token, strlen (token));
+          return NULL;
+        }
+      g_string_append_c (out, (char)c);
+    }
+  explicit_bzero (token, strlen (token));
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
+static gboolean
+is_authorized (NzWorkerServer *server, SoupServerMessage *msg)
+{
+  g_autofree char *presented = NULL;
+  gboolean ok;
+
+  if (!server->config->auth)
+    return TRUE;
+  presented = latin1_from_header (first_authorization (msg));
+  if (presented == NULL)
+    return FALSE;
+  /* Fixed-width SHA-256 digests compared in constant time: neither the value nor its length
+   * can be learnt by probing. */
+  ok = nz_token_equal (server->config->token, presented);
+  explicit_bzero (presented, strlen (presented));
+  return ok;
+}
+
+#define UNAUTHORIZED_BODY "{\"error\":\"unauthorized\"}"
+/* The same 401 libsoup would send, for a connection we took over. */
+#define RAW_UNAUTHORIZED                                                                           \
+  "HTTP/1.1 401 Unauthorized\r\n"                                                                  \
+  "WWW-Authenticate: " REALM_HEADER "\r\n"                                                         \
+  "Content-Type: " JSON_TYPE "\r\n"                                                                \
+  "Content-Length: 24\r\n"                                                                        \
+  "Connection: close\r\n"                                                                         \
+  "\r\n" UNAUTHORIZED_BODY
+/* How long a taken-over connection may keep sending the refused body before we close it. */
+#define RAW_LINGER_MS 2000
+
+static gboolean
+has_body (SoupMessageHeaders *headers)
+{
+  SoupEncoding enc = soup_message_headers_get_encoding (headers);
+
+  return enc == SOUP_ENCODING_CHUNKED || enc == SOUP_ENCODING_EOF
+         || (enc == SOUP_ENCODING_CONTENT_LENGTH
+             && soup_message_headers_get_content_length (headers) > 0);
+}
+
+typedef struct
+{
+  GIOStream *stream;
+  GSocket *socket; /* ref: libsoup's stolen stream is a wrapper, not the GSocketConnection */
+  guint timer;
+  guint8 sink[4096];
+} Taken;
+
+static void
+taken_close (Taken *t)
+{
+  g_clear_handle_id (&t->timer, g_source_remove);
+  g_io_stream_close (t->stream, NULL, NULL);
+  g_object_unref (t->stream);
+  g_clear_object (&t->socket);
+  g_free (t);
+}
+
+static gboolean
+taken_linger_expired (gpointer user_data)
+{
+  Taken *t = user_data;
+
+  t->timer = 0;
+  /* Closing cancels the pending read, whose callback frees. */
+  g_io_stream_close (t->stream, NULL, NULL);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+taken_drained (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Taken *t = user_data;
+  gssize n = g_input_stream_read_finish (G_INPUT_STREAM (source), res, NULL);
+
+  /* Discarded unparsed: closing with unread input would reset the connection and could
+   * destroy the 401 before the peer reads it. */
+  if (n > 0 && !g_io_stream_is_closed (t->stream))
+    {
+      g_input_stream_read_async (G_INPUT_STREAM (source), t->sink, sizeof t->sink,
+                                 G_PRIORITY_DEFAULT, NULL, taken_drained, t);
+      return;
+    }
+  taken_close (t);
+}
+
+static void
+taken_written (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Taken *t = user_data;
+
+  if (!g_output_stream_write_all_finish (G_OUTPUT_STREAM (source), res, NULL, NULL))
+    {
+      taken_close (t);
+      return;
+    }
+  /* EOF to the peer, so it stops waiting for more and closes its side. */
+  if (t->socket != NULL)
+    g_socket_shutdown (t->socket, FALSE, TRUE, NULL);
+  t->timer = g_timeout_add (RAW_LINGER_MS, taken_linger_expired, t);
+  g_input_stream_read_async (g_io_stream_get_input_stream (t->stream), t->sink, sizeof t->sink,
+                             G_PRIORITY_DEFAULT, NULL, taken_drained, t);
+}
+
+/* Answers @response on the raw connection, which libsoup gives up. */
+static void
+refuse_raw (SoupServerMessage *msg, const char *response)
+{
+  Taken *t = g_new0 (Taken, 1);
+  GSocket *socket = soup_server_message_get_socket (msg);
+
+  t->socket = socket != NULL ? g_object_ref (socket) : NULL;
+  t->stream = soup_server_message_steal_connection (msg);
+  if (t->socket == NULL && g_object_class_find_property (G_OBJECT_GET_CLASS (t->stream),
+                                                         "base-iostream") != NULL)
+    {
+      g_autoptr (GIOStream) base = NULL;
+
+      /* libsoup hands back its SoupIOStream around the connection we accepted. */
+      g_object_get (t->stream, "base-iostream", &base, NULL);
+      if (G_IS_SOCKET_CONNECTION (base))
+        t->socket = g_object_ref (g_socket_connection_get_socket (G_SOCKET_CONNECTION (base)));
+    }
+  g_output_stream_write_all_async (g_io_stream_get_output_stream (t->stream), response,
+                                   strlen (response), G_PRIORITY_DEFAULT, NULL, taken_written,
+                                   t);
+}
+
+/* Runs once the request headers are in and before any body byte is read: a status set here
+ * makes libsoup answer without reading the body, so a refused /write-file writes nothing. */
+static void
+early_handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *query,
+               gpointer user_data)
+{
+  NzWorkerServer *server = user_data;
+  Route route = route_of (msg);
+  SoupMessageHeaders *headers = soup_server_message_get_request_headers (msg);
+  goffset length;
+  Request *req;
+
+  /* 1. The gate: first, before the retiring check and before routing (incl. the 404). */
+  if (route != ROUTE_HEALTHZ && !is_authorized (server, msg))
+    {
+      if (has_body (headers))
+        {
+          /* libsoup would read (and buffer) the body before answering; take the connection
+           * instead, so not one body byte is parsed, let alone handed to a route. */
+          refuse_raw (msg, RAW_UNAUTHORIZED);
+          return;
+        }
+      soup_message_headers_replace (soup_server_message_get_response_headers (msg),
+                                    "WWW-Authenticate", REALM_HEADER);
+      reply_raw (msg, SOUP_STATUS_UNAUTHORIZED, g_strdup (UNAUTHORIZED_BODY),
+                 strlen (UNAUTHORIZED_BODY));
+      return;
+    }
+  /* 2. A poisoned worker answers nothing else (the one bit /healthz shows anonymously). */
+  if (server->guest->retiring)
+    {
+      reply_error (msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "worker_retiring", NULL);
+      return;
+    }
+  if (route == ROUTE_NONE)
+    {
+      reply_error (msg, SOUP_STATUS_NOT_FOUND, "not_found", NULL);
+      return;
+    }
+  if (route == ROUTE_HEALTHZ)
+    return;
+  /* The body cap, before reading a byte of a body we would refuse anyway. */
+  length = soup_message_headers_get_content_length (headers);
+  if (route != ROUTE_RESERVE
+      && soup_message_headers_get_encoding (headers) == SOUP_ENCODING_CONTENT_LENGTH
+      && length > server->config->max_body_bytes)
+    {
+      g_autofree char *m = g_strdup_printf ("request body exceeds %" G_GINT64_FORMAT " bytes",
+                                            server->config->max_body_bytes);
+
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body", m);
+      return;
+    }
+  req = g_new0 (Request, 1);
+  req->server = server;
+  req->route = route;
+  lease_acquire (server);
+  g_object_set_data_full (G_OBJECT (msg), REQ_KEY, req, (GDestroyNotify)request_free);
+}
+
+/* ---- bodies ---- */
+
+/* readBody: empty is {}; over the cap or not JSON is 400 invalid_body. A JSON value that is
+ * not an object reaches the handler as an empty object, except null (the reference's
+ * catch-all answers that 500 internal). */
+static JsonObject *
+read_body (NzWorkerServer *server, SoupServerMessage *msg)
+{
+  SoupMessageBody *body = soup_server_message_get_request_body (msg);
+  g_autoptr (GBytes) bytes = soup_message_body_flatten (body);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+  gsize len = 0;
+  const char *data = g_bytes_get_data (bytes, &len);
+  JsonNode *root;
+
+  if ((gint64)len > server->config->max_body_bytes)
+    {
+      g_autofree char *m = g_strdup_printf ("request body exceeds %" G_GINT64_FORMAT " bytes",
+                                            server->config->max_body_bytes);
+
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body", m);
+      return NULL;
+    }
+  if (len == 0)
+    return json_object_new ();
+  if (!json_parser_load_from_data (parser, data, (gssize)len, &error))
+    {
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body", error->message);
+      return NULL;
+    }
+  root = json_parser_get_root (parser);
+  if (root == NULL || JSON_NODE_HOLDS_NULL (root))
+    {
+      reply_error (msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "internal",
+                   "request body is null");
+      return NULL;
+    }
+  if (!JSON_NODE_HOLDS_OBJECT (root))
+    return json_object_new ();
+  return json_object_ref (json_node_get_object (root));
+}
+
+static JsonNode *
+member (JsonObject *obj, const char *name)
+{
+  return json_object_has_member (obj, name) ? json_object_get_member (obj, name) : NULL;
+}
+
+static const char *
+node_string (JsonNode *n)
+{
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+/* JS truthiness (absent = undefined = falsy). */
+static gboolean
+js_truthy (JsonNode *n)
+{
+  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
+    return FALSE;
+  if (!JSON_NODE_HOLDS_VALUE (n))
+    return TRUE;
+  switch (json_node_get_value_type (n))
+    {
+    case G_TYPE_STRING:
+      return json_node_get_string (n)[0] != '\0';
+    case G_TYPE_BOOLEAN:
+      return json_node_get_boolean (n);
+    case G_TYPE_INT64:
+      return json_node_get_int (n) != 0;
+    default:
+      {
+        double d = json_node_get_double (n);
+
+        return d != 0 && !isnan (d);
+      }
+    }
+}
+
+/* JS Number(value). */
+static double
+js_number (JsonNode *n)
+{
+  double d;
+
+  if (n == NULL)
+    return NAN;
+  if (JSON_NODE_HOLDS_NULL (n))
+    return 0;
+  if (!JSON_NODE_HOLDS_VALUE (n))
+    return NAN; /* objects/arrays: close enough, every use refuses or defaults NaN */
+  switch (json_node_get_value_type (n))
+    {
+    case G_TYPE_INT64:
+      return (double)json_node_get_int (n);
+    case G_TYPE_DOUBLE:
+      return json_node_get_double (n);
+    case G_TYPE_BOOLEAN:
+      return json_node_get_boolean (n) ? 1 : 0;
+    case G_TYPE_STRING:
+      return nz_parse_js_number (json_node_get_string (n), &d) ? d : NAN;
+    default:
+      return NAN;
+    }
+}
+
+/* The worker's own id pattern, looser than the client's: ^exec_[0-9a-f-]{36}$. */
+static gboolean
+worker_id_is_valid (const char *id)
+{
+  if (id == NULL || !g_str_has_prefix (id, "exec_") || strlen (id) != 41)
+    return FALSE;
+  for (const char *p = id + 5; *p != '\0'; p++)
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || *p == '-'))
+      return FALSE;
+  return TRUE;
+}
+
+static void
+set_result_members (JsonObject *obj, const NzExecResult *r)
+{
+  json_object_set_int_member (obj, "exitCode", r->exit_code);
+  json_object_set_boolean_member (obj, "timedOut", r->timed_out);
+  json_object_set_int_member (obj, "durationMs", r->duration_ms);
+  if (r->signal != 0)
+    json_object_set_string_member (obj, "signal", nz_exec_signal_name (r->signal));
+  json_object_set_boolean_member (obj, "stdoutTruncated", r->stdout_truncated);
+  json_object_set_boolean_member (obj, "stderrTruncated", r->stderr_truncated);
+}
+
+/* terminalPayload: {ok:true, state, started, result?, error?}. */
+static JsonObject *
+terminal_payload (NzExecRecord *rec)
+{
+  JsonObject *reply = json_object_new ();
+
+  json_object_set_boolean_member (reply, "ok", TRUE);
+  json_object_set_string_member (reply, "state", nz_exec_outcome_to_string (rec->outcome));
+  json_object_set_boolean_member (reply, "started", rec->started);
+  if (rec->has_result)
+    {
+      JsonObject *result = json_object_new ();
+
+      set_result_members (result, &rec->result);
+      json_object_set_object_member (reply, "result", result);
+    }
+  if (rec->error != NULL)
+    json_object_set_string_member (reply, "error", rec->error);
+  return reply;
+}
+
+/* ---- GET /healthz, POST /executions/reserve ---- */
+
+static void
+route_healthz (NzWorkerServer *server, SoupServerMessage *msg)
+{
+  g_autoptr (JsonObject) reply = json_object_new ();
+
+  json_object_set_boolean_member (reply, "ok", TRUE);
+  json_object_set_int_member (reply, "protocolVersion", NZ_GUEST_PROTOCOL_VERSION);
+  reply_object (msg, SOUP_STATUS_OK, reply);
+}
+
+static void
+route_reserve (NzWorkerServer *server, SoupServerMessage *msg)
+{
+  NzGuest *guest = server->guest;
+  gint64 now = nz_guest_now_ms ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) reply = NULL;
+  NzExecRecord *rec;
+
+  nz_exec_registry_prune (guest->registry, now);
+  rec = nz_exec_registry_reserve (guest->registry, NULL, now, NULL, &error);
+  if (rec == NULL)
+    {
+      g_autofree char *m
+          = g_strdup_printf ("worker already tracks %" G_GINT64_FORMAT " execution leases",
+                             guest->limits.max_tracked_executions);
+
+      reply_error (msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "execution_capacity", m);
+      return;
+    }
+  reply = json_object_new ();
+  json_object_set_boolean_member (reply, "ok", TRUE);
+  json_object_set_int_member (reply, "protocolVersion", NZ_GUEST_PROTOCOL_VERSION);
+  json_object_set_string_member (reply, "executionId", rec->id);
+  json_object_set_int_member (reply, "leaseExpiresAt", rec->expires_at);
+  json_object_set_string_member (reply, "normalExitPolicy", "strict");
+  reply_object (msg, SOUP_STATUS_CREATED, reply);
+}
+
+/* ---- POST /execute: the NDJSON stream ---- */
+
+typedef struct
+{
+  NzWorkerServer *server;
+  SoupServerMessage *msg; /* ref; NULL once libsoup is done with it (peer gone or complete) */
+  gulong finished_id;
+} Stream;
+
+static void
+stream_detach (Stream *s)
+{
+  if (s->msg == NULL)
+    return;
+  g_clear_signal_handler (&s->finished_id, s->msg);
+  g_clear_object (&s->msg);
+}
+
+static void
+stream_on_finished (SoupServerMessage *msg, gpointer user_data)
+{
+  /* The peer went away (or the response is complete): the execution goes on regardless,
+   * its output is simply dropped. */
+  stream_detach (user_data);
+}
+
+static void
+stream_free (Stream *s)
+{
+  stream_detach (s);
+  /* The command's own lease (spec C.6: a spawned command holds one until it settles). */
+  lease_release (s->server);
+  g_free (s);
+}
+
+static void
+stream_write (Stream *s, GString *line, gboolean complete)
+{
+  SoupMessageBody *body;
+
+  if (s->msg == NULL)
+    return;
+  body = soup_server_message_get_response_body (s->msg);
+  g_string_append_c (line, '\n');
+  soup_message_body_append (body, SOUP_MEMORY_COPY, line->str, line->len);
+  if (complete)
+    soup_message_body_complete (body);
+  soup_server_message_unpause (s->msg);
+}
+
+static void
+exec_output (NzExecRecord *rec, NzExecStream stream, const guint8 *data, gsize len,
+             gpointer user_data)
+{
+  g_autoptr (GString) line = g_string_sized_new (len + 48);
+
+  /* Built by hand: the per-chunk lossy decode may hold U+0000, which a C-string JSON builder
+   * would cut short. */
+  g_string_append (line, stream == NZ_EXEC_STREAM_STDOUT ? "{\"type\":\"stdout_delta\",\"data\":"
+                                                         : "{\"type\":\"stderr_delta\",\"data\":");
+  nz_jstext_append_json_lossy (line, data, len);
+  g_string_append_c (line, '}');
+  stream_write (user_data, line, FALSE);
+}
+
+static void
+exec_finished (NzExecRecord *rec, const NzExecResult *result, const char *error_message,
+               gboolean fenced, gpointer user_data)
+{
+  Stream *s = user_data;
+  g_autoptr (JsonObject) event = json_object_new ();
+  g_autoptr (GString) line = NULL;
+  g_autofree char *text = NULL;
+
+  /* Fenced: the engine poisoned the worker; no terminal event is ever sent, and the stream
+   * stays open until the process exits, so the host cannot mistake it for a result. */
+  if (fenced)
+    return;
+  if (result != NULL)
+    {
+      json_object_set_string_member (event, "type", "result");
+      set_result_members (event, result);
+    }
+  else
+    {
+      json_object_set_string_member (event, "type", "error");
+      json_object_set_string_member (event, "error", error_message);
+    }
+  text = nz_json_object_to_string (event, NULL);
+  line = g_string_new (text);
+  stream_write (s, line, TRUE);
+}
+
+static const NzExecCallbacks exec_callbacks = {
+  .output = exec_output,
+  .finished = exec_finished,
+};
+
+static void
+stream_begin (Stream *s, SoupServerMessage *msg)
+{
+  SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
+
+  s->msg = g_object_ref (msg);
+  s->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (stream_on_finished), s);
+  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+  soup_message_headers_replace (headers, "Content-Type", NDJSON_TYPE);
+  soup_message_headers_replace (headers, "Cache-Control", "no-store");
+  soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
+  soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
+  soup_server_message_pause (msg);
+}
+
+static void
+route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
+{
+  NzGuest *guest = server->guest;
+  const char *command = node_string (member (body, "command"));
+  JsonNode *id_node = member (body, "executionId");
+  JsonNode *cwd_node = member (body, "cwd");
+  JsonNode *timeout_node = member (body, "timeoutMs");
+  JsonNode *stdin_node = member (body, "stdin");
+  JsonNode *policy_node = member (body, "normalExitPolicy");
+  JsonArray *args_array = nz_json_get_array (body, "args");
+  const char *id = NULL;
+  g_autofree char *cwd = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (NzExecRecord) rec = NULL;
+  g_auto (GStrv) envp = NULL;
+  g_autoptr (GBytes) stdin_bytes = NULL;
+  double timeout = NZ_GUEST_DEFAULT_TIMEOUT_MS;
+  double max_output;
+  NzExecSpec spec = { 0 };
+  Stream *s;
+
+  /* Validation order is the reference's (spec C.4); every refusal precedes the 200. */
+  if (command == NULL || *command == '\0')
+    {
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "missing_command", NULL);
+      return;
+    }
+  if (policy_node != NULL)
+    {
+      const char *policy = node_string (policy_node);
+
+      if (g_strcmp0 (policy, "computer-lifetime") == 0)
+        {
+          reply_error (msg, SOUP_STATUS_BAD_REQUEST, "computer_lifetime_not_enabled", NULL);
+          return;
+        }
+      if (g_strcmp0 (policy, "strict") != 0)
+        {
+          reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_normal_exit_policy", NULL);
+          return;
+        }
+    }
+  if (id_node != NULL)
+    {
+      id = node_string (id_node);
+      if (!worker_id_is_valid (id))
+        {
+          reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_execution_id", NULL);
+          return;
+        }
+    }
+  if (!js_truthy (cwd_node))
+    cwd = g_strdup (nz_jail_get_workspace (guest->jail));
+  else if (node_string (cwd_node) == NULL)
+    {
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_cwd",
+                   "The \"path\" argument must be of type string");
+      return;
+    }
+  else if ((cwd = nz_jail_resolve_cwd (guest->jail, node_string (cwd_node), &error)) == NULL)
+    {
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_cwd", error->message);
+      return;
+    }
+  /* Above the ceiling is refused, never clamped: a caller asking for more time than the
+   * worker allows must learn it before the command runs. */
+  if (timeout_node != NULL)
+    {
+      timeout = js_number (timeout_node);
+      if (!isfinite (timeout) || timeout <= 0 || timeout > (double)guest->limits.max_timeout_ms)
+        {
+          g_autofree char *m = g_strdup_printf (
+              "timeoutMs must be a finite number in (0, %" G_GINT64_FORMAT "]",
+              guest->limits.max_timeout_ms);
+
+          reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_timeout", m);
+          return;
+        }
+    }
+  max_output = js_number (member (body, "maxOutputBytes"));
+  if (isnan (max_output) || max_output == 0)
+    max_output = (double)NZ_GUEST_DEFAULT_MAX_OUTPUT_BYTES;
+
+  if (id != NULL)
+    {
+      NzExecRecord *tracked;
+
+      nz_exec_registry_prune (guest->registry, nz_guest_now_ms ());
+      tracked = nz_exec_registry_lookup (guest->registry, id);
+      if (tracked == NULL)
+        {
+          reply_error (msg, SOUP_STATUS_NOT_FOUND, "unknown_execution", NULL);
+          return;
+        }
+      if (tracked->state != NZ_EXEC_STATE_RESERVED)
+        {
+          g_autoptr (JsonObject) reply = json_object_new ();
+
+          json_object_set_string_member (reply, "error", "execution_not_reserved");
+          json_object_set_string_member (reply, "state",
+                                         tracked->state == NZ_EXEC_STATE_TERMINAL
+                                             ? nz_exec_outcome_to_string (tracked->outcome)
+                                             : nz_exec_state_to_string (tracked->state));
+          reply_object (msg, SOUP_STATUS_CONFLICT, reply);
+          return;
+        }
+      rec = nz_exec_record_ref (tracked);
+    }
+  else
+    /* Untracked: same process group, timeout and kill path, but not cancellable by id. */
+    rec = nz_exec_record_new (NULL);
+
+  /* Array.isArray(args) ? args : []; each element as JS String(). */
+  for (guint i = 0; args_array != NULL && i < json_array_get_length (args_array); i++)
+    g_ptr_array_add (args, nz_jstext_from_json (json_array_get_element (args_array, i)));
+  g_ptr_array_add (args, NULL);
+  envp = nz_guest_child_environ (nz_json_get_object (body, "env"));
+  if (stdin_node != NULL)
+    {
+      char *text = nz_jstext_from_json (stdin_node);
+
+      stdin_bytes = g_bytes_new_take (text, strlen (text));
+    }
+
+  spec.command = command;
+  spec.args = (const char *const *)args->pdata;
+  spec.cwd = cwd;
+  spec.envp = envp;
+  spec.stdin_data = stdin_bytes;
+  spec.timeout_ms = (gint64)ceil (timeout);
+  spec.max_output_bytes
+      = max_output >= 9.2e18 ? G_MAXINT64 : (gint64)MAX (max_output, 0);
+
+  s = g_new0 (Stream, 1);
+  s->server = server;
+  lease_acquire (server);
+  if (!nz_exec_start (guest, rec, &spec, &exec_callbacks, s, (GDestroyNotify)stream_free,
+                      &error))
+    {
+      /* The record is terminal `failed` now. mkdir is a 400; a spawn error arrives on the
+       * stream like Node's asynchronous 'error' event (ENOENT is not a 400). */
+      if (g_str_has_prefix (error->message, "mkdir_failed: "))
+        reply_error (msg, SOUP_STATUS_BAD_REQUEST, "mkdir_failed",
+                     error->message + strlen ("mkdir_failed: "));
+      else
+        {
+          g_autoptr (JsonObject) event = json_object_new ();
+          g_autofree char *text = NULL;
+          g_autoptr (GString) line = NULL;
+
+          stream_begin (s, msg);
+          json_object_set_string_member (event, "type", "error");
+          json_object_set_string_member (event, "error", error->message);
+          text = nz_json_object_to_string (event, NULL);
+          line = g_string_new (text);
+          stream_write (s, line, TRUE);
+        }
+      stream_free (s);
+      return;
+    }
+  stream_begin (s, msg);
+}
+
+/* ---- POST /cancel ---- */
+
+typedef struct
+{
+  NzWorkerServer *server;
+  SoupServerMessage *msg;
+} Pending;
+
+static void
+cancel_confirmed (NzExecRecord *rec, const char *error_message, gpointer user_data)
+{
+  Pending *p = user_data;
+
+  if (error_message != NULL)
+    {
+      reply_error (p->msg, SOUP_STATUS_GATEWAY_TIMEOUT, "cancellation_unconfirmed",
+                   error_message);
+      /* An unconfirmed kill leaves a workload nobody owns: poison the worker. */
+      nz_guest_retire (p->server->guest, error_message);
+    }
+  else
+    {
+      g_autoptr (JsonObject) reply = terminal_payload (rec);
+
+      reply_object (p->msg, SOUP_STATUS_OK, reply);
+    }
+  soup_server_message_unpause (p->msg);
+  g_object_unref (p->msg);
+  g_free (p);
+}
+
+static void
+route_cancel (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
+{
+  NzGuest *guest = server->guest;
+  const char *id = node_string (member (body, "executionId"));
+  NzExecRecord *rec;
+  Pending *p;
+
+  if (!worker_id_is_valid (id))
+    {
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_execution_id", NULL);
+      return;
+    }
+  nz_exec_registry_prune (guest->registry, nz_guest_now_ms ());
+  rec = nz_exec_registry_lookup (guest->registry, id);
+  if (rec == NULL)
+    {
+      reply_error (msg, SOUP_STATUS_NOT_FOUND, "unknown_execution", NULL);
+      return;
+    }
+  if (rec->state == NZ_EXEC_STATE_RESERVED || rec->state == NZ_EXEC_STATE_STARTING)
+    {
+      gint64 now = nz_guest_now_ms ();
+      NzExecResult result = { .exit_code = 1 };
+
+      /* Cancelled before admission: terminal now, and that id can never start later. */
+      result.duration_ms = rec->started_at != 0 ? MAX (0, now - rec->started_at) : 0;
+      rec->cause = NZ_EXEC_CAUSE_CANCELLED;
+      nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_CANCELLED,
+                                          &result, NULL, now);
+    }
+  p = g_new0 (Pending, 1);
+  p->server = server;
+  p->msg = g_object_ref (msg);
+  soup_server_message_pause (msg);
+  nz_exec_terminate (guest, rec, NZ_EXEC_CAUSE_CANCELLED, cancel_confirmed, p);
+}
+
+/* ---- POST /read-file, POST /write-file (spec C.4, C.5) ---- */
+
+static void
+route_read_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
+{
+  NzGuest *guest = server->guest;
+  JsonNode *path_node = member (body, "path");
+  const char *path = node_string (path_node);
+  gboolean base64 = g_strcmp0 (nz_json_get_string (body, "encoding"), "base64") == 0;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *lexical = NULL;
+  g_autofree char *root = NULL;
+  g_autofree char *real = NULL;
+  g_autoptr (GBytes) content = NULL;
+  GString *reply;
+  gsize len = 0;
+  const guint8 *data;
+
+  if (!js_truthy (path_node))
+    {
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "missing_path", NULL);
+      return;
+    }
+  if (path == NULL)
+    {
+      reply_file_error (msg, "The \"path\" argument must be of type string");
+      return;
+    }
+  if ((lexical = nz_jail_resolve_read (guest->jail, path, &root, &error)) == NULL
+      || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL
+      || (content = nz_fileio_read_all (real, &error)) == NULL)
+    {
+      reply_file_error (msg, error->message);
+      return;
+    }
+  data = g_bytes_get_data (content, &len);
+  reply = g_string_sized_new (len + 96);
+  g_string_append (reply, "{\"ok\":true,\"content\":");
+  if (base64)
+    {
+      g_autofree char *b64 = g_base64_encode (data, len);
+
+      g_string_append_printf (reply, "\"%s\"", b64);
+    }
+  else
+    nz_jstext_append_json_lossy (reply, data, len);
+  g_string_append_printf (reply, ",\"sizeBytes\":%" G_GSIZE_FORMAT ",\"encoding\":\"%s\"}", len,
+                          base64 ? "base64" : "utf8");
+  len = reply->len;
+  reply_raw (msg, SOUP_STATUS_OK, g_string_free (reply, FALSE), len);
+}
+
+static void
+route_write_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
+{
+  NzGuest *guest = server->guest;
+  JsonNode *path_node = member (body, "path");
+  JsonNode *content_node = member (body, "content");
+  const char *path = node_string (path_node);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *lexical = NULL;
+  g_autofree char *root = NULL;
+  g_autofree char *real = NULL;
+  g_autofree char *dir = NULL;
+  g_autofree char *text = NULL;
+  g_autofree guchar *decoded = NULL;
+  g_autoptr (JsonObject) reply = NULL;
+  gsize len = 0;
+  const void *data;
+
+  if (!js_truthy (path_node) || content_node == NULL)
+    {
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "missing_path_or_content", NULL);
+      return;
+    }
+  if (path == NULL)
+    {
+      reply_file_error (msg, "The \"path\" argument must be of type string");
+      return;
+    }
+  if ((lexical = nz_jail_resolve_write (guest->jail, path, &root, &error)) == NULL)
+    {
+      reply_file_error (msg, error->message);
+      return;
+    }
+  /* mkdir -p of the parent before the symlink check: the reference's order (spec C.5). */
+  dir = g_path_get_dirname (lexical);
+  if (!nz_fileio_mkdir_p (dir, &error)
+      || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL)
+    {
+      reply_file_error (msg, error->message);
+      return;
+    }
+  text = nz_jstext_from_json (content_node);
+  if (g_strcmp0 (nz_json_get_string (body, "encoding"), "base64") == 0)
+    {
+      decoded = g_base64_decode (text, &len);
+      data = decoded;
+    }
+  else
+    {
+      data = text;
+      len = strlen (text);
+    }
+  /* Durable and atomic (the engine's write path): stronger than the reference's
+   * fs.writeFile, never weaker. */
+  if (!nz_fileio_write_durable (real, data, len, &error))
+    {
+      reply_file_error (msg, error->message);
+      return;
+    }
+  reply = json_object_new ();
+  json_object_set_boolean_member (reply, "ok", TRUE);
+  json_object_set_int_member (reply, "bytesWritten", (gint64)len);
+  reply_object (msg, SOUP_STATUS_OK, reply);
+}
+
+/* ---- dispatch ---- */
+
+static void
+handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *query,
+         gpointer user_data)
+{
+  NzWorkerServer *server = user_data;
+  Request *req = g_object_get_data (G_OBJECT (msg), REQ_KEY);
+  g_autoptr (JsonObject) body = NULL;
+  Route route = route_of (msg);
+
+  /* The early handler ran for every request; re-check what may have changed while the body
+   * arrived (a poisoning). */
+  if (server->guest->retiring)
+    {
+      reply_error (msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "worker_retiring", NULL);
+      return;
+    }
+  if (route == ROUTE_HEALTHZ)
+    {
+      route_healthz (server, msg);
+      return;
+    }
+  if (req == NULL || route == ROUTE_NONE)
+    {
+      reply_error (msg, SOUP_STATUS_NOT_FOUND, "not_found", NULL);
+      return;
+    }
+  if (route == ROUTE_RESERVE)
+    {
+      /* The body is ignored. */
+      route_reserve (server, msg);
+      return;
+    }
+  body = read_body (server, msg);
+  if (body == NULL)
+    return;
+  switch (route)
+    {
+    case ROUTE_EXECUTE:
+      route_execute (server, msg, body);
+      break;
+    case ROUTE_CANCEL:
+      route_cancel (server, msg, body);
+      break;
+    case ROUTE_READ_FILE:
+      route_read_file (server, msg, body);
+      break;
+    case ROUTE_WRITE_FILE:
+      route_write_file (server, msg, body);
+      break;
+    case ROUTE_NONE:
+    case ROUTE_HEALTHZ:
+    case ROUTE_RESERVE:
+    default:
+      reply_error (msg, SOUP_STATUS_NOT_FOUND, "not_found", NULL);
+      break;
+    }
+}
+
+/* ---- listener ---- */
+
+static gboolean
+on_incoming (GSocketService *service, GSocketConnection *connection, GObject *source,
+             gpointer user_data)
+{
+  NzWorkerServer *server = user_data;
+  g_autoptr (GSocketAddress) local = g_socket_connection_get_local_address (connection, NULL);
+  g_autoptr (GSocketAddress) remote = g_socket_connection_get_remote_address (connection, NULL);
+  g_autoptr (GError) error = NULL;
+
+  if (server->stopped)
+    return TRUE;
+  if (!soup_server_accept_iostream (server->soup, G_IO_STREAM (connection), local, remote,
+                                    &error))
+    g_debug ("accept: %s", error->message);
+  return TRUE;
+}
+
+NzWorkerServer *
+nz_worker_server_new (const NzWorkerConfig *config, NzGuest *guest, NzWorkerExitFunc exit_func,
+                      gpointer user_data)
+{
+  NzWorkerServer *server;
+
+  g_return_val_if_fail (config != NULL && guest != NULL && exit_func != NULL, NULL);
+  server = g_new0 (NzWorkerServer, 1);
+  server->config = config;
+  server->guest = guest;
+  server->exit_func = exit_func;
+  server->exit_data = user_data;
+  /* No Server header: the reference sends none, and it is one more fingerprint. */
+  server->soup = soup_server_new ("server-header", NULL, NULL);
+  soup_server_add_early_handler (server->soup, NULL, early_handler, server, NULL);
+  soup_server_add_handler (server->soup, NULL, handler, server, NULL);
+  nz_guest_set_retire_func (guest, on_retire, server);
+  return server;
+}
+
+void
+nz_worker_server_stop (NzWorkerServer *server)
+{
+  if (server->stopped)
+    return;
+  server->stopped = TRUE;
+  if (server->service != NULL)
+    {
+      g_socket_service_stop (server->service);
+      g_socket_listener_close (G_SOCKET_LISTENER (server->service));
+    }
+}
+
+void
+nz_worker_server_free (NzWorkerServer *server)
+{
+  if (server == NULL)
+    return;
+  nz_worker_server_stop (server);
+  g_clear_handle_id (&server->idle_id, g_source_remove);
+  g_clear_handle_id (&server->exit_id, g_source_remove);
+  nz_guest_set_retire_func (server->guest, NULL, NULL);
+  if (server->soup != NULL)
+    soup_server_disconnect (server->soup);
+  g_clear_object (&server->soup);
+  g_clear_object (&server->service);
+  g_free (server);
+}
+
+/* NAMZU_SANDBOX_BIND as an address: a literal (brackets allowed), or a name resolved once. */
+static GInetAddress *
+bind_address (const char *bind, GError **error)
+{
+  g_autofree char *s = g_strstrip (g_strdup (bind));
+  g_autolist (GInetAddress) list = NULL;
+  gsize len = strlen (s);
+  GInetAddress *addr;
+
+  if (len >= 2 && s[0] == '[' && s[len - 1] == ']')
+    {
+      memmove (s, s + 1, len - 2);
+      s[len - 2] = '\0';
+    }
+  addr = g_inet_address_new_from_string (s);
+  if (addr != NULL)
+    return addr;
+  if (g_ascii_strcasecmp (s, "localhost") == 0)
+    return g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+  list = g_resolver_lookup_by_name (g_resolver_get_default (), s, NULL, error);
+  if (list == NULL)
+    return NULL;
+  return g_object_ref (list->data);
+}
+
+gboolean
+nz_worker_server_listen (NzWorkerServer *server, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GInetAddress) addr = NULL;
+  g_autoptr (GSocketAddress) sa = NULL;
+  g_autoptr (GSocketAddress) effective = NULL;
+
+  g_return_val_if_fail (server->service == NULL, FALSE);
+  addr = bind_address (server->config->bind, &local);
+  if (addr != NULL)
+    {
+      sa = g_inet_socket_address_new (addr, server->config->port);
+      server->service = g_socket_service_new ();
+      if (g_socket_listener_add_address (G_SOCKET_LISTENER (server->service), sa,
+                                         G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL,
+                                         &effective, &local))
+        {
+          server->port = g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (effective));
+          g_signal_connect (server->service, "incoming", G_CALLBACK (on_incoming), server);
+          g_socket_service_start (server->service);
+          idle_arm (server);
+          return TRUE;
+        }
+    }
+  return nz_throw (error, NZ_ERROR_FAILED, "could not listen on %s:%u: %s", server->config->bind,
+                   server->config->port, local->message);
+}
+
+guint16
+nz_worker_server_get_port (NzWorkerServer *server)
+{
+  return server->port;
+}

@@ -1,0 +1,935 @@
+/* test-worker: the real namzu-worker, driven over raw loopback HTTP: routes and shapes, the
+ * auth gate, the startup table, limits, cancellation, poisoning, env scrub, idle exit, and
+ * namzu-exec against it through the client's http:// transport. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "nz-test.h"
+
+#define TOKEN "w0rker-t0ken-9f8e7d"
+#define AUTH "Authorization: Bearer " TOKEN "\r\n"
+
+typedef struct
+{
+  GPid pid;
+  int out_fd;
+  int err_fd;
+  guint16 port;
+  char *workspace;
+  char *listen_line;
+} Worker;
+
+/* The worker's environment: ours minus every NAMZU_* plus @extra (NULL-terminated K, V
+ * pairs; a NULL V unsets). */
+static char **
+worker_env (const char *const *extra)
+{
+  char **env = g_get_environ ();
+  char **names = g_listenv ();
+
+  for (guint i = 0; names[i] != NULL; i++)
+    if (g_str_has_prefix (names[i], "NAMZU_"))
+      env = g_environ_unsetenv (env, names[i]);
+  g_strfreev (names);
+  for (guint i = 0; extra != NULL && extra[i] != NULL; i += 2)
+    env = extra[i + 1] != NULL ? g_environ_setenv (env, extra[i], extra[i + 1], TRUE)
+                               : g_environ_unsetenv (env, extra[i]);
+  return env;
+}
+
+static char *
+read_line (int fd)
+{
+  GString *s = g_string_new (NULL);
+  char c;
+
+  while (read (fd, &c, 1) == 1 && c != '\n')
+    g_string_append_c (s, c);
+  return g_string_free (s, FALSE);
+}
+
+static char *
+read_all_fd (int fd)
+{
+  GString *s = g_string_new (NULL);
+  char buf[4096];
+  ssize_t n;
+
+  while ((n = read (fd, buf, sizeof buf)) > 0)
+    g_string_append_len (s, buf, n);
+  return g_string_free (s, FALSE);
+}
+
+/* Starts the worker bound to 127.0.0.1:0 with a fresh workspace and the token, plus @extra. */
+static Worker *
+worker_start (const char *const *extra)
+{
+  g_autofree char *tool = nz_test_tool ("namzu-worker");
+  Worker *w = g_new0 (Worker, 1);
+  const char *base[] = { "NAMZU_SANDBOX_PORT", "0", "NAMZU_SANDBOX_BIND", "127.0.0.1",
+                         "NAMZU_SANDBOX_TOKEN", TOKEN, NULL };
+  char *argv[] = { tool, NULL };
+  g_auto (GStrv) env = NULL;
+  g_autoptr (GError) error = NULL;
+  const char *colon;
+
+  w->workspace = g_dir_make_tmp ("nz-worker-ws-XXXXXX", &error);
+  g_assert_no_error (error);
+  env = worker_env (base);
+  env = g_environ_setenv (env, "NAMZU_SANDBOX_WORKSPACE", w->workspace, TRUE);
+  for (guint i = 0; extra != NULL && extra[i] != NULL; i += 2)
+    env = extra[i + 1] != NULL ? g_environ_setenv (env, extra[i], extra[i + 1], TRUE)
+                               : g_environ_unsetenv (env, extra[i]);
+  ck_assert (g_spawn_async_with_pipes (NULL, argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
+                                       &w->pid, NULL, &w->out_fd, &w->err_fd, &error));
+  w->listen_line = read_line (w->out_fd);
+  ck_assert_msg (g_str_has_prefix (w->listen_line, "[namzu-sandbox-worker] listening on 127.0.0.1:"),
+                 "listening line: %s", w->listen_line);
+  colon = strchr (w->listen_line + strlen ("[namzu-sandbox-worker] listening on "), ':');
+  w->port = (guint16)atoi (colon + 1);
+  ck_assert (w->port > 0);
+  return w;
+}
+
+/* Waits for the worker to exit; returns the wait status and its stderr. */
+static int
+worker_wait (Worker *w, char **err)
+{
+  int status = 0;
+
+  ck_assert (waitpid (w->pid, &status, 0) == w->pid);
+  w->pid = 0;
+  if (err != NULL)
+    *err = read_all_fd (w->err_fd);
+  return status;
+}
+
+static void
+worker_stop (Worker *w)
+{
+  if (w->pid > 0)
+    {
+      kill (w->pid, SIGTERM);
+      worker_wait (w, NULL);
+    }
+  close (w->out_fd);
+  close (w->err_fd);
+  g_free (w->workspace);
+  g_free (w->listen_line);
+  g_free (w);
+}
+
+/* ---- raw HTTP ---- */
+
+typedef struct
+{
+  int status;
+  char *head; /* status line + headers */
+  char *body; /* de-chunked */
+} Reply;
+
+static void
+reply_free (Reply *r)
+{
+  g_free (r->head);
+  g_free (r->body);
+  g_free (r);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Reply, reply_free)
+
+static GSocketConnection *
+dial (guint16 port)
+{
+  g_autoptr (GSocketClient) client = g_socket_client_new ();
+  g_autoptr (GError) error = NULL;
+  GSocketConnection *conn = g_socket_client_connect_to_host (client, "127.0.0.1", port, NULL, &error);
+
+  g_assert_no_error (error);
+  return conn;
+}
+
+static void
+send_raw (GSocketConnection *conn, const char *data, gsize len)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (conn)), data, len, NULL,
+                             NULL, &error);
+  g_assert_no_error (error);
+}
+
+static char *
+dechunk (const char *p)
+{
+  GString *out = g_string_new (NULL);
+
+  for (;;)
+    {
+      char *end;
+      long n = strtol (p, &end, 16);
+
+      if (end == p || n <= 0)
+        break;
+      p = strstr (end, "\r\n");
+      if (p == NULL)
+        break;
+      p += 2;
+      g_string_append_len (out, p, n);
+      p += n + 2;
+    }
+  return g_string_free (out, FALSE);
+}
+
+/* Reads one whole response (the worker closes after it: we send Connection: close). */
+static Reply *
+read_reply (GSocketConnection *conn)
+{
+  GInputStream *in = g_io_stream_get_input_stream (G_IO_STREAM (conn));
+  g_autoptr (GString) raw = g_string_new (NULL);
+  Reply *r = g_new0 (Reply, 1);
+  char buf[65536];
+  gssize n;
+  const char *sep;
+
+  while ((n = g_input_stream_read (in, buf, sizeof buf, NULL, NULL)) > 0)
+    g_string_append_len (raw, buf, n);
+  sep = strstr (raw->str, "\r\n\r\n");
+  ck_assert_msg (sep != NULL, "no HTTP response: '%s'", raw->str);
+  r->head = g_strndup (raw->str, sep - raw->str);
+  r->status = atoi (raw->str + strlen ("HTTP/1.1 "));
+  if (strstr (r->head, "Transfer-Encoding: chunked") != NULL)
+    r->body = dechunk (sep + 4);
+  else
+    r->body = g_strdup (sep + 4);
+  return r;
+}
+
+/* @headers: extra header lines, each ending in \r\n. */
+static Reply *
+http (guint16 port, const char *method, const char *target, const char *headers, const char *body)
+{
+  g_autoptr (GSocketConnection) conn = dial (port);
+  g_autofree char *req = g_strdup_printf (
+      "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s\r\n%s", method, target,
+      headers != NULL ? headers : "",
+      body != NULL ? g_strdup_printf ("Content-Type: application/json\r\nContent-Length: %zu\r\n",
+                                      strlen (body))
+                   : "",
+      body != NULL ? body : "");
+
+  send_raw (conn, req, strlen (req));
+  return read_reply (conn);
+}
+
+static JsonObject *
+parse (const char *json)
+{
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+
+  json_parser_load_from_data (p, json, -1, &error);
+  ck_assert_msg (error == NULL, "not JSON: '%s'", json);
+  ck_assert (JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p)));
+  return json_object_ref (json_node_get_object (json_parser_get_root (p)));
+}
+
+static const char *
+str (JsonObject *o, const char *m)
+{
+  return json_object_has_member (o, m) ? json_object_get_string_member (o, m) : NULL;
+}
+
+static char *
+reserve (guint16 port)
+{
+  g_autoptr (Reply) r = http (port, "POST", "/executions/reserve", AUTH, NULL);
+  g_autoptr (JsonObject) o = NULL;
+
+  ck_assert_int_eq (r->status, 201);
+  o = parse (r->body);
+  ck_assert (json_object_get_boolean_member (o, "ok"));
+  ck_assert_int_eq (json_object_get_int_member (o, "protocolVersion"), 2);
+  ck_assert (json_object_get_int_member (o, "leaseExpiresAt") > 0);
+  ck_assert (g_str_has_prefix (str (o, "executionId"), "exec_"));
+  return g_strdup (str (o, "executionId"));
+}
+
+/* The NDJSON events of an execute reply; the last one is returned in *@last. */
+static GPtrArray *
+events (const char *body)
+{
+  g_auto (GStrv) lines = g_strsplit (body, "\n", -1);
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify)json_object_unref);
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    if (*lines[i] != '\0')
+      g_ptr_array_add (out, parse (lines[i]));
+  return out;
+}
+
+static char *
+joined (GPtrArray *evs, const char *type)
+{
+  GString *s = g_string_new (NULL);
+
+  for (guint i = 0; i < evs->len; i++)
+    if (g_strcmp0 (str (evs->pdata[i], "type"), type) == 0)
+      g_string_append (s, str (evs->pdata[i], "data"));
+  return g_string_free (s, FALSE);
+}
+
+static void
+assert_error (Reply *r, int status, const char *code)
+{
+  g_autoptr (JsonObject) o = NULL;
+
+  ck_assert_msg (r->status == status, "want %d %s, got %d %s", status, code, r->status, r->body);
+  o = parse (r->body);
+  ck_assert_str_eq (str (o, "error"), code);
+}
+
+static void
+assert_unauthorized (Reply *r)
+{
+  ck_assert_msg (r->status == 401, "want 401, got %d %s", r->status, r->body);
+  ck_assert_str_eq (r->body, "{\"error\":\"unauthorized\"}");
+  ck_assert_msg (strstr (r->head, "\r\nWWW-Authenticate: Bearer realm=\"namzu-sandbox-worker\"")
+                     != NULL,
+                 "%s", r->head);
+  ck_assert_msg (strstr (r->head, "\r\nContent-Type: application/json; charset=utf-8") != NULL,
+                 "%s", r->head);
+  ck_assert (strstr (r->body, TOKEN) == NULL && strstr (r->head, TOKEN) == NULL);
+}
+
+/* ---- routes and shapes ---- */
+
+START_TEST (test_routes)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *id = reserve (w->port);
+  g_autofree char *body = NULL;
+  g_autofree char *out = NULL, *err = NULL;
+  g_autofree char *path = NULL, *content = NULL;
+  g_autoptr (Reply) r = NULL;
+  g_autoptr (JsonObject) o = NULL;
+  g_autoptr (GPtrArray) evs = NULL;
+  JsonObject *last;
+
+  r = http (w->port, "GET", "/healthz", NULL, NULL);
+  ck_assert_int_eq (r->status, 200);
+  o = parse (r->body);
+  ck_assert (json_object_get_boolean_member (o, "ok"));
+  ck_assert_int_eq (json_object_get_int_member (o, "protocolVersion"), 2);
+  g_clear_pointer (&r, reply_free);
+
+  /* A tracked execute: NDJSON deltas then exactly one result. */
+  body = g_strdup_printf ("{\"executionId\":\"%s\",\"command\":\"sh\",\"args\":[\"-c\","
+                          "\"printf out; printf err >&2; pwd; exit 3\"],\"cwd\":\"sub/dir\"}",
+                          id);
+  r = http (w->port, "POST", "/execute", AUTH, body);
+  ck_assert_int_eq (r->status, 200);
+  ck_assert (strstr (r->head, "Content-Type: application/x-ndjson; charset=utf-8") != NULL);
+  ck_assert (strstr (r->head, "Cache-Control: no-store") != NULL);
+  evs = events (r->body);
+  last = evs->pdata[evs->len - 1];
+  ck_assert_str_eq (str (last, "type"), "result");
+  ck_assert_int_eq (json_object_get_int_member (last, "exitCode"), 3);
+  ck_assert (!json_object_get_boolean_member (last, "timedOut"));
+  ck_assert (json_object_has_member (last, "durationMs"));
+  ck_assert (!json_object_get_boolean_member (last, "stdoutTruncated"));
+  ck_assert (!json_object_has_member (last, "signal"));
+  out = joined (evs, "stdout_delta");
+  err = joined (evs, "stderr_delta");
+  path = g_strdup_printf ("out%s/sub/dir\n", w->workspace);
+  ck_assert_str_eq (out, path);
+  ck_assert_str_eq (err, "err");
+  g_clear_pointer (&r, reply_free);
+
+  /* The same id again: 409 with the outcome; cancel of a terminal id is idempotent. */
+  r = http (w->port, "POST", "/execute", AUTH, body);
+  assert_error (r, 409, "execution_not_reserved");
+  g_clear_pointer (&o, json_object_unref);
+  o = parse (r->body);
+  ck_assert_str_eq (str (o, "state"), "completed");
+  g_clear_pointer (&r, reply_free);
+  g_free (body);
+  body = g_strdup_printf ("{\"executionId\":\"%s\"}", id);
+  r = http (w->port, "POST", "/cancel", AUTH, body);
+  ck_assert_int_eq (r->status, 200);
+  g_clear_pointer (&o, json_object_unref);
+  o = parse (r->body);
+  ck_assert_str_eq (str (o, "state"), "completed");
+  ck_assert (json_object_get_boolean_member (o, "started"));
+  ck_assert_int_eq (json_object_get_int_member (json_object_get_object_member (o, "result"),
+                                                "exitCode"),
+                    3);
+  g_clear_pointer (&r, reply_free);
+
+  /* Cancel before admission: cancelled, never started, and never admitted later (409). */
+  g_free (id);
+  id = reserve (w->port);
+  g_free (body);
+  body = g_strdup_printf ("{\"executionId\":\"%s\"}", id);
+  r = http (w->port, "POST", "/cancel", AUTH, body);
+  ck_assert_int_eq (r->status, 200);
+  g_clear_pointer (&o, json_object_unref);
+  o = parse (r->body);
+  ck_assert_str_eq (str (o, "state"), "cancelled");
+  ck_assert (!json_object_get_boolean_member (o, "started"));
+  ck_assert_int_eq (json_object_get_int_member (json_object_get_object_member (o, "result"),
+                                                "exitCode"),
+                    1);
+  g_clear_pointer (&r, reply_free);
+  g_free (body);
+  body = g_strdup_printf ("{\"executionId\":\"%s\",\"command\":\"true\"}", id);
+  r = http (w->port, "POST", "/execute", AUTH, body);
+  assert_error (r, 409, "execution_not_reserved");
+  g_clear_pointer (&r, reply_free);
+
+  /* Refusals before the 200. */
+  r = http (w->port, "POST", "/execute", AUTH, "{\"args\":[]}");
+  assert_error (r, 400, "missing_command");
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/execute", AUTH, "{\"command\":\"true\",\"executionId\":\"x\"}");
+  assert_error (r, 400, "invalid_execution_id");
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/execute", AUTH,
+            "{\"command\":\"true\",\"executionId\":\"exec_00000000-0000-4000-8000-000000000000\"}");
+  assert_error (r, 404, "unknown_execution");
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/execute", AUTH, "{\"command\":\"true\",\"cwd\":\"../x\"}");
+  assert_error (r, 400, "invalid_cwd");
+  ck_assert (strstr (r->body, "path escapes the workspace") != NULL);
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/execute", AUTH, "{not json");
+  assert_error (r, 400, "invalid_body");
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/cancel", AUTH, "{\"executionId\":\"nope\"}");
+  assert_error (r, 400, "invalid_execution_id");
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/cancel", AUTH,
+            "{\"executionId\":\"exec_00000000-0000-4000-8000-000000000000\"}");
+  assert_error (r, 404, "unknown_execution");
+  g_clear_pointer (&r, reply_free);
+
+  /* A missing binary is a stream error event after the 200, like the reference. */
+  r = http (w->port, "POST", "/execute", AUTH, "{\"command\":\"/nonexistent/nope\"}");
+  ck_assert_int_eq (r->status, 200);
+  g_clear_pointer (&evs, g_ptr_array_unref);
+  evs = events (r->body);
+  ck_assert_int_eq (evs->len, 1);
+  ck_assert_str_eq (str (evs->pdata[0], "type"), "error");
+  ck_assert (g_str_has_suffix (str (evs->pdata[0], "error"), "ENOENT"));
+  g_clear_pointer (&r, reply_free);
+
+  /* Files. */
+  r = http (w->port, "POST", "/write-file", AUTH, "{\"path\":\"d/f.txt\",\"content\":\"hello\"}");
+  ck_assert_int_eq (r->status, 200);
+  g_clear_pointer (&o, json_object_unref);
+  o = parse (r->body);
+  ck_assert_int_eq (json_object_get_int_member (o, "bytesWritten"), 5);
+  g_clear_pointer (&r, reply_free);
+  g_free (path);
+  path = g_build_filename (w->workspace, "d", "f.txt", NULL);
+  ck_assert (g_file_get_contents (path, &content, NULL, NULL));
+  ck_assert_str_eq (content, "hello");
+  r = http (w->port, "POST", "/read-file", AUTH, "{\"path\":\"d/f.txt\",\"encoding\":\"base64\"}");
+  ck_assert_int_eq (r->status, 200);
+  g_clear_pointer (&o, json_object_unref);
+  o = parse (r->body);
+  ck_assert_str_eq (str (o, "content"), "aGVsbG8=");
+  ck_assert_str_eq (str (o, "encoding"), "base64");
+  ck_assert_int_eq (json_object_get_int_member (o, "sizeBytes"), 5);
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/read-file", AUTH, "{\"path\":\"/etc/passwd\"}");
+  ck_assert_int_eq (r->status, 400);
+  g_clear_pointer (&o, json_object_unref);
+  o = parse (r->body);
+  ck_assert (!json_object_get_boolean_member (o, "ok"));
+  ck_assert_str_eq (str (o, "error"), "path escapes the workspace");
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/read-file", AUTH, "{}");
+  assert_error (r, 400, "missing_path");
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/write-file", AUTH, "{\"path\":\"x\"}");
+  assert_error (r, 400, "missing_path_or_content");
+  g_clear_pointer (&r, reply_free);
+
+  /* With the token, an unknown route is a 404. */
+  r = http (w->port, "POST", "/healthz", AUTH, NULL);
+  assert_error (r, 404, "not_found");
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "GET", "/healthz?x=1", AUTH, NULL);
+  assert_error (r, 404, "not_found");
+  worker_stop (w);
+}
+END_TEST
+
+/* ---- the auth gate ---- */
+
+START_TEST (test_auth_gate)
+{
+  Worker *w = worker_start (NULL);
+  static const char *const bad_headers[] = {
+    "",
+    "Authorization: Bearer wrong\r\n",
+    "Authorization: " TOKEN "\r\n",
+    "Authorization: Bearer \r\n",
+    "Authorization: Basic " TOKEN "\r\n",
+    "Authorization: Bearer\t" TOKEN "\r\n",
+    "Authorization: Bearer " TOKEN "x\r\n",
+    NULL,
+  };
+  static const char *const targets[][2] = {
+    { "POST", "/execute" }, { "POST", "/executions/reserve" }, { "POST", "/cancel" },
+    { "POST", "/read-file" }, { "POST", "/write-file" }, { "POST", "/nope" },
+    { "GET", "/nope" }, { "POST", "/healthz" }, { "GET", "/healthz?x=1" },
+    { "GET", "/healthz/" }, { "PUT", "/healthz" }, { "DELETE", "/execute" },
+  };
+  g_autofree char *victim = g_build_filename (w->workspace, "victim.txt", NULL);
+  g_autoptr (Reply) r = NULL;
+
+  for (guint h = 0; bad_headers[h] != NULL; h++)
+    for (guint t = 0; t < G_N_ELEMENTS (targets); t++)
+      {
+        g_autoptr (Reply) rr = http (w->port, targets[t][0], targets[t][1], bad_headers[h],
+                                     g_str_equal (targets[t][0], "GET") ? NULL : "{}");
+
+        assert_unauthorized (rr);
+      }
+  /* Exactly GET /healthz is exempt. */
+  r = http (w->port, "GET", "/healthz", NULL, NULL);
+  ck_assert_int_eq (r->status, 200);
+  g_clear_pointer (&r, reply_free);
+  /* Any case of the scheme, several spaces, surrounding whitespace. */
+  r = http (w->port, "POST", "/nope", "Authorization:   bEaReR    " TOKEN "  \r\n", NULL);
+  assert_error (r, 404, "not_found");
+  g_clear_pointer (&r, reply_free);
+  /* The first of two Authorization headers wins, whichever order. */
+  r = http (w->port, "POST", "/nope", "Authorization: Bearer wrong\r\n" AUTH, NULL);
+  assert_unauthorized (r);
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/nope", AUTH "Authorization: Bearer wrong\r\n", NULL);
+  assert_error (r, 404, "not_found");
+  g_clear_pointer (&r, reply_free);
+
+  /* A refused /write-file writes nothing. */
+  r = http (w->port, "POST", "/write-file", "Authorization: Bearer wrong\r\n",
+            "{\"path\":\"victim.txt\",\"content\":\"pwned\"}");
+  assert_unauthorized (r);
+  ck_assert (!g_file_test (victim, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&r, reply_free);
+
+  /* The body of a refused request is never read: the 401 comes while the body we announced
+   * has not been sent. */
+  {
+    g_autoptr (GSocketConnection) conn = dial (w->port);
+    const char *head = "POST /write-file HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"
+                       "{\"path\":\"victim.txt\",";
+    GInputStream *in = g_io_stream_get_input_stream (G_IO_STREAM (conn));
+    char buf[512] = { 0 };
+    gssize n;
+    gint64 t0 = g_get_monotonic_time ();
+
+    send_raw (conn, head, strlen (head));
+    n = g_input_stream_read (in, buf, sizeof buf - 1, NULL, NULL);
+    ck_assert_msg (n > 0 && g_str_has_prefix (buf, "HTTP/1.1 401 "), "got '%s'", buf);
+    ck_assert_msg (g_get_monotonic_time () - t0 < 1500 * 1000, "the 401 waited for the body");
+    ck_assert (strstr (buf, "{\"error\":\"unauthorized\"}") != NULL);
+    ck_assert (strstr (buf, "WWW-Authenticate: Bearer realm=\"namzu-sandbox-worker\"") != NULL);
+  }
+  ck_assert (!g_file_test (victim, G_FILE_TEST_EXISTS));
+  worker_stop (w);
+}
+END_TEST
+
+/* ---- the startup table ---- */
+
+typedef struct
+{
+  const char *token;    /* NULL: unset */
+  const char *bind;     /* NULL: unset (0.0.0.0) */
+  const char *escape;   /* NULL: unset */
+  gboolean starts;
+  const char *auth;     /* "bearer" / "none" when it starts; else the refusal's start */
+} StartupRow;
+
+static const StartupRow startup_rows[] = {
+  { TOKEN, "127.0.0.1", NULL, TRUE, "bearer" },
+  { TOKEN, "0.0.0.0", NULL, TRUE, "bearer" },
+  { NULL, "127.0.0.1", NULL, TRUE, "none" },
+  { NULL, "localhost", NULL, TRUE, "none" },
+  { NULL, "127.0.0.2", NULL, TRUE, "none" },
+  { NULL, NULL, NULL, FALSE, "no NAMZU_SANDBOX_TOKEN is configured and NAMZU_SANDBOX_BIND=0.0.0.0" },
+  { NULL, "0.0.0.0", NULL, FALSE, "no NAMZU_SANDBOX_TOKEN is configured" },
+  { NULL, "::", NULL, FALSE, "no NAMZU_SANDBOX_TOKEN is configured" },
+  { NULL, "[::ffff:127.0.0.1]", NULL, FALSE, "no NAMZU_SANDBOX_TOKEN is configured" },
+  { "", "127.0.0.1", NULL, FALSE, "NAMZU_SANDBOX_TOKEN is set but is empty after trimming" },
+  { " ", "127.0.0.1", "1", FALSE, "NAMZU_SANDBOX_TOKEN is set but is empty after trimming" },
+  { "\t", "127.0.0.1", NULL, FALSE, "NAMZU_SANDBOX_TOKEN is set but is empty after trimming" },
+  { " pAdDeD-x", "127.0.0.1", NULL, FALSE, "NAMZU_SANDBOX_TOKEN is set but is empty" },
+  { "padded\xc2\xa0", "127.0.0.1", NULL, FALSE, "NAMZU_SANDBOX_TOKEN is set but is empty" },
+  { "\xe2\x82\xac-token", "127.0.0.1", NULL, FALSE,
+    "NAMZU_SANDBOX_TOKEN carries a character that cannot be presented" },
+  { "\xf0\x9f\x94\x91", "127.0.0.1", "1", FALSE, "NAMZU_SANDBOX_TOKEN carries a character" },
+  { "a\x01" "b", "127.0.0.1", NULL, FALSE, "NAMZU_SANDBOX_TOKEN carries a character" },
+  { "a\x7f" "b", "127.0.0.1", NULL, FALSE, "NAMZU_SANDBOX_TOKEN carries a character" },
+  { "a\nb", "127.0.0.1", NULL, FALSE, "NAMZU_SANDBOX_TOKEN carries a character" },
+  { "\xc3\xa9-token", "0.0.0.0", NULL, TRUE, "bearer" },
+  { "\xc3\xbf-token", "0.0.0.0", NULL, TRUE, "bearer" },
+  { "with space", "0.0.0.0", NULL, TRUE, "bearer" },
+  { "tab\tinside", "0.0.0.0", NULL, TRUE, "bearer" },
+  { NULL, "0.0.0.0", "1", TRUE, "none" },
+  { NULL, "0.0.0.0", "true", TRUE, "none" },
+  { NULL, "0.0.0.0", "TRUE", TRUE, "none" },
+  { NULL, "0.0.0.0", "yes", TRUE, "none" },
+  { NULL, "0.0.0.0", "Yes", TRUE, "none" },
+  { NULL, "0.0.0.0", "ON", TRUE, "none" },
+  { NULL, "0.0.0.0", "0", FALSE, "no NAMZU_SANDBOX_TOKEN" },
+  { NULL, "0.0.0.0", "false", FALSE, "no NAMZU_SANDBOX_TOKEN" },
+  { NULL, "0.0.0.0", "no", FALSE, "no NAMZU_SANDBOX_TOKEN" },
+  { NULL, "0.0.0.0", "off", FALSE, "no NAMZU_SANDBOX_TOKEN" },
+  { NULL, "0.0.0.0", "", FALSE, "no NAMZU_SANDBOX_TOKEN" },
+  { NULL, "0.0.0.0", " yes ", FALSE, "no NAMZU_SANDBOX_TOKEN" },
+  { NULL, "0.0.0.0", "yes ", FALSE, "no NAMZU_SANDBOX_TOKEN" },
+  { NULL, "0.0.0.0", " on", FALSE, "no NAMZU_SANDBOX_TOKEN" },
+  { NULL, "0.0.0.0", "TRUE ", FALSE, "no NAMZU_SANDBOX_TOKEN" },
+  { TOKEN, "0.0.0.0", "1", TRUE, "bearer" },
+};
+
+START_TEST (test_startup_table)
+{
+  const StartupRow *row = &startup_rows[_i];
+  g_autofree char *tool = nz_test_tool ("namzu-worker");
+  g_autofree char *ws = g_dir_make_tmp ("nz-worker-ws-XXXXXX", NULL);
+  const char *extra[] = { "NAMZU_SANDBOX_PORT", "0", "NAMZU_SANDBOX_WORKSPACE", ws,
+                          "NAMZU_SANDBOX_TOKEN", row->token, "NAMZU_SANDBOX_BIND", row->bind,
+                          "NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED", row->escape, NULL };
+  g_auto (GStrv) env = worker_env (extra);
+  char *argv[] = { tool, NULL };
+  GPid pid;
+  int out_fd, err_fd, status = 0;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *line = NULL;
+
+  ck_assert (g_spawn_async_with_pipes (NULL, argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
+                                       &pid, NULL, &out_fd, &err_fd, &error));
+  line = read_line (out_fd);
+  if (row->starts)
+    {
+      g_autofree char *want = g_strdup_printf (" auth=%s", row->auth);
+
+      ck_assert_msg (g_str_has_prefix (line, "[namzu-sandbox-worker] listening on ")
+                         && g_str_has_suffix (line, want),
+                     "row %d: '%s'", _i, line);
+      kill (pid, SIGTERM);
+      ck_assert (waitpid (pid, &status, 0) == pid);
+      ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "SIGTERM: exit 0");
+    }
+  else
+    {
+      g_autofree char *err = NULL;
+      g_autofree char *want = g_strdup_printf ("[namzu-sandbox-worker] refusing to start: %s",
+                                               row->auth);
+
+      /* Refused before any socket exists: no listening line at all. */
+      ck_assert_msg (*line == '\0', "row %d started: '%s'", _i, line);
+      ck_assert (waitpid (pid, &status, 0) == pid);
+      err = read_all_fd (err_fd);
+      ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 1, "row %d: exit 1", _i);
+      ck_assert_msg (g_str_has_prefix (err, want), "row %d stderr: '%s'", _i, err);
+      /* Never the token itself. */
+      if (row->token != NULL && strlen (row->token) > 3)
+        ck_assert (strstr (err, row->token) == NULL);
+    }
+  close (out_fd);
+  close (err_fd);
+  g_rmdir (ws);
+}
+END_TEST
+
+/* ---- limits ---- */
+
+START_TEST (test_timeout_ceiling)
+{
+  const char *extra[] = { "NAMZU_SANDBOX_MAX_TIMEOUT_MS", "1000", NULL };
+  Worker *w = worker_start (extra);
+  static const char *const bad[] = { "1001", "0", "-1", "\"nonsense\"", "null", NULL };
+
+  for (guint i = 0; bad[i] != NULL; i++)
+    {
+      g_autofree char *body = g_strdup_printf ("{\"command\":\"true\",\"timeoutMs\":%s}", bad[i]);
+      g_autoptr (Reply) r = http (w->port, "POST", "/execute", AUTH, body);
+      g_autoptr (JsonObject) o = NULL;
+
+      assert_error (r, 400, "invalid_timeout");
+      o = parse (r->body);
+      ck_assert_str_eq (str (o, "message"), "timeoutMs must be a finite number in (0, 1000]");
+    }
+  {
+    /* At the ceiling runs; a timeout kills and says so. */
+    g_autoptr (Reply) r = http (w->port, "POST", "/execute", AUTH,
+                                "{\"command\":\"sleep\",\"args\":[\"5\"],\"timeoutMs\":1000}");
+    g_autoptr (GPtrArray) evs = events (r->body);
+    JsonObject *last = evs->pdata[evs->len - 1];
+
+    ck_assert_int_eq (r->status, 200);
+    ck_assert_str_eq (str (last, "type"), "result");
+    ck_assert (json_object_get_boolean_member (last, "timedOut"));
+    ck_assert_int_eq (json_object_get_int_member (last, "exitCode"), -1);
+    ck_assert_str_eq (str (last, "signal"), "SIGTERM");
+  }
+  worker_stop (w);
+}
+END_TEST
+
+START_TEST (test_body_and_output_caps)
+{
+  const char *extra[] = { "NAMZU_SANDBOX_MAX_BODY_BYTES", "200", NULL };
+  Worker *w = worker_start (extra);
+  g_autofree char *big = g_strnfill (300, 'x');
+  g_autofree char *body = g_strdup_printf ("{\"path\":\"big.txt\",\"content\":\"%s\"}", big);
+  g_autofree char *file = g_build_filename (w->workspace, "big.txt", NULL);
+  g_autoptr (Reply) r = http (w->port, "POST", "/write-file", AUTH, body);
+  g_autoptr (JsonObject) o = NULL;
+  g_autoptr (GPtrArray) evs = NULL;
+  g_autofree char *out = NULL, *err = NULL;
+  JsonObject *last;
+
+  assert_error (r, 400, "invalid_body");
+  o = parse (r->body);
+  ck_assert_str_eq (str (o, "message"), "request body exceeds 200 bytes");
+  ck_assert (!g_file_test (file, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&r, reply_free);
+
+  /* Per-stream cap: clipped to maxOutputBytes, then silence, flagged in the result. */
+  r = http (w->port, "POST", "/execute", AUTH,
+            "{\"command\":\"sh\",\"args\":[\"-c\",\"printf %05000d 0; printf 12345 >&2\"],"
+            "\"maxOutputBytes\":10}");
+  ck_assert_int_eq (r->status, 200);
+  evs = events (r->body);
+  out = joined (evs, "stdout_delta");
+  err = joined (evs, "stderr_delta");
+  ck_assert_str_eq (out, "0000000000");
+  ck_assert_str_eq (err, "12345");
+  last = evs->pdata[evs->len - 1];
+  ck_assert (json_object_get_boolean_member (last, "stdoutTruncated"));
+  ck_assert (!json_object_get_boolean_member (last, "stderrTruncated"));
+  worker_stop (w);
+}
+END_TEST
+
+/* ---- cancellation ---- */
+
+typedef struct
+{
+  guint16 port;
+  char *body;
+  Reply *reply;
+} ExecJob;
+
+static gpointer
+exec_thread (gpointer data)
+{
+  ExecJob *job = data;
+
+  job->reply = http (job->port, "POST", "/execute", AUTH, job->body);
+  return NULL;
+}
+
+START_TEST (test_cancel_sigterm_ignoring)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *id = reserve (w->port);
+  g_autofree char *marker = g_build_filename (w->workspace, "started", NULL);
+  g_autofree char *cancel = g_strdup_printf ("{\"executionId\":\"%s\"}", id);
+  ExecJob job = { w->port, NULL, NULL };
+  g_autoptr (Reply) r = NULL;
+  g_autoptr (JsonObject) o = NULL;
+  g_autoptr (GPtrArray) evs = NULL;
+  GThread *t;
+  gint64 t0, elapsed_ms;
+  JsonObject *last;
+
+  /* Ignores SIGTERM (the disposition survives exec into its sleeps), so only the KILL after
+   * NAMZU_SANDBOX_CANCEL_GRACE_MS (production default, 250 ms) ends it. */
+  job.body = g_strdup_printf ("{\"executionId\":\"%s\",\"command\":\"sh\",\"args\":[\"-c\","
+                              "\"trap '' TERM; touch started; while :; do sleep 0.05; done\"]}",
+                              id);
+  t = g_thread_new ("exec", exec_thread, &job);
+  for (int i = 0; i < 500 && !g_file_test (marker, G_FILE_TEST_EXISTS); i++)
+    g_usleep (10000);
+  ck_assert (g_file_test (marker, G_FILE_TEST_EXISTS));
+  t0 = g_get_monotonic_time ();
+  r = http (w->port, "POST", "/cancel", AUTH, cancel);
+  elapsed_ms = (g_get_monotonic_time () - t0) / 1000;
+  ck_assert_int_eq (r->status, 200);
+  o = parse (r->body);
+  ck_assert_str_eq (str (o, "state"), "cancelled");
+  ck_assert (json_object_get_boolean_member (o, "started"));
+  ck_assert_msg (elapsed_ms >= 240 && elapsed_ms < 2000, "cancel took %" G_GINT64_FORMAT "ms",
+                 elapsed_ms);
+  g_thread_join (t);
+  ck_assert_int_eq (job.reply->status, 200);
+  evs = events (job.reply->body);
+  last = evs->pdata[evs->len - 1];
+  ck_assert_str_eq (str (last, "type"), "result");
+  ck_assert_int_eq (json_object_get_int_member (last, "exitCode"), -1);
+  ck_assert_str_eq (str (last, "signal"), "SIGKILL");
+  ck_assert (!json_object_get_boolean_member (last, "timedOut"));
+  reply_free (job.reply);
+  g_free (job.body);
+  /* The worker is still serving. */
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "GET", "/healthz", NULL, NULL);
+  ck_assert_int_eq (r->status, 200);
+  worker_stop (w);
+}
+END_TEST
+
+/* ---- poisoning ---- */
+
+START_TEST (test_poison_on_leftover_descendant)
+{
+  /* A longer poison delay than the reference's 50 ms, so the test can observe the window. */
+  const char *extra[] = { "NAMZU_SANDBOX_POISON_EXIT_DELAY_MS", "4000", NULL };
+  Worker *w = worker_start (extra);
+  GSocketConnection *pre[4];
+  static const char *const requests[] = {
+    /* /healthz answers the drain signal without a token ... */
+    "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    /* ... but everything else is still gated first ... */
+    "POST /executions/reserve HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    /* ... and with the token every route is 503. */
+    "POST /executions/reserve HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" AUTH "\r\n",
+    "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" AUTH "\r\n",
+  };
+  static const int want[] = { 503, 401, 503, 503 };
+  g_autoptr (Reply) r = NULL;
+  g_autofree char *err = NULL;
+  int status;
+
+  /* Connections opened before the poisoning keep being served; new ones are refused. */
+  for (guint i = 0; i < G_N_ELEMENTS (pre); i++)
+    pre[i] = dial (w->port);
+  {
+    /* The leader exits 0 but leaves a member of its group behind (stdio detached). */
+    g_autoptr (GSocketConnection) conn = dial (w->port);
+    const char *body = "{\"command\":\"sh\",\"args\":[\"-c\",\"sleep 3 >/dev/null 2>&1 & exit 0\"]}";
+    g_autofree char *req = g_strdup_printf (
+        "POST /execute HTTP/1.1\r\nHost: x\r\n" AUTH "Content-Length: %zu\r\n\r\n%s",
+        strlen (body), body);
+    char buf[4096] = { 0 };
+    gsize got = 0;
+    GInputStream *in = g_io_stream_get_input_stream (G_IO_STREAM (conn));
+
+    send_raw (conn, req, strlen (req));
+    g_usleep (500 * 1000);
+    for (guint i = 0; i < G_N_ELEMENTS (pre); i++)
+      {
+        g_autoptr (Reply) rr = NULL;
+
+        send_raw (pre[i], requests[i], strlen (requests[i]));
+        rr = read_reply (pre[i]);
+        ck_assert_msg (rr->status == want[i], "request %u: %d %s", i, rr->status, rr->body);
+        if (want[i] == 503)
+          assert_error (rr, 503, "worker_retiring");
+        else
+          assert_unauthorized (rr);
+        g_object_unref (pre[i]);
+      }
+    /* The execute stream never carries a result: it just ends with the process. */
+    while (got < sizeof buf - 1)
+      {
+        gssize n = g_input_stream_read (in, buf + got, sizeof buf - 1 - got, NULL, NULL);
+
+        if (n <= 0)
+          break;
+        got += n;
+      }
+    ck_assert_msg (strstr (buf, "\"result\"") == NULL, "a result was sent: %s", buf);
+  }
+  status = worker_wait (w, &err);
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 1, "poisoned worker exits 1");
+  ck_assert_msg (strstr (err, "[namzu-sandbox-worker] termination could not be confirmed; "
+                              "retiring worker: ")
+                     != NULL,
+                 "stderr: %s", err);
+  worker_stop (w);
+}
+END_TEST
+
+/* ---- env scrub, idle exit ---- */
+
+START_TEST (test_env_scrub)
+{
+  const char *extra[] = { "NAMZU_SANDBOX_SOMETHING_NEW", "layout-secret", "NZ_TEST_KEEP", "kept",
+                          "HTTPS_PROXY", "http://proxy.invalid:3128", NULL };
+  Worker *w = worker_start (extra);
+  g_autoptr (Reply) r = http (w->port, "POST", "/execute", AUTH,
+                              "{\"command\":\"env\",\"env\":{\"NAMZU_SANDBOX_EXPLICIT\":\"1\"}}");
+  g_autoptr (GPtrArray) evs = events (r->body);
+  g_autofree char *out = joined (evs, "stdout_delta");
+
+  ck_assert_int_eq (r->status, 200);
+  ck_assert_msg (strstr (out, TOKEN) == NULL, "the token reached the command");
+  ck_assert (strstr (out, "NAMZU_SANDBOX_TOKEN") == NULL);
+  ck_assert (strstr (out, "NAMZU_SANDBOX_WORKSPACE") == NULL);
+  ck_assert (strstr (out, "NAMZU_SANDBOX_SOMETHING_NEW") == NULL);
+  ck_assert (strstr (out, "\nNZ_TEST_KEEP=kept\n") != NULL || g_str_has_prefix (out, "NZ_TEST_KEEP=kept\n"));
+  ck_assert (strstr (out, "HTTPS_PROXY=http://proxy.invalid:3128") != NULL);
+  ck_assert (strstr (out, "PATH=") != NULL);
+  /* An explicit per-call value gets through, prefixed or not. */
+  ck_assert (strstr (out, "NAMZU_SANDBOX_EXPLICIT=1") != NULL);
+  worker_stop (w);
+}
+END_TEST
+
+START_TEST (test_idle_exit)
+{
+  const char *extra[] = { "NAMZU_SANDBOX_IDLE_TIMEOUT_MS", "600", NULL };
+  Worker *w = worker_start (extra);
+  g_autoptr (Reply) r = NULL;
+  g_autofree char *err = NULL;
+  gint64 t0 = g_get_monotonic_time ();
+  int status;
+
+  ck_assert (strstr (w->listen_line, " idleTimeoutMs=600 ") != NULL);
+  /* A command that outlives the idle timeout keeps the worker alive. */
+  r = http (w->port, "POST", "/execute", AUTH, "{\"command\":\"sleep\",\"args\":[\"1\"]}");
+  ck_assert_int_eq (r->status, 200);
+  ck_assert ((g_get_monotonic_time () - t0) / 1000 >= 1000);
+  status = worker_wait (w, &err);
+  ck_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  ck_assert_msg (strstr (err, "[namzu-sandbox-worker] idle for 600ms") != NULL, "%s", err);
+  ck_assert ((g_get_monotonic_time () - t0) / 1000 >= 1500);
+  worker_stop (w);
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("worker");
+  TCase *tc = tcase_create ("worker");
+
+  tcase_set_timeout (tc, 60);
+  tcase_add_test (tc, test_routes);
+  tcase_add_test (tc, test_auth_gate);
+  tcase_add_loop_test (tc, test_startup_table, 0, G_N_ELEMENTS (startup_rows));
+  tcase_add_test (tc, test_timeout_ceiling);
+  tcase_add_test (tc, test_body_and_output_caps);
+  tcase_add_test (tc, test_cancel_sigterm_ignoring);
+  tcase_add_test (tc, test_poison_on_leftover_descendant);
+  tcase_add_test (tc, test_env_scrub);
+  tcase_add_test (tc, test_idle_exit);
+  suite_add_tcase (s, tc);
+  return nz_test_run (s);
+}

@@ -1,0 +1,108 @@
+/* namzu-worker: the container worker server. Configured by environment variables exactly like
+ * the reference worker (NAMZU_SANDBOX_*); prints the reference's listening line on stdout once
+ * bound. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <glib-unix.h>
+
+#include "nz-cli.h"
+#include "nz-exec.h"
+#include "nz-guest.h"
+#include "nz-worker-config.h"
+#include "nz-worker-server.h"
+
+static const char description[]
+    = "Environment (read once at startup; see docs/worker.md):\n"
+      "  NAMZU_SANDBOX_PORT (2024; 0 = ephemeral)   NAMZU_SANDBOX_BIND (0.0.0.0)\n"
+      "  NAMZU_SANDBOX_TOKEN                        bearer credential for every route but\n"
+      "                                             GET /healthz\n"
+      "  NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED=1      serve a routable bind with no token\n"
+      "  NAMZU_SANDBOX_WORKSPACE (/workspace), NAMZU_SANDBOX_READ_ROOTS, _WRITE_ROOTS\n"
+      "  NAMZU_SANDBOX_MAX_BODY_BYTES, _MAX_TIMEOUT_MS, _EXECUTION_LEASE_TTL_MS,\n"
+      "  _EXECUTION_TERMINAL_TTL_MS, _MAX_TRACKED_EXECUTIONS, _CANCEL_GRACE_MS,\n"
+      "  _CANCEL_CONFIRM_TIMEOUT_MS, _IDLE_TIMEOUT_MS, _NORMAL_EXIT_POLICY\n"
+      "\n"
+      "Once bound, prints \"[namzu-sandbox-worker] listening on <bind>:<port> workspace=<ws>\n"
+      "idleTimeoutMs=<n> auth=bearer|none\". Refuses to start (exit 1) on a routable bind\n"
+      "without a token, and on a token no HTTP header can carry. SIGTERM exits 0.";
+
+G_NORETURN static void
+refuse (const char *reason)
+{
+  /* Never the token itself: every refusal names the variable, not its value. */
+  fprintf (stderr, NZ_WORKER_REFUSAL_PREFIX "%s\n", reason);
+  exit (1);
+}
+
+static void
+on_exit_request (NzWorkerServer *server, int exit_code, const char *message, gpointer user_data)
+{
+  if (message != NULL)
+    fprintf (stderr, NZ_WORKER_LOG_PREFIX "%s\n", message);
+  if (exit_code < 0)
+    return;
+  fflush (stdout);
+  fflush (stderr);
+  /* Idle or poisoned: the process ends here (the container's --rm cleans up). */
+  _exit (exit_code);
+}
+
+static gboolean
+on_sigterm (gpointer user_data)
+{
+  g_main_loop_quit (user_data);
+  return G_SOURCE_REMOVE;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new (NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (NzWorkerConfig) config = NULL;
+  g_autoptr (NzGuest) guest = NULL;
+  g_autoptr (NzWorkerServer) server = NULL;
+  g_autoptr (GMainLoop) loop = NULL;
+
+  nz_cli_init ("namzu-worker");
+  g_option_context_set_summary (ctx, "Serve the namzu container-worker HTTP API.");
+  g_option_context_set_description (ctx, description);
+  nz_cli_parse (ctx, &argc, &argv);
+  if (argc > 1)
+    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+
+  /* A peer that hangs up mid-stream must never kill the worker. */
+  signal (SIGPIPE, SIG_IGN);
+
+  /* The startup decision, before any socket exists. */
+  config = nz_worker_config_new_from_env (&error);
+  if (config == NULL)
+    refuse (error->message);
+  guest = nz_guest_new (&config->limits, config->workspace, config->read_roots,
+                        config->write_roots);
+  /* Subreaper: orphans of a command are reaped here, or their zombies keep its group alive. */
+  if (!nz_exec_reaper_install (&error))
+    refuse (error->message);
+
+  loop = g_main_loop_new (NULL, FALSE);
+  server = nz_worker_server_new (config, guest, on_exit_request, NULL);
+  if (!nz_worker_server_listen (server, &error))
+    {
+      fprintf (stderr, NZ_WORKER_LOG_PREFIX "%s\n", error->message);
+      return 1;
+    }
+  g_unix_signal_add (SIGTERM, on_sigterm, loop);
+  g_unix_signal_add (SIGINT, on_sigterm, loop);
+
+  printf (NZ_WORKER_LOG_PREFIX "listening on %s:%u workspace=%s idleTimeoutMs=%" G_GINT64_FORMAT
+          " auth=%s\n",
+          config->bind, nz_worker_server_get_port (server), config->workspace,
+          config->idle_timeout_ms, config->auth ? "bearer" : "none");
+  fflush (stdout);
+
+  g_main_loop_run (loop);
+  nz_worker_server_stop (server);
+  return 0;
+}
