@@ -10,6 +10,9 @@
 #include "nz-errors.h"
 #include "nz-frame.h"
 #include "nz-json.h"
+#ifdef NZ_WITH_WORKER_CLIENT
+#include "nz-worker-client.h"
+#endif
 
 /* Timings from the reference host (spec D.2.2, D.2.4, D.2.5). */
 #define CONNECT_TIMEOUT_S 5
@@ -37,6 +40,10 @@ struct _NzAgentClient
   char *token;
   GStrv features;
   guint dial_retry_ms;
+#ifdef NZ_WITH_WORKER_CLIENT
+  /* "http://HOST:PORT": every op goes to a namzu-worker instead (nz-worker-client.h). */
+  NzWorkerClient *worker;
+#endif
 };
 
 /* ---- endpoints ---------------------------------------------------------------------------- */
@@ -160,6 +167,15 @@ nz_agent_client_new (const char *endpoint, const char *token)
   g_return_val_if_fail (endpoint != NULL, NULL);
   c = g_new0 (NzAgentClient, 1);
   c->raw_endpoint = g_strdup (endpoint);
+#ifdef NZ_WITH_WORKER_CLIENT
+  if (nz_worker_endpoint_is_http (endpoint))
+    {
+      c->worker = nz_worker_client_new (endpoint, token);
+      c->description = g_strdup (endpoint);
+      c->token = g_strdup (token);
+      return c;
+    }
+#endif
   c->ep = nz_agent_endpoint_parse (endpoint, &c->parse_error);
   c->description = c->ep != NULL ? nz_agent_endpoint_describe (c->ep) : g_strdup (endpoint);
   c->token = g_strdup (token);
@@ -175,6 +191,9 @@ nz_agent_client_free (NzAgentClient *c)
   g_free (c->description);
   nz_agent_endpoint_free (c->ep);
   g_clear_error (&c->parse_error);
+#ifdef NZ_WITH_WORKER_CLIENT
+  nz_worker_client_free (c->worker);
+#endif
   if (c->token != NULL)
     explicit_bzero (c->token, strlen (c->token));
   g_free (c->token);
@@ -555,6 +574,17 @@ conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *
   gsize len = 0;
   const guint8 *data;
 
+#ifdef NZ_WITH_WORKER_CLIENT
+  if (c->worker != NULL)
+    {
+      nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                "%s is not available on the namzu-worker backend (%s): the worker serves "
+                "healthz, reserve-execution, execute, cancel-execution, read-file and "
+                "write-file",
+                op, c->description);
+      return NULL;
+    }
+#endif
   json_object_set_string_member (env, "op", op);
   if (body != NULL)
     json_object_set_object_member (env, "body", json_object_ref (body));
@@ -615,13 +645,18 @@ static JsonObject *
 call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms,
                GCancellable *cancellable, GError **error)
 {
-  g_autoptr (Conn) k = conn_request (c, op, body, cancellable, error);
+  g_autoptr (Conn) k = NULL;
   g_autoptr (GBytes) payload = NULL;
   g_autoptr (JsonObject) reply = NULL;
   gsize len = 0;
   const char *data;
   GError *local = NULL;
 
+#ifdef NZ_WITH_WORKER_CLIENT
+  if (c->worker != NULL)
+    return nz_worker_client_call (c->worker, op, body, cancellable, error);
+#endif
+  k = conn_request (c, op, body, cancellable, error);
   if (k == NULL)
     return NULL;
   switch (conn_read_frame (k, deadline_after (idle_ms), cancellable, &payload, error))
@@ -669,6 +704,16 @@ nz_agent_client_call (NzAgentClient *c, const char *op, JsonObject *body,
 }
 
 /* ---- healthz and readiness ---------------------------------------------------------------- */
+
+static gboolean
+client_is_worker (NzAgentClient *c)
+{
+#ifdef NZ_WITH_WORKER_CLIENT
+  return c->worker != NULL;
+#else
+  return FALSE;
+#endif
+}
 
 static char *
 member_json (JsonObject *obj, const char *name)
@@ -755,7 +800,9 @@ nz_agent_client_wait_ready (NzAgentClient *c, guint timeout_ms, GError **error)
       if (reply != NULL && admit_healthz (c, reply, &local))
         return TRUE;
       /* Neither a bad endpoint, a wrong protocol nor a fenced agent heals by waiting. */
-      if (c->ep == NULL || g_error_matches (local, NZ_ERROR, NZ_ERROR_PROTOCOL)
+      if ((c->ep == NULL && !client_is_worker (c))
+          || g_error_matches (local, NZ_ERROR, NZ_ERROR_PROTOCOL)
+          || g_error_matches (local, NZ_ERROR, NZ_ERROR_PERMISSION_DENIED)
           || strstr (local->message, "agent is retiring") != NULL)
         {
           g_propagate_error (error, g_steal_pointer (&local));
@@ -933,6 +980,17 @@ exec_frame (JsonObject *frame, gpointer user_data, gboolean *refused, GError **e
   return TRUE;
 }
 
+#ifdef NZ_WITH_WORKER_CLIENT
+/* The worker's NDJSON events are the agent's exec frames (without the terminator). */
+static gboolean
+worker_event (JsonObject *event, gpointer user_data, GError **error)
+{
+  gboolean refused = FALSE;
+
+  return exec_frame (event, user_data, &refused, error);
+}
+#endif
+
 static guint64
 observation_ms_for (JsonObject *body)
 {
@@ -954,11 +1012,18 @@ nz_agent_client_execute (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on
 
   g_return_val_if_fail (c != NULL, NULL);
   g_return_val_if_fail (body != NULL, NULL);
-  k = conn_request (c, "execute", body, cancellable, error);
-  if (k == NULL)
-    return NULL;
-  ok = run_stream (k, "exec stream", observation_ms_for (body), exec_frame, &es, cancellable,
-                   error);
+#ifdef NZ_WITH_WORKER_CLIENT
+  if (c->worker != NULL)
+    ok = nz_worker_client_execute (c->worker, body, worker_event, &es, cancellable, error);
+  else
+#endif
+    {
+      k = conn_request (c, "execute", body, cancellable, error);
+      if (k == NULL)
+        return NULL;
+      ok = run_stream (k, "exec stream", observation_ms_for (body), exec_frame, &es,
+                       cancellable, error);
+    }
   if (ok && es.result == NULL && es.error_code == NULL)
     ok = fail (c, error, NZ_ERROR_PROTOCOL, "exec stream ended without a result event");
   if (ok && es.error_code != NULL)

@@ -914,6 +914,111 @@ START_TEST (test_idle_exit)
 }
 END_TEST
 
+/* ---- namzu-exec --endpoint http://... through the client's worker transport ---- */
+
+typedef struct
+{
+  int status;
+  char *out;
+  char *err;
+} ExecRun;
+
+static void
+exec_run_clear (ExecRun *r)
+{
+  g_free (r->out);
+  g_free (r->err);
+}
+
+static void
+run_namzu_exec (Worker *w, const char *token, const char *const *args, ExecRun *run)
+{
+  g_autofree char *tool = nz_test_tool ("namzu-exec");
+  g_autofree char *endpoint = g_strdup_printf ("http://127.0.0.1:%u", w->port);
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  const char *extra[] = { "NAMZU_TOKEN", token, NULL };
+  g_auto (GStrv) env = worker_env (extra);
+  g_autoptr (GError) error = NULL;
+
+  g_ptr_array_add (argv, tool);
+  g_ptr_array_add (argv, "--endpoint");
+  g_ptr_array_add (argv, endpoint);
+  g_ptr_array_add (argv, "--");
+  for (guint i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, (gpointer)args[i]);
+  g_ptr_array_add (argv, NULL);
+  ck_assert (g_spawn_sync (NULL, (char **)argv->pdata, env, G_SPAWN_DEFAULT, NULL, NULL,
+                           &run->out, &run->err, &run->status, &error));
+}
+
+START_TEST (test_namzu_exec)
+{
+  Worker *w = worker_start (NULL);
+  const char *ok_args[] = { "sh", "-c", "printf out; printf err >&2; exit 7", NULL };
+  const char *missing[] = { "/nonexistent/cmd", NULL };
+  ExecRun run = { 0 };
+  g_autofree char *cmdline = NULL;
+  g_autofree char *proc = g_strdup_printf ("/proc/%d/cmdline", w->pid);
+  gsize len = 0;
+
+  run_namzu_exec (w, TOKEN, ok_args, &run);
+  ck_assert_msg (WIFEXITED (run.status) && WEXITSTATUS (run.status) == 7, "status %d: %s",
+                 run.status, run.err);
+  ck_assert_str_eq (run.out, "out");
+  ck_assert_str_eq (run.err, "err");
+  exec_run_clear (&run);
+
+  run_namzu_exec (w, "not-the-token", ok_args, &run);
+  ck_assert_msg (WIFEXITED (run.status) && WEXITSTATUS (run.status) == 125, "bad token: %s",
+                 run.err);
+  ck_assert_msg (strstr (run.err, "HTTP 401") != NULL, "%s", run.err);
+  ck_assert (strstr (run.err, "not-the-token") == NULL && strstr (run.err, TOKEN) == NULL);
+  ck_assert_str_eq (run.out, "");
+  exec_run_clear (&run);
+
+  run_namzu_exec (w, TOKEN, missing, &run);
+  ck_assert_msg (WIFEXITED (run.status) && WEXITSTATUS (run.status) == 127, "missing: %s",
+                 run.err);
+  exec_run_clear (&run);
+
+  /* The token is in no argv: not the worker's (nor namzu-exec's, which takes NAMZU_TOKEN). */
+  ck_assert (g_file_get_contents (proc, &cmdline, &len, NULL));
+  ck_assert (g_strstr_len (cmdline, len, TOKEN) == NULL);
+  worker_stop (w);
+}
+END_TEST
+
+START_TEST (test_namzu_exec_sigint_cancels)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *tool = nz_test_tool ("namzu-exec");
+  g_autofree char *endpoint = g_strdup_printf ("http://127.0.0.1:%u", w->port);
+  g_autofree char *pidfile = g_build_filename (w->workspace, "pid", NULL);
+  g_autofree char *pidtext = NULL;
+  const char *extra[] = { "NAMZU_TOKEN", TOKEN, NULL };
+  g_auto (GStrv) env = worker_env (extra);
+  char *argv[] = { tool, "--endpoint", endpoint, "--", "sh", "-c",
+                   "echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 30", NULL };
+  g_autoptr (GError) error = NULL;
+  GPid pid;
+  int status = 0;
+  pid_t remote;
+
+  ck_assert (g_spawn_async (NULL, argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid, &error));
+  for (int i = 0; i < 500 && !g_file_test (pidfile, G_FILE_TEST_EXISTS); i++)
+    g_usleep (10000);
+  ck_assert (g_file_get_contents (pidfile, &pidtext, NULL, NULL));
+  remote = atoi (pidtext);
+  ck_assert (remote > 0 && kill (remote, 0) == 0);
+  kill (pid, SIGINT);
+  ck_assert (waitpid (pid, &status, 0) == pid);
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 130, "status %d", status);
+  /* Cancelled in the worker (and reaped by it, its subreaper), not just abandoned. */
+  ck_assert_msg (kill (remote, 0) != 0 && errno == ESRCH, "the remote command still runs");
+  worker_stop (w);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -930,6 +1035,8 @@ main (void)
   tcase_add_test (tc, test_poison_on_leftover_descendant);
   tcase_add_test (tc, test_env_scrub);
   tcase_add_test (tc, test_idle_exit);
+  tcase_add_test (tc, test_namzu_exec);
+  tcase_add_test (tc, test_namzu_exec_sigint_cancels);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
