@@ -92,6 +92,9 @@ START_TEST (test_check)
   ck_assert (strstr (out, "\"host\":\"evil.example.com\",\"port\":443,\"decision\":\"deny\","
                           "\"rule\":\"allowlist\",\"reason\":\"not on the egress allowlist\"")
              != NULL);
+  ck_assert_msg (strstr (out, "\"host\":\"10.0.0.1\",\"port\":443,\"decision\":\"deny\",\"rule\":"
+                              "\"allowlist\",\"reason\":\"not on the egress allowlist\","
+                              "\"addressScreen\":\"private\"}") != NULL, "%s", out);
   ck_assert (strstr (out, "\"target\":\"http://user:pw@api.example.com/x\",\"host\":"
                           "\"api.example.com\",\"port\":443,\"decision\":\"allow\"") != NULL);
   g_clear_pointer (&out, g_free);

@@ -64,6 +64,19 @@ decide (const NzEgressProfile *profile, const char *target)
   json_object_set_string_member (o, "decision", allow ? "allow" : "deny");
   json_object_set_string_member (o, "rule", rule_name);
   json_object_set_string_member (o, "reason", reason);
+  /* An IP literal also says what the address screen makes of it, whichever check decided:
+   * a profile cannot list a literal, so the screen would otherwise never show. */
+  {
+    g_autoptr (GInetAddress) literal = nz_address_parse_literal (host);
+
+    if (literal != NULL)
+      {
+        const char *screen = nz_address_blocked_reason (literal, NULL);
+
+        json_object_set_string_member (o, "addressScreen",
+                                       screen != NULL ? screen : "reachable");
+      }
+  }
   nz_cli_print_object (o);
   return allow;
 }
