@@ -11,7 +11,7 @@ G_BEGIN_DECLS
 
 /* Raw bytes per uploaded part by default: small enough that neither side holds much of a
  * big file in memory, large enough that a part costs little next to its connection. */
-#define NZ_AGENT_FILES_DEFAULT_PART_BYTES (1024 * 1024)
+#define NZ_AGENT_FILES_DEFAULT_PART_BYTES (256 * 1024)
 
 /* Called after each part or chunk with the bytes moved so far and the total (-1: unknown). */
 typedef void (*NzAgentProgressFunc) (gint64 done, gint64 total, gpointer user_data);

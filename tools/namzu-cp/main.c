@@ -25,7 +25,7 @@ static const GOptionEntry entries[] = {
     "Sandbox for :PATH operands (default: $NAMZU_SANDBOX, else the JSON handle on stdin "
     "when stdin is not a data operand)", "ID" },
   { "part-kib", 0, 0, G_OPTION_ARG_INT, &opt_part_kib,
-    "Upload part size in KiB (default 1024)", "KIB" },
+    "Upload part size in KiB (default 256)", "KIB" },
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
     "For testing and direct agent use: talk to the agent at unix:/PATH or tcp:HOST:PORT "
     "instead of a sandbox; the token comes from $NAMZU_TOKEN", "ENDPOINT" },
@@ -136,9 +136,19 @@ download_to_local (NzAgentClient *client, const char *src, const char *dst, gint
   g_autofree char *tmp = NULL;
   nz_autofd int fd = -1;
 
+  struct stat st;
+
   if (g_str_equal (dst, "-"))
     return nz_agent_files_download (client, src, STDOUT_FILENO, progress, NULL, bytes, NULL,
                                     error);
+  /* A device or a FIFO (/dev/null, a named pipe) is written as it is, never replaced. */
+  if (stat (dst, &st) == 0 && !S_ISREG (st.st_mode))
+    {
+      fd = open (dst, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+      if (fd < 0)
+        return nz_throw_errno_prefix (error, "open '%s'", dst);
+      return nz_agent_files_download (client, src, fd, progress, NULL, bytes, NULL, error);
+    }
   /* Written beside the destination and renamed: a failed copy never leaves half a file. */
   tmp = g_strdup_printf ("%s.namzu-cp-XXXXXX", dst);
   fd = g_mkstemp (tmp);
