@@ -1,10 +1,16 @@
 #include "nz-docker.h"
 
+#include <errno.h>
 #include <gio/gio.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "nz-agent-client.h"
 #include "nz-docker-argv.h"
 #include "nz-errors.h"
 #include "nz-json.h"
@@ -15,10 +21,6 @@
 #define NZ_DOCKER_CALL_TIMEOUT_MS 60000
 /* `docker run` may have to create the container's layers first. */
 #define NZ_DOCKER_RUN_TIMEOUT_MS 120000
-/* One readiness probe: connect + GET /healthz + the answer. */
-#define NZ_DOCKER_PROBE_TIMEOUT_S 2
-/* Largest /healthz answer we read. */
-#define NZ_DOCKER_PROBE_MAX_BYTES 65536
 
 static const char *const docker_missing_hint =
   "install docker (apt-get install docker.io) and start the daemon (scripts/start-dockerd), or "
@@ -52,44 +54,63 @@ nz_docker_find_binary (GError **error)
   return path;
 }
 
-typedef struct
-{
-  gboolean done;
-  char *out;
-  char *err;
-  GError *error;
-} RunState;
-
-static void
-on_communicated (GObject *src, GAsyncResult *res, gpointer data)
-{
-  RunState *st = data;
-
-  g_subprocess_communicate_utf8_finish (G_SUBPROCESS (src), res, &st->out, &st->err,
-                                        &st->error);
-  st->done = TRUE;
-}
-
+/* Reads both pipes until EOF or @deadline (monotonic µs, 0 = none). FALSE on expiry. */
 static gboolean
-on_deadline (gpointer data)
+drain_pipes (int out_fd, int err_fd, GString *out, GString *err, gint64 deadline)
 {
-  *(gboolean *)data = TRUE;
-  return G_SOURCE_REMOVE;
+  struct pollfd fds[2] = { { out_fd, POLLIN, 0 }, { err_fd, POLLIN, 0 } };
+  GString *bufs[2] = { out, err };
+  int open_fds = 2;
+
+  while (open_fds > 0)
+    {
+      int wait_ms = -1;
+      int r;
+
+      if (deadline > 0)
+        {
+          gint64 left = deadline - g_get_monotonic_time ();
+
+          if (left <= 0)
+            return FALSE;
+          wait_ms = (int)MIN (left / 1000 + 1, G_MAXINT);
+        }
+      r = poll (fds, 2, wait_ms);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        return TRUE;
+      for (int i = 0; i < 2; i++)
+        if (fds[i].fd >= 0 && fds[i].revents != 0)
+          {
+            char buf[4096];
+            ssize_t n = read (fds[i].fd, buf, sizeof buf);
+
+            if (n > 0)
+              g_string_append_len (bufs[i], buf, n);
+            else if (n == 0 || errno != EINTR)
+              {
+                fds[i].fd = -1;
+                open_fds--;
+              }
+          }
+    }
+  return TRUE;
 }
 
 char *
 nz_docker_run (const char *docker, const char *const *args, gsize n_args, const char *token,
                guint timeout_ms, GError **error)
 {
-  g_autoptr (GSubprocessLauncher) launcher = NULL;
-  g_autoptr (GSubprocess) proc = NULL;
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  g_autoptr (GMainContext) ctx = g_main_context_new ();
-  g_autoptr (GSource) timer = NULL;
+  g_auto (GStrv) envp = g_get_environ ();
+  g_autoptr (GString) out = g_string_new (NULL);
+  g_autoptr (GString) err = g_string_new (NULL);
   g_autofree char *shown = NULL;
-  RunState st = { 0 };
-  gboolean expired = FALSE;
-  char *out;
+  gint64 deadline = timeout_ms > 0 ? g_get_monotonic_time () + (gint64)timeout_ms * 1000 : 0;
+  int out_fd = -1, err_fd = -1, status = 0;
+  gboolean finished;
+  GPid pid;
 
   g_return_val_if_fail (docker != NULL && args != NULL, NULL);
   g_ptr_array_add (argv, (gpointer)docker);
@@ -97,68 +118,37 @@ nz_docker_run (const char *docker, const char *const *args, gsize n_args, const 
     g_ptr_array_add (argv, (gpointer)args[i]);
   g_ptr_array_add (argv, NULL);
   shown = nz_docker_redact_argv (args, n_args);
-
-  launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE
-                                        | G_SUBPROCESS_FLAGS_STDERR_PIPE);
   /* The token reaches docker through its environment only (spec B.5). */
   if (token != NULL)
-    g_subprocess_launcher_setenv (launcher, NZ_DOCKER_TOKEN_ENV, token, TRUE);
-  proc = g_subprocess_launcher_spawnv (launcher, (const char *const *)argv->pdata, error);
-  if (proc == NULL)
+    envp = g_environ_setenv (envp, NZ_DOCKER_TOKEN_ENV, token, TRUE);
+  /* Plain pipes and poll(): GLib 2.74's g_subprocess_communicate() leaks. stdin is /dev/null
+   * (spawn's default without G_SPAWN_CHILD_INHERITS_STDIN). */
+  if (!g_spawn_async_with_pipes (NULL, (char **)argv->pdata, envp,
+                                 G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_CLOEXEC_PIPES, NULL, NULL,
+                                 &pid, NULL, &out_fd, &err_fd, error))
     {
       nz_error_convert (error);
       return (nz_prefix_error (error, "cannot run %s %s", docker, shown), NULL);
     }
-  g_main_context_push_thread_default (ctx);
-  g_subprocess_communicate_utf8_async (proc, NULL, NULL, on_communicated, &st);
-  if (timeout_ms > 0)
+  finished = drain_pipes (out_fd, err_fd, out, err, deadline);
+  if (!finished)
+    kill (pid, SIGKILL);
+  close (out_fd);
+  close (err_fd);
+  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  g_spawn_close_pid (pid);
+  if (!finished)
+    return (nz_throw (error, NZ_ERROR_TIMED_OUT, "%s %s did not finish within %u ms", docker,
+                      shown, timeout_ms), NULL);
+  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
     {
-      timer = g_timeout_source_new (timeout_ms);
-      g_source_set_callback (timer, on_deadline, &expired, NULL);
-      g_source_attach (timer, ctx);
-    }
-  while (!st.done && !expired)
-    g_main_context_iteration (ctx, TRUE);
-  if (!st.done)
-    {
-      g_subprocess_force_exit (proc);
-      while (!st.done)
-        g_main_context_iteration (ctx, TRUE);
-    }
-  if (timer != NULL)
-    g_source_destroy (timer);
-  g_main_context_pop_thread_default (ctx);
+      int code = WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
 
-  if (expired)
-    {
-      g_free (st.out);
-      g_free (st.err);
-      g_clear_error (&st.error);
-      return (nz_throw (error, NZ_ERROR_TIMED_OUT, "%s %s did not finish within %u ms", docker,
-                        shown, timeout_ms), NULL);
+      return (nz_throw (error, NZ_ERROR_FAILED, "%s %s exited %d: %s", docker, shown, code,
+                        g_strstrip (err->str)), NULL);
     }
-  if (st.error != NULL)
-    {
-      g_free (st.out);
-      g_free (st.err);
-      g_propagate_error (error, st.error);
-      nz_error_convert (error);
-      return (nz_prefix_error (error, "%s %s", docker, shown), NULL);
-    }
-  if (!g_subprocess_get_successful (proc))
-    {
-      int code = g_subprocess_get_if_exited (proc) ? g_subprocess_get_exit_status (proc)
-                                                   : 128 + g_subprocess_get_term_sig (proc);
-
-      nz_throw (error, NZ_ERROR_FAILED, "%s %s exited %d: %s", docker, shown, code,
-                st.err != NULL ? g_strstrip (st.err) : "");
-      g_free (st.out);
-      g_free (st.err);
-      return NULL;
-    }
-  g_free (st.err);
-  out = st.out != NULL ? st.out : g_strdup ("");
-  return g_strstrip (out);
+  return g_strdup (g_strstrip (out->str));
 }
 
 /* A docker call with a fixed argv. */
@@ -402,128 +392,6 @@ nz_docker_check (const NzCreateOptions *opts, GError **error)
 
 /* ---- readiness ---------------------------------------------------------------------------- */
 
-/* Decodes a chunked body in place; FALSE when it is not well formed. */
-static gboolean
-dechunk (GString *body)
-{
-  g_autoptr (GString) out = g_string_new (NULL);
-  const char *p = body->str, *end = body->str + body->len;
-
-  while (p < end)
-    {
-      char *eol = NULL;
-      guint64 n = g_ascii_strtoull (p, &eol, 16);
-      const char *crlf = g_strstr_len (p, end - p, "\r\n");
-
-      if (eol == p || crlf == NULL)
-        return FALSE;
-      p = crlf + 2;
-      if (n == 0)
-        break;
-      if ((guint64)(end - p) < n)
-        return FALSE;
-      g_string_append_len (out, p, (gssize)n);
-      p += n + 2;
-    }
-  g_string_assign (body, out->str);
-  return TRUE;
-}
-
-/* One unauthenticated GET /healthz (spec D.3 probeHttpHealth; readiness carries no token).
- * Returns 1 when admitted, 0 when not ready yet (*why says why), -1 with @error on a protocol
- * mismatch, which does not heal by waiting. */
-static int
-probe_healthz (const char *host, guint16 port, char **why, GError **error)
-{
-  g_autoptr (GSocketClient) client = g_socket_client_new ();
-  g_autoptr (GSocketConnection) conn = NULL;
-  g_autoptr (GString) resp = g_string_new (NULL);
-  g_autoptr (GError) local = NULL;
-  g_autoptr (JsonObject) obj = NULL;
-  g_autofree char *req = g_strdup_printf ("GET /healthz HTTP/1.1\r\nHost: %s:%u\r\n"
-                                          "Connection: close\r\n\r\n", host, port);
-  GOutputStream *out;
-  GInputStream *in;
-  const char *body;
-  guint status = 0;
-  char buf[4096];
-  gssize n;
-  double version = 0;
-
-  g_socket_client_set_timeout (client, NZ_DOCKER_PROBE_TIMEOUT_S);
-  conn = g_socket_client_connect_to_host (client, host, port, NULL, &local);
-  if (conn == NULL)
-    {
-      *why = g_strdup (local->message);
-      return 0;
-    }
-  out = g_io_stream_get_output_stream (G_IO_STREAM (conn));
-  in = g_io_stream_get_input_stream (G_IO_STREAM (conn));
-  if (!g_output_stream_write_all (out, req, strlen (req), NULL, NULL, &local))
-    {
-      *why = g_strdup (local->message);
-      return 0;
-    }
-  while ((n = g_input_stream_read (in, buf, sizeof buf, NULL, &local)) > 0
-         && resp->len < NZ_DOCKER_PROBE_MAX_BYTES)
-    g_string_append_len (resp, buf, n);
-  if (n < 0 || resp->len == 0)
-    {
-      /* docker's port proxy accepts, then closes, while nothing listens inside yet. */
-      *why = g_strdup (local != NULL ? local->message : "connection closed before an answer");
-      return 0;
-    }
-  if (sscanf (resp->str, "HTTP/1.%*d %u", &status) != 1 || (body = strstr (resp->str, "\r\n\r\n")) == NULL)
-    {
-      *why = g_strdup ("healthz answer is not HTTP");
-      return 0;
-    }
-  if (status < 200 || status > 299)
-    {
-      /* 503 worker_retiring and 401 are "not ready yet", like the reference. */
-      *why = g_strdup_printf ("healthz HTTP %u", status);
-      return 0;
-    }
-  {
-    g_autofree char *head = g_ascii_strdown (resp->str, body - resp->str);
-    g_autoptr (GString) text = g_string_new (body + 4);
-
-    if (strstr (head, "transfer-encoding: chunked") != NULL && !dechunk (text))
-      return (nz_throw (error, NZ_ERROR_PROTOCOL, "Sandbox worker health response is not valid "
-                        "JSON for protocol 2: bad chunked encoding"), -1);
-    obj = nz_json_parse_object (text->str, (gssize)text->len, &local);
-    if (obj == NULL)
-      return (nz_throw (error, NZ_ERROR_PROTOCOL, "Sandbox worker health response is not valid "
-                        "JSON for protocol 2: %s", local->message), -1);
-  }
-  if (!nz_json_get_bool (obj, "ok", FALSE) || !nz_json_get_number (obj, "protocolVersion", &version)
-      || version != 2)
-    {
-      JsonNode *v = json_object_get_member (obj, "protocolVersion");
-      g_autofree char *shown = v != NULL ? nz_json_to_string (v, NULL) : g_strdup ("missing");
-
-      return (nz_throw (error, NZ_ERROR_PROTOCOL, "Sandbox worker protocol version mismatch: "
-                        "expected 2, received %s. Rebuild the worker image from the same Namzu "
-                        "release.", shown), -1);
-    }
-  return 1;
-}
-
-/* Splits "http://HOST:PORT". */
-static gboolean
-endpoint_host_port (const char *endpoint, char **host, guint16 *port)
-{
-  const char *p = g_str_has_prefix (endpoint, "http://") ? endpoint + 7 : NULL;
-  const char *colon = p != NULL ? strrchr (p, ':') : NULL;
-  guint64 v = 0;
-
-  if (colon == NULL || !g_ascii_string_to_unsigned (colon + 1, 10, 1, 65535, &v, NULL))
-    return FALSE;
-  *host = g_strndup (p, colon - p);
-  *port = (guint16)v;
-  return TRUE;
-}
-
 static gboolean
 container_running (const char *docker, const char *name)
 {
@@ -533,43 +401,41 @@ container_running (const char *docker, const char *name)
   return g_strcmp0 (out, "true") == 0;
 }
 
-/* Spec D.3 waitForWorkerReady: poll until admitted or the deadline; a protocol mismatch is
- * fatal at once. A container that is gone (its worker refused to start; --rm removed it) is
+/* Spec D.3 waitForWorkerReady: poll /healthz with protocol admission until admitted or the
+ * deadline (the probe carries no token, like the reference's); a protocol mismatch is fatal
+ * at once. A container that is gone (its worker refused to start; --rm removed it) is
  * reported then, not at the deadline. */
 static gboolean
-wait_ready (const char *docker, NzHandle *h, const char *name, guint timeout_ms, guint poll_ms,
+wait_ready (const char *docker, NzHandle *h, const char *name, guint timeout_ms,
             volatile sig_atomic_t *interrupted, GError **error)
 {
+  g_autoptr (NzAgentClient) client = nz_agent_client_new (h->endpoint, NULL);
   gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
-  g_autofree char *host = NULL;
-  g_autofree char *last = g_strdup ("no probe answered yet");
-  guint16 port = 0;
 
-  if (!endpoint_host_port (h->endpoint, &host, &port))
-    return nz_throw (error, NZ_ERROR_FAILED, "bad worker endpoint '%s'", h->endpoint);
-  for (guint round = 1;; round++)
+  for (;;)
     {
-      g_autofree char *why = NULL;
-      int r = probe_healthz (host, port, &why, error);
+      g_autoptr (GError) local = NULL;
+      gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
 
-      if (r > 0)
+      if (nz_agent_client_wait_ready (client, (guint)CLAMP (left_ms, 1, 1000), &local))
         return TRUE;
-      if (r < 0)
-        return FALSE;
-      g_free (last);
-      last = g_steal_pointer (&why);
+      if (!g_error_matches (local, NZ_ERROR, NZ_ERROR_TIMED_OUT))
+        {
+          g_propagate_prefixed_error (error, g_steal_pointer (&local),
+                                      "the sandbox's worker was refused: ");
+          return FALSE;
+        }
       if (interrupted != NULL && *interrupted)
         return nz_throw (error, NZ_ERROR_FAILED, "interrupted while the sandbox was starting");
-      if (round % 10 == 0 && !container_running (docker, name))
-        return nz_throw (error, NZ_ERROR_FAILED,
-                         "container %s exited during startup (its worker refused to start, or "
-                         "the image has no worker): %s", name, last);
-      if (g_get_monotonic_time () + (gint64)poll_ms * 1000 >= deadline)
+      if (g_get_monotonic_time () >= deadline)
         return nz_throw (error, NZ_ERROR_TIMED_OUT,
                          "namzu-sandbox worker did not become ready within %ums: %s. Check that "
                          "the container runtime is running and the image runs namzu-worker",
-                         timeout_ms, last);
-      g_usleep ((gulong)poll_ms * 1000);
+                         timeout_ms, local->message);
+      if (!container_running (docker, name))
+        return nz_throw (error, NZ_ERROR_FAILED,
+                         "container %s exited during startup (its worker refused to start, or "
+                         "the image has no worker): %s", name, local->message);
     }
 }
 
@@ -740,10 +606,7 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
   json_object_set_string_member (h->priv, "containerId", out);
   h->endpoint = read_endpoint (docker, name, network, plan.host_port, error);
   if (h->endpoint == NULL || !nz_handle_save (h, error)
-      || !wait_ready (docker, h, name, opts->ready_timeout_ms,
-                      opts->ready_poll_ms > 0 ? opts->ready_poll_ms
-                                              : NZ_DOCKER_READY_POLL_MS_DEFAULT,
-                      opts->interrupted, error))
+      || !wait_ready (docker, h, name, opts->ready_timeout_ms, opts->interrupted, error))
     {
       g_autofree char *rm = DOCKER (docker, NULL, NZ_DOCKER_CALL_TIMEOUT_MS, NULL, "rm", "-f",
                                     name);
@@ -797,30 +660,15 @@ nz_docker_status (NzHandle *h, guint timeout_ms)
 {
   const char *name = nz_json_get_string (h->priv, "container");
   g_autofree char *docker = nz_docker_find_binary (NULL);
-  g_autofree char *host = NULL;
-  g_autofree char *why = NULL;
-  guint16 port = 0;
-  gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
+  g_autoptr (NzAgentClient) client = NULL;
 
   if (docker == NULL || name == NULL || !container_running (docker, name))
     return NZ_SANDBOX_DEAD;
-  if (timeout_ms == 0 || h->endpoint == NULL || !endpoint_host_port (h->endpoint, &host, &port))
+  if (timeout_ms == 0 || h->endpoint == NULL)
     return NZ_SANDBOX_RUNNING;
-  do
-    {
-      g_clear_pointer (&why, g_free);
-      switch (probe_healthz (host, port, &why, NULL))
-        {
-        case 1:
-          return NZ_SANDBOX_RUNNING;
-        case -1:
-          return NZ_SANDBOX_UNRESPONSIVE;
-        default:
-          g_usleep (50 * 1000);
-        }
-    }
-  while (g_get_monotonic_time () < deadline);
-  return NZ_SANDBOX_UNRESPONSIVE;
+  client = nz_agent_client_new (h->endpoint, NULL);
+  return nz_agent_client_wait_ready (client, timeout_ms, NULL) ? NZ_SANDBOX_RUNNING
+                                                               : NZ_SANDBOX_UNRESPONSIVE;
 }
 
 void
