@@ -63,7 +63,8 @@ listen_loopback (int *port)
 static int
 dial (int port)
 {
-  struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK),
+  struct sockaddr_in a = { .sin_family = AF_INET,
+                           .sin_addr.s_addr = htonl (INADDR_LOOPBACK),
                            .sin_port = htons (port) };
   int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
@@ -185,21 +186,27 @@ static GPid
 start_namzu (int sink_port, int http_port, int *port)
 {
   g_autofree char *bin = g_build_filename (opt_tools_dir, "namzu-egress", NULL);
-  char *argv[] = { bin, "proxy", "--listen=127.0.0.1", "--port=0", "--log=/dev/null",
-                   "--max-connections=4096", "--test-resolve=sink.bench=127.0.0.1", NULL };
-  g_auto (GStrv) envp = g_environ_setenv (
-      g_get_environ (), "NAMZU_EGRESS_PROXY_CONFIG",
-      "{\"allowedHosts\":[\"sink.bench\"],\"allowInwardFor\":[\"sink.bench\"],"
-      "\"upgradeToHttps\":false}",
-      TRUE);
+  char *argv[] = { bin,
+                   "proxy",
+                   "--listen=127.0.0.1",
+                   "--port=0",
+                   "--log=/dev/null",
+                   "--max-connections=4096",
+                   "--test-resolve=sink.bench=127.0.0.1",
+                   NULL };
+  g_auto (GStrv) envp
+      = g_environ_setenv (g_get_environ (), "NAMZU_EGRESS_PROXY_CONFIG",
+                          "{\"allowedHosts\":[\"sink.bench\"],\"allowInwardFor\":[\"sink.bench\"],"
+                          "\"upgradeToHttps\":false}",
+                          TRUE);
   g_autoptr (GError) error = NULL;
   char line[512] = "";
   GPid pid;
   int out;
   FILE *f;
 
-  if (!g_spawn_async_with_pipes (NULL, argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, die_with_parent,
-                                 NULL, &pid, NULL, &out, NULL, &error))
+  if (!g_spawn_async_with_pipes (NULL, argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, die_with_parent, NULL,
+                                 &pid, NULL, &out, NULL, &error))
     g_error ("namzu-egress: %s", error->message);
   f = fdopen (out, "r");
   if (fgets (line, sizeof line, f) == NULL || strstr (line, "127.0.0.1:") == NULL)
@@ -224,10 +231,12 @@ start_tinyproxy (const char *dir, int *port)
   /* No ConnectPort line: every CONNECT port is allowed, like the namzu run. MaxClients covers
    * the RSS run. */
   text = g_strdup_printf ("Port %d\nListen 127.0.0.1\nTimeout 600\nMaxClients 1024\n"
-                          "Allow 127.0.0.1\nLogLevel Critical\nDisableViaHeader Yes\n", *port);
+                          "Allow 127.0.0.1\nLogLevel Critical\nDisableViaHeader Yes\n",
+                          *port);
   g_file_set_contents (conf, text, -1, NULL);
-  if (!g_spawn_async (NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL
-                                            | G_SPAWN_STDERR_TO_DEV_NULL,
+  if (!g_spawn_async (NULL, argv, NULL,
+                      G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL
+                          | G_SPAWN_STDERR_TO_DEV_NULL,
                       die_with_parent, NULL, &pid, &error))
     g_error ("tinyproxy: %s", error->message);
   for (int i = 0; i < 200; i++)
@@ -335,8 +344,10 @@ latency (int proxy_port, int http_port)
       double us;
 
       if (proxy_port != 0)
-        g_snprintf (req, sizeof req, "GET http://sink.bench:%d/ HTTP/1.1\r\nHost: sink.bench:%d\r\n"
-                    "\r\n", http_port, http_port);
+        g_snprintf (req, sizeof req,
+                    "GET http://sink.bench:%d/ HTTP/1.1\r\nHost: sink.bench:%d\r\n"
+                    "\r\n",
+                    http_port, http_port);
       else
         g_snprintf (req, sizeof req, "GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", http_port);
       write_all (fd, req, strlen (req));
@@ -389,7 +400,8 @@ rss_under_tunnels (GPid pid, int proxy_port, const char *host, int sink_port)
 int
 main (int argc, char **argv)
 {
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- namzu-egress against direct and tinyproxy");
+  g_autoptr (GOptionContext) ctx
+      = g_option_context_new ("- namzu-egress against direct and tinyproxy");
   g_autoptr (GError) error = NULL;
   g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
   g_autofree char *dir = g_dir_make_tmp ("bench-egress-XXXXXX", NULL);

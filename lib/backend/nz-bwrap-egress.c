@@ -66,8 +66,8 @@ nz_bwrap_egress_check (const NzCreateOptions *opts, GError **error)
   for (guint i = 0; i < opts->egress_hosts->len; i++)
     {
       g_autofree char *path = g_strdup_printf ("--egress[%u]", i);
-      g_autofree char *h = nz_egress_host_validate (opts->egress_hosts->pdata[i], path, "bwrap",
-                                                    error);
+      g_autofree char *h
+          = nz_egress_host_validate (opts->egress_hosts->pdata[i], path, "bwrap", error);
 
       if (h == NULL)
         return FALSE;
@@ -96,9 +96,8 @@ nz_bwrap_egress_check (const NzCreateOptions *opts, GError **error)
     }
   g_ptr_array_add (cred_hosts, NULL);
   if (profile != NULL)
-    return nz_egress_profile_check_credentials (profile,
-                                                (const char *const *)cred_hosts->pdata, "bwrap",
-                                                error);
+    return nz_egress_profile_check_credentials (profile, (const char *const *)cred_hosts->pdata,
+                                                "bwrap", error);
   /* Without a profile the allowlist plays its part: the secret goes nowhere it does not. */
   for (guint i = 0; cred_hosts->pdata[i] != NULL; i++)
     {
@@ -110,8 +109,8 @@ nz_bwrap_egress_check (const NzCreateOptions *opts, GError **error)
         {
           g_autofree char *path = g_strdup_printf ("backend.brokeredCredentials[%u].host", i);
 
-          return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY, path,
-                                          "bwrap", "\"%s\" is not on the egress allowlist",
+          return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY, path, "bwrap",
+                                          "\"%s\" is not on the egress allowlist",
                                           (const char *)cred_hosts->pdata[i]);
         }
     }
@@ -130,7 +129,8 @@ nz_bwrap_egress_find_binary (GError **error)
       if (g_path_is_absolute (env) && g_file_test (env, G_FILE_TEST_IS_EXECUTABLE))
         return g_strdup (env);
       return (nz_throw (error, NZ_ERROR_NOT_FOUND,
-                        "NAMZU_EGRESS_BIN=%s is not an executable absolute path", env), NULL);
+                        "NAMZU_EGRESS_BIN=%s is not an executable absolute path", env),
+              NULL);
     }
   if (self != NULL)
     {
@@ -177,8 +177,8 @@ close_fd_setsid (gpointer data)
 
 gboolean
 nz_bwrap_egress_start (NzHandle *h, const char *egress_bin, const char *const *hosts,
-                       const char *profile_json, const char *credentials_json,
-                       const char *sock_dir, GError **error)
+                       const char *profile_json, const char *credentials_json, const char *sock_dir,
+                       GError **error)
 {
   g_autofree char *sock = g_build_filename (sock_dir, "egress.sock", NULL);
   g_autofree char *log = g_build_filename (h->dir, "egress.log", NULL);
@@ -311,8 +311,8 @@ nz_bwrap_egress_wrap_argv (GPtrArray *argv, const char *egress_bin)
   /* argv ends "...", "--", <agent>. */
   char *agent = g_ptr_array_steal_index (argv, argv->len - 1);
   char *dashdash = g_ptr_array_steal_index (argv, argv->len - 1);
-  const char *inside = g_str_has_prefix (egress_bin, "/usr/") ? egress_bin
-                                                               : NZ_BWRAP_EGRESS_BOUND_BIN;
+  const char *inside
+      = g_str_has_prefix (egress_bin, "/usr/") ? egress_bin : NZ_BWRAP_EGRESS_BOUND_BIN;
 
   if (!g_str_equal (inside, egress_bin))
     {
@@ -398,15 +398,14 @@ nz_bwrap_egress_set (const char *id, const char *const *hosts, gboolean *changed
         return FALSE;
     }
   /* Under a profile: narrowing only, checked before queueing. */
-  profile_json = g_strdup (nz_json_get_string (nz_json_get_object (probe->priv, "egress"),
-                                               "profile"));
+  profile_json
+      = g_strdup (nz_json_get_string (nz_json_get_object (probe->priv, "egress"), "profile"));
   if (profile_json != NULL)
     {
-      g_autoptr (NzEgressProfile) profile = nz_egress_profile_parse (profile_json, -1, "bwrap",
-                                                                     error);
+      g_autoptr (NzEgressProfile) profile
+          = nz_egress_profile_parse (profile_json, -1, "bwrap", error);
 
-      if (profile == NULL
-          || !nz_egress_profile_check_narrowing (profile, hosts, "bwrap", error))
+      if (profile == NULL || !nz_egress_profile_check_narrowing (profile, hosts, "bwrap", error))
         return FALSE;
     }
   bin = nz_bwrap_egress_find_binary (error);
@@ -430,13 +429,14 @@ nz_bwrap_egress_set (const char *id, const char *const *hosts, gboolean *changed
   /* Fail closed: the old proxy is gone before the new one exists, and the handle says so
    * before either happens, so a crash in between leaves "no proxy", never "old list". */
   json_object_remove_member (rec, "hosts");
-  if (!nz_handle_save (h, error) || !nz_bwrap_egress_stop (h, error)
-      || !nz_handle_save (h, error))
+  if (!nz_handle_save (h, error) || !nz_bwrap_egress_stop (h, error) || !nz_handle_save (h, error))
     return nz_prefix_error (error, "the old egress proxy of '%s' may still run", id);
   sock_dir = g_build_filename (h->dir, "sock", NULL);
   credentials_json = g_strdup (nz_json_get_string (rec, "credentials"));
   if (!nz_bwrap_egress_start (h, bin, hosts, profile_json, credentials_json, sock_dir, error))
-    return nz_prefix_error (error, "sandbox '%s' now has no egress (the old proxy is stopped; "
-                            "the next set starts one)", id);
+    return nz_prefix_error (error,
+                            "sandbox '%s' now has no egress (the old proxy is stopped; "
+                            "the next set starts one)",
+                            id);
   return nz_handle_save (h, error);
 }

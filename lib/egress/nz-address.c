@@ -33,7 +33,8 @@ v6_reason (const guint8 *b)
     return v4_reason (b + 12); /* ::ffff:a.b.c.d */
   if (memcmp (b, zero, 12) == 0)
     {
-      guint32 tail = ((guint32)b[12] << 24) | ((guint32)b[13] << 16) | ((guint32)b[14] << 8) | b[15];
+      guint32 tail
+          = ((guint32)b[12] << 24) | ((guint32)b[13] << 16) | ((guint32)b[14] << 8) | b[15];
 
       if (tail == 0)
         return "unspecified";

@@ -20,8 +20,8 @@ JsonArray *nz_egress_cilium_fqdn_entries (const char *entry);
 
 /* The core NetworkPolicy for allow-all (egress [{}]) or deny-all (egress [cluster DNS]).
  * @selector: matchLabels (borrowed, copied). Returns a new node. */
-JsonNode *nz_egress_k8s_core_policy (gboolean allow_all, const char *name,
-                                     const char *namespace_, JsonObject *selector);
+JsonNode *nz_egress_k8s_core_policy (gboolean allow_all, const char *name, const char *namespace_,
+                                     JsonObject *selector);
 
 /* The profile translated: no hosts -> core deny-all (even under cilium); hosts -> a
  * CiliumNetworkPolicy with the DNS-visibility rule first, then one toFQDNs rule (or one per

@@ -51,8 +51,8 @@ nz_egress_profile_throw (GError **error, NzEgressErrorCode code, const char *pat
                  path, reason, backend);
   else
     g_set_error (error, NZ_EGRESS_ERROR, code,
-                 "egress profile: %s %s. Refusing rather than applying part of the profile.",
-                 path, reason);
+                 "egress profile: %s %s. Refusing rather than applying part of the profile.", path,
+                 reason);
   return FALSE;
 }
 
@@ -78,17 +78,16 @@ nz_egress_profile_free (NzEgressProfile *profile)
 }
 
 char *
-nz_egress_host_validate (const char *host, const char *path, const char *backend,
-                         GError **error)
+nz_egress_host_validate (const char *host, const char *path, const char *backend, GError **error)
 {
   g_autofree char *h = nz_allowlist_normalize_host (host);
   const char *bare = h[0] == '.' ? h + 1 : h;
   const char *last;
 
   if (*h == '\0')
-    return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend,
-                                     "is empty"),
-            NULL);
+    return (
+        nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend, "is empty"),
+        NULL);
   if (strchr (h, '*') != NULL)
     return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend,
                                      "\"%s\" contains '*'; write \".example.com\" for a domain "
@@ -221,8 +220,8 @@ nz_egress_profile_from_json (JsonNode *node, const char *backend, GError **error
         return NULL;
       for (guint k = 0; k < p->rules->len; k++)
         if (g_str_equal (((NzEgressRule *)p->rules->pdata[k])->host, rule->host))
-          return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_DUPLICATE_HOST, hpath,
-                                           backend, "\"%s\" repeats hosts[%u]", rule->host, k),
+          return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_DUPLICATE_HOST, hpath, backend,
+                                           "\"%s\" repeats hosts[%u]", rule->host, k),
                   NULL);
       pn = json_object_get_member (json_node_get_object (rn), "ports");
       if (pn != NULL && !JSON_NODE_HOLDS_NULL (pn))
@@ -387,8 +386,7 @@ nz_egress_profile_check_credentials (const NzEgressProfile *profile,
       {
         g_autofree char *path = g_strdup_printf ("backend.brokeredCredentials[%u].host", i);
 
-        return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY, path,
-                                        backend,
+        return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY, path, backend,
                                         "\"%s\" is outside egress profile \"%s\"; a brokered "
                                         "credential may only name a host the profile allows",
                                         credential_hosts[i], profile->name);

@@ -34,8 +34,8 @@ gboolean nz_egress_profile_throw (GError **error, NzEgressErrorCode code, const 
 
 typedef struct
 {
-  char *host;     /* normalised */
-  GArray *ports;  /* guint16, sorted, unique; NULL = every port */
+  char *host;    /* normalised */
+  GArray *ports; /* guint16, sorted, unique; NULL = every port */
 } NzEgressRule;
 
 typedef struct
@@ -57,8 +57,7 @@ char *nz_egress_host_validate (const char *host, const char *path, const char *b
 
 /* defineEgressProfile: validates @node ({name, hosts:[{host, ports?}]}) in full. @backend (may
  * be NULL) is only named in messages. Returns a new normalised profile. */
-NzEgressProfile *nz_egress_profile_from_json (JsonNode *node, const char *backend,
-                                              GError **error);
+NzEgressProfile *nz_egress_profile_from_json (JsonNode *node, const char *backend, GError **error);
 NzEgressProfile *nz_egress_profile_parse (const char *data, gssize len, const char *backend,
                                           GError **error);
 /* The normalised profile as JSON. Returns a new node. */
@@ -71,8 +70,8 @@ char **nz_egress_profile_hosts (const NzEgressProfile *profile);
 /* The port union (egressProfilePortsFor) over every rule of @rules matching @host: TRUE and
  * *any when some matching rule has no ports; otherwise the union into @out (may be NULL).
  * Returns FALSE when no rule matches. @matched (may be NULL) is set to the first match. */
-gboolean nz_egress_rules_ports_for (GPtrArray *rules, const char *host, gboolean *any,
-                                    GArray *out, const NzEgressRule **matched);
+gboolean nz_egress_rules_ports_for (GPtrArray *rules, const char *host, gboolean *any, GArray *out,
+                                    const NzEgressRule **matched);
 gboolean nz_egress_rules_allow_port (GPtrArray *rules, const char *host, int port);
 
 /* egressProfileCoversEntry: a plain entry is covered by any rule that matches it; a .domain

@@ -31,8 +31,7 @@ nz_proxy_config_free (NzProxyConfig *config)
   g_free (config);
 }
 
-static gboolean
-fail (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+static gboolean fail (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 
 static gboolean
 fail (GError **error, const char *fmt, ...)
@@ -105,7 +104,8 @@ static GPtrArray *
 host_ports (JsonObject *obj, const char *env, GError **error)
 {
   JsonNode *n = json_object_get_member (obj, "hostPorts");
-  g_autoptr (GPtrArray) rules = g_ptr_array_new_with_free_func ((GDestroyNotify)nz_egress_rule_free);
+  g_autoptr (GPtrArray) rules
+      = g_ptr_array_new_with_free_func ((GDestroyNotify)nz_egress_rule_free);
 
   if (n == NULL)
     return (fail (error, "%s has no hostPorts, which is what V2 is for", env), NULL);
@@ -136,8 +136,7 @@ host_ports (JsonObject *obj, const char *env, GError **error)
           JsonArray *pa;
 
           if (!JSON_NODE_HOLDS_ARRAY (pn) || json_array_get_length (json_node_get_array (pn)) == 0)
-            return (fail (error, "%s: hostPorts[%u].ports must be a non-empty list", env, i),
-                    NULL);
+            return (fail (error, "%s: hostPorts[%u].ports must be a non-empty list", env, i), NULL);
           pa = json_node_get_array (pn);
           rule->ports = g_array_new (FALSE, FALSE, sizeof (guint16));
           for (guint j = 0; j < json_array_get_length (pa); j++)
@@ -146,14 +145,15 @@ host_ports (JsonObject *obj, const char *env, GError **error)
               guint16 p;
 
               if (!is_integer (json_array_get_element (pa, j), &d) || d < 1 || d > 65535)
-                return (fail (error, "%s: hostPorts[%u].ports[%u] must be an integer from 1 to "
-                              "65535", env, i, j),
+                return (fail (error,
+                              "%s: hostPorts[%u].ports[%u] must be an integer from 1 to "
+                              "65535",
+                              env, i, j),
                         NULL);
               p = (guint16)d;
               for (guint m = 0; m < rule->ports->len; m++)
                 if (g_array_index (rule->ports, guint16, m) == p)
-                  return (fail (error, "%s: hostPorts[%u].ports[%u] repeats port %u", env, i, j,
-                                p),
+                  return (fail (error, "%s: hostPorts[%u].ports[%u] repeats port %u", env, i, j, p),
                           NULL);
               g_array_append_val (rule->ports, p);
             }
@@ -166,8 +166,9 @@ host_ports (JsonObject *obj, const char *env, GError **error)
 static NzProxyConfig *
 parse (const char *raw, const char *env, gboolean v2, GError **error)
 {
-  static const char *const v2_keys[] = { "port", "allowedHosts", "credentials", "allowInwardFor",
-                                         "upgradeToHttps", "selfNames", "hostPorts", NULL };
+  static const char *const v2_keys[]
+      = { "port",           "allowedHosts", "credentials", "allowInwardFor",
+          "upgradeToHttps", "selfNames",    "hostPorts",   NULL };
   g_autoptr (NzProxyConfig) c = g_new0 (NzProxyConfig, 1);
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_autoptr (GError) local = NULL;
@@ -189,8 +190,7 @@ parse (const char *raw, const char *env, gboolean v2, GError **error)
 
       if (at == NULL || sscanf (at, "<data>:%u:%u", &line, &column) != 2)
         return (fail (error, "%s is not valid JSON", env), NULL);
-      return (fail (error, "%s is not valid JSON (at line %u column %u)", env, line, column),
-              NULL);
+      return (fail (error, "%s is not valid JSON (at line %u column %u)", env, line, column), NULL);
     }
   n = json_parser_get_root (parser);
   if (n == NULL || !JSON_NODE_HOLDS_OBJECT (n))
@@ -232,9 +232,9 @@ parse (const char *raw, const char *env, gboolean v2, GError **error)
 
           if (!is_string (json_object_get_member (json_node_get_object (e), fields[f]))
               || *s == '\0')
-            return (fail (error, "%s: credentials[%u].%s is not a non-empty string", env, i,
-                          fields[f]),
-                    NULL);
+            return (
+                fail (error, "%s: credentials[%u].%s is not a non-empty string", env, i, fields[f]),
+                NULL);
         }
       cred = g_new0 (NzBrokeredCredential, 1);
       cred->host = g_strdup (nz_json_get_string (json_node_get_object (e), "host"));
@@ -313,9 +313,9 @@ nz_proxy_config_build (const char *const *allowed_hosts, const NzEgressProfile *
     {
       g_autoptr (JsonNode) pj = nz_egress_profile_to_json (profile);
 
-      json_object_set_member (o, "hostPorts",
-                              json_node_copy (json_object_get_member (json_node_get_object (pj),
-                                                                      "hosts")));
+      json_object_set_member (
+          o, "hostPorts",
+          json_node_copy (json_object_get_member (json_node_get_object (pj), "hosts")));
     }
   if (env_name != NULL)
     *env_name = v2 ? NZ_EGRESS_PROXY_CONFIG_V2_ENV : NZ_EGRESS_PROXY_CONFIG_ENV;

@@ -46,9 +46,8 @@ NzProxyConfig *nz_proxy_config_read (const char *v1, const char *v2, GError **er
  * hostPorts?}. hostPorts (every rule, port-less ones too) only when @profile has ports; then
  * *env_name is the V2 variable. @credentials / @allow_inward_for may be NULL. Returns a new
  * node. */
-JsonNode *nz_proxy_config_build (const char *const *allowed_hosts,
-                                 const NzEgressProfile *profile, GPtrArray *credentials,
-                                 const char *const *allow_inward_for, int port,
-                                 const char **env_name);
+JsonNode *nz_proxy_config_build (const char *const *allowed_hosts, const NzEgressProfile *profile,
+                                 GPtrArray *credentials, const char *const *allow_inward_for,
+                                 int port, const char **env_name);
 
 G_END_DECLS

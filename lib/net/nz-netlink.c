@@ -53,8 +53,8 @@ nz_netlink_local_addresses (GError **error)
         }
       if (nl_addr_get_len (local) != want)
         continue;
-      g_ptr_array_add (out, g_inet_address_new_from_bytes (nl_addr_get_binary_addr (local),
-                                                           family));
+      g_ptr_array_add (out,
+                       g_inet_address_new_from_bytes (nl_addr_get_binary_addr (local), family));
     }
   return g_steal_pointer (&out);
 }

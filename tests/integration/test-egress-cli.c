@@ -13,13 +13,13 @@ static char *dir;
 /* Runs namzu-egress with @args (NULL-terminated), @stdin_text on stdin; returns the exit
  * status, stdout in *out and stderr in *err. */
 static int
-egress (const char *stdin_text, char **out, char **err, const char *const *env,
-        const char *first, ...)
+egress (const char *stdin_text, char **out, char **err, const char *const *env, const char *first,
+        ...)
 {
   g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (
-      G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE
-      | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_autoptr (GSubprocessLauncher) l
+      = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE
+                                   | G_SUBPROCESS_FLAGS_STDERR_PIPE);
   g_autoptr (GSubprocess) p = NULL;
   g_autoptr (GError) error = NULL;
   va_list ap;
@@ -38,8 +38,8 @@ egress (const char *stdin_text, char **out, char **err, const char *const *env,
     g_subprocess_launcher_setenv (l, env[0], env[1], TRUE);
   p = g_subprocess_launcher_spawnv (l, (const char *const *)argv->pdata, &error);
   ck_assert_msg (p != NULL, "%s", error ? error->message : "");
-  ck_assert (g_subprocess_communicate_utf8 (p, stdin_text ? stdin_text : "", NULL, out, err,
-                                            &error));
+  ck_assert (
+      g_subprocess_communicate_utf8 (p, stdin_text ? stdin_text : "", NULL, out, err, &error));
   return g_subprocess_get_exit_status (p);
 }
 
@@ -65,20 +65,23 @@ count_lines (const char *s)
 
 START_TEST (test_check)
 {
-  g_autofree char *p = write_profile (
-      "{\"name\":\"ci\",\"hosts\":[{\"host\":\"api.example.com\",\"ports\":[443]},"
-      "{\"host\":\".pypi.org\"}]}");
+  g_autofree char *p
+      = write_profile ("{\"name\":\"ci\",\"hosts\":[{\"host\":\"api.example.com\",\"ports\":[443]},"
+                       "{\"host\":\".pypi.org\"}]}");
   g_autofree char *out = NULL, *err = NULL;
 
   /* all allowed: 0 */
   ck_assert_int_eq (egress (NULL, &out, &err, NULL, "check", p, "api.example.com",
-                            "https://files.pypi.org/simple", "pypi.org:8080", NULL), 0);
+                            "https://files.pypi.org/simple", "pypi.org:8080", NULL),
+                    0);
   ck_assert_uint_eq (count_lines (out), 3);
-  ck_assert (strstr (out, "{\"target\":\"api.example.com\",\"host\":\"api.example.com\",\"port\":443,"
-                          "\"decision\":\"allow\",\"rule\":\"api.example.com\",\"reason\":\"allowed\"}")
+  ck_assert (strstr (out,
+                     "{\"target\":\"api.example.com\",\"host\":\"api.example.com\",\"port\":443,"
+                     "\"decision\":\"allow\",\"rule\":\"api.example.com\",\"reason\":\"allowed\"}")
              != NULL);
   ck_assert (strstr (out, "\"host\":\"files.pypi.org\",\"port\":443,\"decision\":\"allow\","
-                          "\"rule\":\".pypi.org\"") != NULL);
+                          "\"rule\":\".pypi.org\"")
+             != NULL);
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
   /* any denied: 1, one line each, in order; targets from stdin */
@@ -88,15 +91,20 @@ START_TEST (test_check)
                     1);
   ck_assert_uint_eq (count_lines (out), 4);
   ck_assert_msg (strstr (out, "\"port\":22,\"decision\":\"deny\",\"rule\":\"api.example.com\","
-                              "\"reason\":\"port 22 is not allowed\"") != NULL, "%s", out);
+                              "\"reason\":\"port 22 is not allowed\"")
+                     != NULL,
+                 "%s", out);
   ck_assert (strstr (out, "\"host\":\"evil.example.com\",\"port\":443,\"decision\":\"deny\","
                           "\"rule\":\"allowlist\",\"reason\":\"not on the egress allowlist\"")
              != NULL);
   ck_assert_msg (strstr (out, "\"host\":\"10.0.0.1\",\"port\":443,\"decision\":\"deny\",\"rule\":"
                               "\"allowlist\",\"reason\":\"not on the egress allowlist\","
-                              "\"addressScreen\":\"private\"}") != NULL, "%s", out);
+                              "\"addressScreen\":\"private\"}")
+                     != NULL,
+                 "%s", out);
   ck_assert (strstr (out, "\"target\":\"http://user:pw@api.example.com/x\",\"host\":"
-                          "\"api.example.com\",\"port\":443,\"decision\":\"allow\"") != NULL);
+                          "\"api.example.com\",\"port\":443,\"decision\":\"allow\"")
+             != NULL);
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
   /* an allowed literal is screened */
@@ -119,7 +127,8 @@ START_TEST (test_profile_commands)
   g_autofree char *good = write_profile (
       "{\"name\":\"ci\",\"hosts\":[{\"host\":\"API.example.com.\",\"ports\":[8443,443]},"
       "{\"host\":\".example.org\"}]}");
-  g_autofree char *bad = write_profile ("{\"name\":\"ci\",\"hosts\":[{\"host\":\"*.example.org\"}]}");
+  g_autofree char *bad
+      = write_profile ("{\"name\":\"ci\",\"hosts\":[{\"host\":\"*.example.org\"}]}");
   g_autofree char *out = NULL, *err = NULL;
 
   ck_assert_int_eq (egress (NULL, &out, &err, NULL, "profile", "validate", good, NULL), 0);
@@ -127,35 +136,37 @@ START_TEST (test_profile_commands)
                          "[443,8443]},{\"host\":\".example.org\"}]}\n");
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
-  ck_assert_int_eq (egress ("{\"name\":\"x\",\"hosts\":[]}", &out, &err, NULL, "profile",
-                            "validate", "-", NULL), 0);
+  ck_assert_int_eq (
+      egress ("{\"name\":\"x\",\"hosts\":[]}", &out, &err, NULL, "profile", "validate", "-", NULL),
+      0);
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
   ck_assert_int_eq (egress (NULL, &out, &err, NULL, "profile", "validate", bad, NULL), 1);
   ck_assert_msg (g_str_has_prefix (out, "{\"error\":{\"code\":\"invalid-host\",\"message\":"
-                                        "\"egress profile: hosts[0].host "), "%s", out);
+                                        "\"egress profile: hosts[0].host "),
+                 "%s", out);
   ck_assert (g_str_has_prefix (err, "namzu-egress: egress profile: hosts[0].host"));
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
-  ck_assert_int_eq (egress (NULL, &out, &err, NULL, "profile", "translate", "--to", "cilium",
-                            good, NULL), 0);
+  ck_assert_int_eq (
+      egress (NULL, &out, &err, NULL, "profile", "translate", "--to", "cilium", good, NULL), 0);
   ck_assert (strstr (out, "\"kind\":\"CiliumNetworkPolicy\"") != NULL);
   ck_assert (strstr (out, "{\"matchName\":\"example.org\"},{\"matchPattern\":\"*.example.org\"}")
              != NULL);
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
-  ck_assert_int_eq (egress (NULL, &out, &err, NULL, "profile", "translate", "--to", "k8s", good,
-                            NULL), 1);
+  ck_assert_int_eq (
+      egress (NULL, &out, &err, NULL, "profile", "translate", "--to", "k8s", good, NULL), 1);
   ck_assert (strstr (out, "\"code\":\"unsupported\"") != NULL);
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
-  ck_assert_int_eq (egress (NULL, &out, &err, NULL, "profile", "translate", "--to", "docker",
-                            good, NULL), 0);
+  ck_assert_int_eq (
+      egress (NULL, &out, &err, NULL, "profile", "translate", "--to", "docker", good, NULL), 0);
   ck_assert (strstr (out, "\"proxyConfigEnv\":\"NAMZU_EGRESS_PROXY_CONFIG_V2\"") != NULL);
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
-  ck_assert_int_eq (egress (NULL, &out, &err, NULL, "profile", "translate", "--to", "yaml", good,
-                            NULL), 2);
+  ck_assert_int_eq (
+      egress (NULL, &out, &err, NULL, "profile", "translate", "--to", "yaml", good, NULL), 2);
 }
 END_TEST
 

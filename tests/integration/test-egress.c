@@ -16,26 +16,26 @@
 #include "../nz-test.h"
 
 /* The origin: echoes the request line and headers, so a test can see what arrived. */
-static const char origin_py[] =
-    "import http.server, ssl, sys, threading\n"
-    "addr, cert, key = sys.argv[1], sys.argv[2], sys.argv[3]\n"
-    "class H(http.server.BaseHTTPRequestHandler):\n"
-    "    def do_GET(self):\n"
-    "        body = ('origin:%s %s\\n' % (self.command, self.path) + str(self.headers)).encode()\n"
-    "        self.send_response(200)\n"
-    "        self.send_header('Content-Length', str(len(body)))\n"
-    "        self.end_headers()\n"
-    "        self.wfile.write(body)\n"
-    "    def log_message(self, *a):\n"
-    "        pass\n"
-    "plain = http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H)\n"
-    "tls = http.server.ThreadingHTTPServer(('0.0.0.0', 8443), H)\n"
-    "ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
-    "ctx.load_cert_chain(cert, key)\n"
-    "tls.socket = ctx.wrap_socket(tls.socket, server_side=True)\n"
-    "threading.Thread(target=tls.serve_forever, daemon=True).start()\n"
-    "print('ready', flush=True)\n"
-    "plain.serve_forever()\n";
+static const char origin_py[] = "import http.server, ssl, sys, threading\n"
+                                "addr, cert, key = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+                                "class H(http.server.BaseHTTPRequestHandler):\n"
+                                "    def do_GET(self):\n"
+                                "        body = ('origin:%s %s\\n' % (self.command, self.path) + "
+                                "str(self.headers)).encode()\n"
+                                "        self.send_response(200)\n"
+                                "        self.send_header('Content-Length', str(len(body)))\n"
+                                "        self.end_headers()\n"
+                                "        self.wfile.write(body)\n"
+                                "    def log_message(self, *a):\n"
+                                "        pass\n"
+                                "plain = http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H)\n"
+                                "tls = http.server.ThreadingHTTPServer(('0.0.0.0', 8443), H)\n"
+                                "ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
+                                "ctx.load_cert_chain(cert, key)\n"
+                                "tls.socket = ctx.wrap_socket(tls.socket, server_side=True)\n"
+                                "threading.Thread(target=tls.serve_forever, daemon=True).start()\n"
+                                "print('ready', flush=True)\n"
+                                "plain.serve_forever()\n";
 
 static char *tmpdir;
 static char ns[64];
@@ -79,9 +79,9 @@ spawn (char **argv, char **envp, int *out_fd)
   g_autoptr (GError) error = NULL;
   GPid pid = 0;
 
-  ck_assert_msg (g_spawn_async_with_pipes (NULL, argv, envp, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH,
-                                           die_with_parent, NULL, &pid, NULL, out_fd, NULL,
-                                           &error),
+  ck_assert_msg (g_spawn_async_with_pipes (NULL, argv, envp,
+                                           G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH,
+                                           die_with_parent, NULL, &pid, NULL, out_fd, NULL, &error),
                  "spawn %s: %s", argv[0], error ? error->message : "");
   return pid;
 }
@@ -244,9 +244,9 @@ slurp (const char *path)
   return data != NULL ? data : g_strdup ("");
 }
 
-#define V1_PLAIN                                                                               \
-  "{\"allowedHosts\":[\"origin.test\",\"other.test\",\"inward.test\",\"mixed.test\","        \
-  "\"public.test\",\"%s\"],"                                                                  \
+#define V1_PLAIN                                                                                   \
+  "{\"allowedHosts\":[\"origin.test\",\"other.test\",\"inward.test\",\"mixed.test\","              \
+  "\"public.test\",\"%s\"],"                                                                       \
   "\"upgradeToHttps\":false,\"allowInwardFor\":[\"origin.test\",\"other.test\"]}"
 
 START_TEST (test_allowed_and_denied)
@@ -270,7 +270,8 @@ START_TEST (test_allowed_and_denied)
   /* a host not on the list */
   ck_assert_int_eq (curl (&p, "http://denied.test:8080/", NULL, &body), 403);
   ck_assert_msg (strstr (body, "Egress denied: denied.test is not on this sandbox's allowlist.")
-                     != NULL, "%s", body);
+                     != NULL,
+                 "%s", body);
   g_clear_pointer (&body, g_free);
   ck_assert_int_eq (curl (&p, "https://denied.test/", NULL, &body), 0);
   ck_assert_msg (strstr (body, "403") != NULL, "%s", body);
@@ -279,14 +280,16 @@ START_TEST (test_allowed_and_denied)
   literal = g_strdup_printf ("http://%s:8080/", origin_addr);
   ck_assert_int_eq (curl (&p, literal, NULL, &body), 403);
   ck_assert_msg (strstr (body, "is a private address, which is not reachable from a sandbox.")
-                     != NULL, "%s", body);
+                     != NULL,
+                 "%s", body);
   g_clear_pointer (&body, g_free);
   /* an allowed name that resolves to loopback, on both paths */
   ck_assert_int_eq (curl (&p, "http://inward.test:8080/", NULL, &body), 403);
   ck_assert_msg (strstr (body, "Egress denied: inward.test resolves to 127.0.0.1, which is a "
                                "loopback address. The host is on the allowlist; the address it "
-                               "resolves to is not reachable from a sandbox.") != NULL, "%s",
-                 body);
+                               "resolves to is not reachable from a sandbox.")
+                     != NULL,
+                 "%s", body);
   g_clear_pointer (&body, g_free);
   ck_assert_int_eq (curl (&p, "https://inward.test:8443/", NULL, &body), 0);
   g_clear_pointer (&body, g_free);
@@ -300,8 +303,8 @@ START_TEST (test_allowed_and_denied)
   g_clear_pointer (&body, g_free);
   /* hop-by-hop headers never reach the origin */
   ck_assert_int_eq (curl (&p, "http://origin.test:8080/h",
-                          (const char *const[]){ "-H", "Proxy-Authorization: Basic c2VjcmV0",
-                                                 "-H", "Keep-Alive: timeout=5", NULL },
+                          (const char *const[]){ "-H", "Proxy-Authorization: Basic c2VjcmV0", "-H",
+                                                 "Keep-Alive: timeout=5", NULL },
                           &body),
                     200);
   ck_assert_msg (strcasestr (body, "proxy-authorization") == NULL, "%s", body);
@@ -310,11 +313,17 @@ START_TEST (test_allowed_and_denied)
   /* the decision log: one JSON line per decision, with host, port, rule, reason */
   log = slurp (p.log);
   ck_assert_msg (strstr (log, "\"decision\":\"allow\",\"method\":\"GET\",\"host\":\"origin.test\","
-                              "\"port\":8080,\"rule\":\"origin.test\"") != NULL, "%s", log);
+                              "\"port\":8080,\"rule\":\"origin.test\"")
+                     != NULL,
+                 "%s", log);
   ck_assert_msg (strstr (log, "\"host\":\"denied.test\",\"port\":8080,\"rule\":\"allowlist\","
-                              "\"reason\":\"not on the egress allowlist\"") != NULL, "%s", log);
+                              "\"reason\":\"not on the egress allowlist\"")
+                     != NULL,
+                 "%s", log);
   ck_assert_msg (strstr (log, "\"rule\":\"address-screen\",\"reason\":\"resolves to a loopback "
-                              "address\"") != NULL, "%s", log);
+                              "address\"")
+                     != NULL,
+                 "%s", log);
   proxy_down (&p);
 }
 END_TEST
@@ -408,7 +417,6 @@ START_TEST (test_bounded)
 }
 END_TEST
 
-
 /* ---- from inside a bwrap sandbox: namzu-create --profile, namzu-exec, namzu-egress set ---- */
 
 static int
@@ -428,8 +436,8 @@ tool (char **out, const char *name, ...)
     g_ptr_array_add (argv, g_strdup (a));
   va_end (ap);
   g_ptr_array_add (argv, NULL);
-  ck_assert (g_spawn_sync (NULL, (char **)argv->pdata, NULL, 0, NULL, NULL, &so, &se, &status,
-                           &error));
+  ck_assert (
+      g_spawn_sync (NULL, (char **)argv->pdata, NULL, 0, NULL, NULL, &so, &se, &status, &error));
   if (out != NULL)
     *out = g_strdup_printf ("%s%s", so, se);
   return WIFEXITED (status) ? WEXITSTATUS (status) : 128;
@@ -504,14 +512,20 @@ START_TEST (test_bwrap_sandbox)
   ck_assert_msg (strstr (out, "brokered-s3cret") == NULL, "%s", out);
   g_clear_pointer (&out, g_free);
   /* the brokered header arrives at the origin (over the upgraded, TLS leg)... */
-  ck_assert_int_eq (inside (id, "curl -sS --max-time 20 -H 'Authorization: mine' "
-                                "http://public.test:8443/cred", &out), 0);
+  ck_assert_int_eq (inside (id,
+                            "curl -sS --max-time 20 -H 'Authorization: mine' "
+                            "http://public.test:8443/cred",
+                            &out),
+                    0);
   ck_assert_msg (strstr (out, "Authorization: Bearer brokered-s3cret-bwrap") != NULL, "%s", out);
   ck_assert_msg (strstr (out, "Authorization: mine") == NULL, "%s", out);
   g_clear_pointer (&out, g_free);
   /* ...and is nowhere in the sandbox: not in any environment or command line it can read */
-  ck_assert_int_eq (inside (id, "(env; cat /proc/*/environ /proc/*/cmdline) 2>/dev/null | "
-                                "tr '\\0' '\\n' | grep -c 'brokered-s3[c]ret'; true", &out), 0);
+  ck_assert_int_eq (inside (id,
+                            "(env; cat /proc/*/environ /proc/*/cmdline) 2>/dev/null | "
+                            "tr '\\0' '\\n' | grep -c 'brokered-s3[c]ret'; true",
+                            &out),
+                    0);
   ck_assert_str_eq (g_strstrip (out), "0");
   g_clear_pointer (&out, g_free);
   {
@@ -529,7 +543,8 @@ START_TEST (test_bwrap_sandbox)
   /* refused: a host, a port, a name resolving inward, a private literal */
   inside (id, "curl -sS http://denied.test/", &out);
   ck_assert_msg (strstr (out, "Egress denied: denied.test is not on this sandbox's allowlist.")
-                     != NULL, "%s", out);
+                     != NULL,
+                 "%s", out);
   g_clear_pointer (&out, g_free);
   inside (id, "curl -sS http://public.test:8080/", &out);
   ck_assert_msg (strstr (out, "Egress denied: public.test:8080 is not an allowed port.") != NULL,
@@ -537,7 +552,8 @@ START_TEST (test_bwrap_sandbox)
   g_clear_pointer (&out, g_free);
   inside (id, "curl -sS http://inward.test:8443/", &out);
   ck_assert_msg (strstr (out, "inward.test resolves to 127.0.0.1, which is a loopback address")
-                     != NULL, "%s", out);
+                     != NULL,
+                 "%s", out);
   g_clear_pointer (&out, g_free);
   inside (id, "curl -sS http://origin.test:8443/", &out);
   ck_assert_msg (strstr (out, "which is a private address") != NULL, "%s", out);
@@ -563,8 +579,8 @@ START_TEST (test_bwrap_sandbox)
   g_clear_pointer (&out, g_free);
 
   /* live policy: widening past the profile is refused before anything changes */
-  ck_assert_int_eq (tool (&out, "namzu-egress", "set", "--sandbox", id, "public.test",
-                          "other.test", NULL), 1);
+  ck_assert_int_eq (
+      tool (&out, "namzu-egress", "set", "--sandbox", id, "public.test", "other.test", NULL), 1);
   ck_assert_msg (strstr (out, "\"code\":\"invalid-host\"") != NULL, "%s", out);
   g_clear_pointer (&out, g_free);
   pid1 = proxy_pid (id);
@@ -577,7 +593,8 @@ START_TEST (test_bwrap_sandbox)
   ck_assert (kill (pid1, 0) != 0);
   inside (id, "curl -sS http://public.test:8443/", &out);
   ck_assert_msg (strstr (out, "Egress denied: public.test is not on this sandbox's allowlist.")
-                     != NULL, "%s", out);
+                     != NULL,
+                 "%s", out);
   g_clear_pointer (&out, g_free);
   /* the same list again is a no-op */
   ck_assert_int_eq (tool (&out, "namzu-egress", "set", "--sandbox", id, "inward.test", NULL), 0);
@@ -622,8 +639,8 @@ START_TEST (test_bwrap_refusals)
   g_setenv ("NAMZU_STATE_DIR", state, TRUE);
   g_file_set_contents (profile, "{\"name\":\"t\",\"hosts\":[{\"host\":\"a.example\"}]}", -1, NULL);
   /* a profile beside another egress setting is a conflicting policy, refused before any I/O */
-  ck_assert_int_eq (tool (&out, "namzu-create", "--profile", profile, "--egress", "b.example",
-                          NULL), 1);
+  ck_assert_int_eq (
+      tool (&out, "namzu-create", "--profile", profile, "--egress", "b.example", NULL), 1);
   ck_assert_msg (strstr (out, "egress profile: defaultEgress cannot be combined") != NULL, "%s",
                  out);
   g_clear_pointer (&out, g_free);
@@ -633,9 +650,11 @@ START_TEST (test_bwrap_refusals)
                           "b.example:Authorization:NZ_TEST_BROKERED", NULL),
                     1);
   ck_assert_msg (strstr (out, "egress profile: backend.brokeredCredentials[0].host \"b.example\" "
-                              "is outside egress profile \"t\"") != NULL, "%s", out);
-  ck_assert_msg (strstr (out, "conflicting-policy") != NULL || strstr (out, "error") != NULL,
+                              "is outside egress profile \"t\"")
+                     != NULL,
                  "%s", out);
+  ck_assert_msg (strstr (out, "conflicting-policy") != NULL || strstr (out, "error") != NULL, "%s",
+                 out);
   g_clear_pointer (&out, g_free);
   g_file_set_contents (profile, "{\"name\":\"t\",\"hosts\":[{\"host\":\"*.example\"}]}", -1, NULL);
   ck_assert_int_eq (tool (&out, "namzu-create", "--profile", profile, NULL), 1);
@@ -670,8 +689,8 @@ vm_rss_kib (GPid pid)
 
 START_TEST (test_slow_reader_pauses_writer)
 {
-  g_autoptr (GSocket) listener = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM,
-                                               G_SOCKET_PROTOCOL_TCP, NULL);
+  g_autoptr (GSocket) listener
+      = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL);
   g_autoptr (GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
   g_autoptr (GSocketAddress) any = g_inet_socket_address_new (lo, 0);
   g_autoptr (GSocketAddress) bound = NULL;
@@ -731,14 +750,18 @@ make_cert (void)
   g_autofree char *cert = g_build_filename (tmpdir, "cert.pem", NULL);
   g_autofree char *tmpl = g_build_filename (tmpdir, "cert.cfg", NULL);
   g_autofree char *c1 = g_strdup_printf ("certtool --generate-privkey --key-type=ecdsa "
-                                         "--outfile %s", key);
+                                         "--outfile %s",
+                                         key);
   g_autofree char *c2 = g_strdup_printf ("certtool --generate-self-signed --load-privkey %s "
-                                         "--template %s --outfile %s", key, tmpl, cert);
+                                         "--template %s --outfile %s",
+                                         key, tmpl, cert);
   int s1 = 0, s2 = 0;
 
-  g_file_set_contents (tmpl, "cn = origin.test\ndns_name = origin.test\ndns_name = other.test\ndns_name = public.test\n"
-                             "ca\ncert_signing_key\ntls_www_server\nexpiration_days = 2\n",
-                       -1, NULL);
+  g_file_set_contents (
+      tmpl,
+      "cn = origin.test\ndns_name = origin.test\ndns_name = other.test\ndns_name = public.test\n"
+      "ca\ncert_signing_key\ntls_www_server\nexpiration_days = 2\n",
+      -1, NULL);
   return g_spawn_command_line_sync (c1, NULL, NULL, &s1, NULL) && s1 == 0
          && g_spawn_command_line_sync (c2, NULL, NULL, &s2, NULL) && s2 == 0;
 }
@@ -793,18 +816,19 @@ main (void)
    * the veth pair. */
   /* Sandboxes a failed case left behind. */
   {
-    g_autofree char *destroy = g_build_filename (g_getenv ("NZ_TOOLS_DIR"), "namzu-destroy",
-                                                 NULL);
+    g_autofree char *destroy = g_build_filename (g_getenv ("NZ_TOOLS_DIR"), "namzu-destroy", NULL);
     g_autofree char *leftovers = g_strdup_printf (
         "for d in %s/state/nz-*; do [ -d \"$d\" ] && NAMZU_STATE_DIR=%s/state %s --sandbox "
-        "$(basename $d) >/dev/null; done; true", tmpdir, tmpdir, destroy);
+        "$(basename $d) >/dev/null; done; true",
+        tmpdir, tmpdir, destroy);
 
     if (system (leftovers) != 0)
       rc = 1;
   }
-  cleanup = g_strdup_printf ("for n in $(ip netns list | awk '/^nzeg-%d-/{print $1}'); do "
-                             "ip netns pids $n | xargs -r kill -9; ip netns del $n; done; rm -rf %s",
-                             getpid (), tmpdir);
+  cleanup
+      = g_strdup_printf ("for n in $(ip netns list | awk '/^nzeg-%d-/{print $1}'); do "
+                         "ip netns pids $n | xargs -r kill -9; ip netns del $n; done; rm -rf %s",
+                         getpid (), tmpdir);
   if (system (cleanup) != 0)
     rc = 1;
   return rc;

@@ -56,10 +56,13 @@ START_TEST (test_split_authority)
     const char *in, *host;
     int port;
   } rows[] = {
-    { "example.com:443", "example.com", 443 }, { "example.com", "example.com", -1 },
-    { "[::1]:8443", "::1", 8443 },            { "[::1]", "::1", -1 },
+    { "example.com:443", "example.com", 443 },
+    { "example.com", "example.com", -1 },
+    { "[::1]:8443", "::1", 8443 },
+    { "[::1]", "::1", -1 },
     { "example.com:https", "example.com:https", -1 },
-    { "example.com:", "example.com", 0 },     { "[::1", "[::1", -1 },
+    { "example.com:", "example.com", 0 },
+    { "[::1", "[::1", -1 },
     { "::1", ":", 1 },
   };
 
@@ -87,32 +90,56 @@ START_TEST (test_address_screen)
   {
     const char *addr, *reason;
   } rows[] = {
-    { "127.0.0.1", "loopback" },           { "0.1.2.3", "this-host" },
-    { "10.0.0.1", "private" },             { "172.16.0.0", "private" },
-    { "172.31.255.255", "private" },       { "172.15.255.255", NULL },
-    { "172.32.0.0", NULL },                { "192.168.1.1", "private" },
-    { "169.254.169.254", "link-local" },   { "169.253.255.255", NULL },
-    { "100.64.0.0", "shared-address-space" }, { "100.127.255.255", "shared-address-space" },
-    { "100.63.255.255", NULL },            { "100.128.0.0", NULL },
-    { "198.18.0.1", "benchmarking" },      { "198.19.255.255", "benchmarking" },
-    { "198.20.0.0", NULL },                { "224.0.0.1", "multicast" },
-    { "239.255.255.255", "multicast" },    { "240.0.0.1", "reserved" },
-    { "255.255.255.255", "reserved" },     { "8.8.8.8", NULL },
-    { "192.0.0.1", NULL },                 { "203.0.113.5", NULL },
-    { "::1", "loopback" },                 { "::", "unspecified" },
-    { "fc00::1", "unique-local" },         { "fdff::1", "unique-local" },
-    { "fe80::1", "link-local" },           { "febf::1", "link-local" },
-    { "fec0::1", NULL },                   { "ff02::1", "multicast" },
-    { "2001:db8::1", NULL },               { "64:ff9b::a00:1", NULL },
-    { "::ffff:127.0.0.1", "loopback" },    { "::ffff:7f00:1", "loopback" },
-    { "::ffff:10.1.2.3", "private" },      { "::10.1.2.3", "private" },
-    { "0:0:0:0:0:ffff:a9fe:a9fe", "link-local" }, { "::ffff:8.8.8.8", NULL },
-    { "fe80::1%eth0", "link-local" },      { "[::1]", "loopback" },
+    { "127.0.0.1", "loopback" },
+    { "0.1.2.3", "this-host" },
+    { "10.0.0.1", "private" },
+    { "172.16.0.0", "private" },
+    { "172.31.255.255", "private" },
+    { "172.15.255.255", NULL },
+    { "172.32.0.0", NULL },
+    { "192.168.1.1", "private" },
+    { "169.254.169.254", "link-local" },
+    { "169.253.255.255", NULL },
+    { "100.64.0.0", "shared-address-space" },
+    { "100.127.255.255", "shared-address-space" },
+    { "100.63.255.255", NULL },
+    { "100.128.0.0", NULL },
+    { "198.18.0.1", "benchmarking" },
+    { "198.19.255.255", "benchmarking" },
+    { "198.20.0.0", NULL },
+    { "224.0.0.1", "multicast" },
+    { "239.255.255.255", "multicast" },
+    { "240.0.0.1", "reserved" },
+    { "255.255.255.255", "reserved" },
+    { "8.8.8.8", NULL },
+    { "192.0.0.1", NULL },
+    { "203.0.113.5", NULL },
+    { "::1", "loopback" },
+    { "::", "unspecified" },
+    { "fc00::1", "unique-local" },
+    { "fdff::1", "unique-local" },
+    { "fe80::1", "link-local" },
+    { "febf::1", "link-local" },
+    { "fec0::1", NULL },
+    { "ff02::1", "multicast" },
+    { "2001:db8::1", NULL },
+    { "64:ff9b::a00:1", NULL },
+    { "::ffff:127.0.0.1", "loopback" },
+    { "::ffff:7f00:1", "loopback" },
+    { "::ffff:10.1.2.3", "private" },
+    { "::10.1.2.3", "private" },
+    { "0:0:0:0:0:ffff:a9fe:a9fe", "link-local" },
+    { "::ffff:8.8.8.8", NULL },
+    { "fe80::1%eth0", "link-local" },
+    { "[::1]", "loopback" },
     { "[::ffff:169.254.169.254]", "link-local" },
     /* names and malformed literals are left to the resolver */
-    { "localhost", NULL },                 { "10.0.0", NULL },
-    { "1.2.3.4.5", NULL },                 { "256.1.1.1", NULL },
-    { "0x7f.0.0.1", NULL },                { "1234.1.1.1", NULL },
+    { "localhost", NULL },
+    { "10.0.0", NULL },
+    { "1.2.3.4.5", NULL },
+    { "256.1.1.1", NULL },
+    { "0x7f.0.0.1", NULL },
+    { "1234.1.1.1", NULL },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
@@ -159,23 +186,33 @@ assert_refused (const char *json, NzEgressErrorCode code, const char *path)
   g_autofree char *want = g_strdup_printf ("egress profile: %s ", path);
 
   ck_assert_msg (p == NULL, "accepted %s", json);
-  ck_assert_msg (error->domain == NZ_EGRESS_ERROR && error->code == (int)code,
-                 "%s: code %s (%s)", json, nz_egress_error_code_name (error), error->message);
+  ck_assert_msg (error->domain == NZ_EGRESS_ERROR && error->code == (int)code, "%s: code %s (%s)",
+                 json, nz_egress_error_code_name (error), error->message);
   ck_assert_msg (g_str_has_prefix (error->message, want), "%s: %s", json, error->message);
-  ck_assert (g_str_has_suffix (error->message,
-                               ". Refusing rather than applying part of the profile."));
+  ck_assert (
+      g_str_has_suffix (error->message, ". Refusing rather than applying part of the profile."));
 }
 
 START_TEST (test_profile_errors)
 {
   const char *bad_names[] = { "\"\"", "\"Upper\"", "\"-lead\"", "\"has.dot\"", "1", "null" };
-  const char *bad_hosts[] = { "\"*\"", "\"*.example.com\"", "\"https://example.com\"",
-                              "\"example.com/path\"", "\"example.com:443\"", "\":443\"",
-                              "\"10.0.0.1\"", "\"[::1]\"", "\".com\"", "\".\"", "\"\"",
-                              "\"user:pw@example.com\"", "\"a_b.example.com\"", "42",
+  const char *bad_hosts[] = { "\"*\"",
+                              "\"*.example.com\"",
+                              "\"https://example.com\"",
+                              "\"example.com/path\"",
+                              "\"example.com:443\"",
+                              "\":443\"",
+                              "\"10.0.0.1\"",
+                              "\"[::1]\"",
+                              "\".com\"",
+                              "\".\"",
+                              "\"\"",
+                              "\"user:pw@example.com\"",
+                              "\"a_b.example.com\"",
+                              "42",
                               "\"example.123\"" };
-  const char *bad_ports[] = { "[0]", "[65536]", "[443, 1.5]", "[443, 443]", "[]", "[\"443\"]",
-                              "443" };
+  const char *bad_ports[]
+      = { "[0]", "[65536]", "[443, 1.5]", "[443, 443]", "[]", "[\"443\"]", "443" };
 
   for (guint i = 0; i < G_N_ELEMENTS (bad_names); i++)
     {
@@ -184,8 +221,9 @@ START_TEST (test_profile_errors)
       assert_refused (j, NZ_EGRESS_ERROR_INVALID_NAME, "name");
     }
   {
-    g_autofree char *j = g_strdup_printf ("{\"name\":\"%s\",\"hosts\":[]}",
-                                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    g_autofree char *j
+        = g_strdup_printf ("{\"name\":\"%s\",\"hosts\":[]}",
+                           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
     assert_refused (j, NZ_EGRESS_ERROR_INVALID_NAME, "name");
   }
   assert_refused ("{\"name\":\"p\",\"hosts\":\"x\"}", NZ_EGRESS_ERROR_INVALID_HOST, "hosts");
@@ -247,11 +285,11 @@ END_TEST
 
 START_TEST (test_port_union_and_cover)
 {
-  g_autoptr (NzEgressProfile) p = profile (
-      "{\"name\":\"u\",\"hosts\":[{\"host\":\"api.example.com\",\"ports\":[443]},"
-      "{\"host\":\".example.com\",\"ports\":[8443]},{\"host\":\"example.org\"},"
-      "{\"host\":\"narrow.example.org\",\"ports\":[22]},{\"host\":\".example.org\"}]}",
-      NULL);
+  g_autoptr (NzEgressProfile) p
+      = profile ("{\"name\":\"u\",\"hosts\":[{\"host\":\"api.example.com\",\"ports\":[443]},"
+                 "{\"host\":\".example.com\",\"ports\":[8443]},{\"host\":\"example.org\"},"
+                 "{\"host\":\"narrow.example.org\",\"ports\":[22]},{\"host\":\".example.org\"}]}",
+                 NULL);
   g_autoptr (GArray) ports = g_array_new (FALSE, FALSE, sizeof (guint16));
   gboolean any;
   struct
@@ -284,8 +322,8 @@ END_TEST
 
 START_TEST (test_profile_refusals)
 {
-  g_autoptr (NzEgressProfile) p = profile (
-      "{\"name\":\"api\",\"hosts\":[{\"host\":\"api.example.com\"}]}", NULL);
+  g_autoptr (NzEgressProfile) p
+      = profile ("{\"name\":\"api\",\"hosts\":[{\"host\":\"api.example.com\"}]}", NULL);
   const char *ok[] = { "API.example.com", NULL };
   const char *outside[] = { "api.example.com", "www.example.com", NULL };
   g_autoptr (GError) e1 = NULL;
@@ -302,7 +340,8 @@ START_TEST (test_profile_refusals)
   ck_assert_int_eq (e2->code, NZ_EGRESS_ERROR_INVALID_HOST);
   ck_assert (strstr (e2->message, "allowedHosts[1] \"www.example.com\" is outside egress profile "
                                   "\"api\"; setNetworkPolicy may narrow within the profile, not "
-                                  "widen past it") != NULL);
+                                  "widen past it")
+             != NULL);
 }
 END_TEST
 
@@ -325,10 +364,10 @@ START_TEST (test_k8s_translation)
   g_autofree char *cil = translate (
       "{\"name\":\"c\",\"hosts\":[{\"host\":\"api.example.com\"},{\"host\":\".example.org\"}]}",
       NZ_EGRESS_K8S_CILIUM, NULL);
-  g_autofree char *ports = translate (
-      "{\"name\":\"c\",\"hosts\":[{\"host\":\".example.org\",\"ports\":[443]},"
-      "{\"host\":\"a.example\"}]}",
-      NZ_EGRESS_K8S_CILIUM, NULL);
+  g_autofree char *ports
+      = translate ("{\"name\":\"c\",\"hosts\":[{\"host\":\".example.org\",\"ports\":[443]},"
+                   "{\"host\":\"a.example\"}]}",
+                   NZ_EGRESS_K8S_CILIUM, NULL);
   g_autofree char *core = translate ("{\"name\":\"c\",\"hosts\":[{\"host\":\"a.example\"}]}",
                                      NZ_EGRESS_K8S_CORE, &error);
   g_autoptr (JsonObject) sel = json_object_new ();
@@ -405,11 +444,11 @@ START_TEST (test_proxy_config)
       "{\"allowedHosts\":[\"a.example\"],\"port\":3128,\"hostPorts\":[{\"host\":\"a.example\","
       "\"ports\":[443]}]}",
       NULL);
-  g_autoptr (NzEgressProfile) pp = profile (
-      "{\"name\":\"p\",\"hosts\":[{\"host\":\"a.example\",\"ports\":[443]},{\"host\":\"b.example\"}]}",
-      NULL);
-  g_autoptr (NzEgressProfile) pn = profile ("{\"name\":\"p\",\"hosts\":[{\"host\":\"a.example\"}]}",
+  g_autoptr (NzEgressProfile) pp = profile ("{\"name\":\"p\",\"hosts\":[{\"host\":\"a.example\","
+                                            "\"ports\":[443]},{\"host\":\"b.example\"}]}",
                                             NULL);
+  g_autoptr (NzEgressProfile) pn
+      = profile ("{\"name\":\"p\",\"hosts\":[{\"host\":\"a.example\"}]}", NULL);
   const char *hosts[] = { "a.example", NULL };
   const char *env = NULL;
   g_autoptr (JsonNode) b1 = nz_proxy_config_build (hosts, pn, NULL, NULL, 2025, &env);
@@ -438,7 +477,8 @@ START_TEST (test_proxy_config)
                         "\"selfNames\":[\"namzu-egress\"]}");
   ck_assert_str_eq (env, "NAMZU_EGRESS_PROXY_CONFIG_V2");
   ck_assert (strstr (s2, "\"hostPorts\":[{\"host\":\"a.example\",\"ports\":[443]},{\"host\":"
-                         "\"b.example\"}]") != NULL);
+                         "\"b.example\"}]")
+             != NULL);
 }
 END_TEST
 

@@ -73,8 +73,7 @@ decide (const NzEgressProfile *profile, const char *target)
       {
         const char *screen = nz_address_blocked_reason (literal, NULL);
 
-        json_object_set_string_member (o, "addressScreen",
-                                       screen != NULL ? screen : "reachable");
+        json_object_set_string_member (o, "addressScreen", screen != NULL ? screen : "reachable");
       }
   }
   nz_cli_print_object (o);

@@ -32,7 +32,8 @@ static const char summary[]
       "  profile translate --to T FILE|-     T = docker (proxy config), k8s (core NetworkPolicy),\n"
       "                                      cilium (CiliumNetworkPolicy)\n"
       "  check PROFILE [TARGET...]           offline dry run, one JSON line per target\n"
-      "  proxy                               run the egress proxy (NAMZU_EGRESS_PROXY_CONFIG[_V2])\n"
+      "  proxy                               run the egress proxy "
+      "(NAMZU_EGRESS_PROXY_CONFIG[_V2])\n"
       "  relay --listen IP:PORT --to PATH    in-sandbox relay to the proxy's unix socket\n"
       "  set --sandbox ID HOST...|--profile F  change a live sandbox's allowlist\n"
       "\nExit status: 0 ok (check: all allowed), 1 failure (check: any denied), 2 usage.";
@@ -87,14 +88,13 @@ cmd_profile (int argc, char **argv)
   static char *opt_to;
   static char *opt_namespace;
   static char *opt_template;
-  GOptionEntry entries[] = {
-    { "to", 0, 0, G_OPTION_ARG_STRING, &opt_to, "translate to docker|k8s|cilium", "T" },
-    { "namespace", 0, 0, G_OPTION_ARG_STRING, &opt_namespace,
-      "Kubernetes namespace (default namzu-sandboxes)", "NS" },
-    { "template", 0, 0, G_OPTION_ARG_STRING, &opt_template,
-      "sandbox template name (default namzu-sandbox)", "NAME" },
-    { NULL }
-  };
+  GOptionEntry entries[]
+      = { { "to", 0, 0, G_OPTION_ARG_STRING, &opt_to, "translate to docker|k8s|cilium", "T" },
+          { "namespace", 0, 0, G_OPTION_ARG_STRING, &opt_namespace,
+            "Kubernetes namespace (default namzu-sandboxes)", "NS" },
+          { "template", 0, 0, G_OPTION_ARG_STRING, &opt_template,
+            "sandbox template name (default namzu-sandbox)", "NAME" },
+          { NULL } };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("validate|translate FILE|-");
   g_autoptr (GError) error = NULL;
   g_autoptr (NzEgressProfile) profile = NULL;
@@ -129,8 +129,8 @@ cmd_profile (int argc, char **argv)
         {
           g_auto (GStrv) hosts = nz_egress_profile_hosts (profile);
           const char *env = NULL;
-          JsonNode *config = nz_proxy_config_build ((const char *const *)hosts, profile, NULL,
-                                                    NULL, NZ_EGRESS_PROXY_PORT, &env);
+          JsonNode *config = nz_proxy_config_build ((const char *const *)hosts, profile, NULL, NULL,
+                                                    NZ_EGRESS_PROXY_PORT, &env);
           JsonArray *list = json_array_new ();
 
           json_object_set_string_member (policy, "kind", "static");
@@ -153,11 +153,9 @@ cmd_profile (int argc, char **argv)
 
       json_object_set_string_member (sel, "sandbox.namzu.ai/template", tpl);
       json_object_set_string_member (sel, "sandbox.namzu.ai/egress-profile", profile->name);
-      out = nz_egress_k8s_from_profile (profile,
-                                        g_str_equal (opt_to, "cilium") ? NZ_EGRESS_K8S_CILIUM
-                                                                       : NZ_EGRESS_K8S_CORE,
-                                        name, opt_namespace ? opt_namespace : "namzu-sandboxes",
-                                        sel, &error);
+      out = nz_egress_k8s_from_profile (
+          profile, g_str_equal (opt_to, "cilium") ? NZ_EGRESS_K8S_CILIUM : NZ_EGRESS_K8S_CORE, name,
+          opt_namespace ? opt_namespace : "namzu-sandboxes", sel, &error);
       if (out == NULL)
         return fail_egress (error);
     }
@@ -179,12 +177,10 @@ cmd_proxy (int argc, char **argv)
   static gboolean opt_no_tcp;
   GOptionEntry entries[] = {
     { "listen", 0, 0, G_OPTION_ARG_STRING, &opt_listen, "TCP address (default 0.0.0.0)", "ADDR" },
-    { "port", 0, 0, G_OPTION_ARG_INT, &opt_port, "TCP port, 0 = any (default: config port)",
-      "N" },
+    { "port", 0, 0, G_OPTION_ARG_INT, &opt_port, "TCP port, 0 = any (default: config port)", "N" },
     { "unix", 0, 0, G_OPTION_ARG_FILENAME, &opt_unix, "also listen on this unix socket", "PATH" },
     { "no-tcp", 0, 0, G_OPTION_ARG_NONE, &opt_no_tcp, "listen on --unix only", NULL },
-    { "log", 0, 0, G_OPTION_ARG_FILENAME, &opt_log, "decision log file (default stderr)",
-      "FILE" },
+    { "log", 0, 0, G_OPTION_ARG_FILENAME, &opt_log, "decision log file (default stderr)", "FILE" },
     { "max-connections", 0, 0, G_OPTION_ARG_INT, &opt_max, "concurrent connections (512)", "N" },
     { "idle-timeout", 0, 0, G_OPTION_ARG_INT, &opt_idle, "idle seconds before close (300)", "S" },
     { "test-resolve", 0, 0, G_OPTION_ARG_STRING, &opt_test_resolve,
@@ -226,8 +222,8 @@ cmd_proxy (int argc, char **argv)
   opts.log_path = opt_log;
   opts.max_connections = opt_max;
   opts.idle_timeout_s = opt_idle;
-  opts.test_resolve = opt_test_resolve != NULL ? opt_test_resolve
-                                               : g_getenv ("NAMZU_EGRESS_TEST_RESOLVE");
+  opts.test_resolve
+      = opt_test_resolve != NULL ? opt_test_resolve : g_getenv ("NAMZU_EGRESS_TEST_RESOLVE");
   opts.ca_file = g_getenv ("NAMZU_EGRESS_CA_FILE");
   rc = nz_proxy_run (&opts, &error);
   if (error != NULL)
@@ -240,11 +236,11 @@ cmd_relay (int argc, char **argv)
 {
   static char *opt_listen;
   static char *opt_to;
-  GOptionEntry entries[] = {
-    { "listen", 0, 0, G_OPTION_ARG_STRING, &opt_listen, "IP:PORT inside the sandbox", "ADDR" },
-    { "to", 0, 0, G_OPTION_ARG_FILENAME, &opt_to, "the proxy's unix socket", "PATH" },
-    { NULL }
-  };
+  GOptionEntry entries[]
+      = { { "listen", 0, 0, G_OPTION_ARG_STRING, &opt_listen, "IP:PORT inside the sandbox",
+            "ADDR" },
+          { "to", 0, 0, G_OPTION_ARG_FILENAME, &opt_to, "the proxy's unix socket", "PATH" },
+          { NULL } };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("[-- COMMAND...]");
   g_autoptr (GError) error = NULL;
   int rc;
@@ -254,9 +250,8 @@ cmd_relay (int argc, char **argv)
   nz_cli_parse (ctx, &argc, &argv);
   if (opt_listen == NULL || opt_to == NULL)
     nz_cli_usage_error ("relay needs --listen and --to");
-  rc = nz_relay_run (opt_listen, opt_to, argc > 1 ? argv + (g_str_equal (argv[1], "--") ? 2 : 1)
-                                                  : NULL,
-                     &error);
+  rc = nz_relay_run (opt_listen, opt_to,
+                     argc > 1 ? argv + (g_str_equal (argv[1], "--") ? 2 : 1) : NULL, &error);
   if (error != NULL)
     nz_cli_warn ("%s", error->message);
   return rc;

@@ -37,22 +37,22 @@ typedef struct
 {
   Proxy *proxy;
   GIOStream *client;
-  GIOStream *upstream;  /* plain socket connection */
-  GIOStream *tls;       /* TLS over upstream, for upgraded/https requests */
+  GIOStream *upstream; /* plain socket connection */
+  GIOStream *tls;      /* TLS over upstream, for upgraded/https requests */
   GCancellable *cancel;
   NzSplice *splice;
   guint timeout_source;
   char head[HEAD_MAX];
   gsize head_len;
-  gsize head_end;       /* offset just past "\r\n\r\n" */
+  gsize head_end; /* offset just past "\r\n\r\n" */
   /* the request */
   gboolean is_connect;
   char *method, *path, *host, *authority;
-  int port;             /* the dial port */
+  int port; /* the dial port */
   gboolean secure;
-  GPtrArray *headers;   /* "Name: value" lines to send upstream */
-  const char *rule;     /* the allowlist entry that admitted the host */
-  GList *addrs;         /* GInetAddress, screened */
+  GPtrArray *headers; /* "Name: value" lines to send upstream */
+  const char *rule;   /* the allowlist entry that admitted the host */
+  GList *addrs;       /* GInetAddress, screened */
   GList *next_addr;
 } Conn;
 
@@ -327,8 +327,8 @@ screen_and_connect (Conn *c, GList *addrs)
 {
   if (addrs == NULL)
     {
-      g_autofree char *msg = g_strdup_printf ("Egress denied: %s resolved to no addresses.",
-                                              c->host);
+      g_autofree char *msg
+          = g_strdup_printf ("Egress denied: %s resolved to no addresses.", c->host);
 
       log_decision (c, FALSE, "address-screen", "resolved to no addresses");
       upstream_failed (c, msg);
@@ -393,7 +393,8 @@ resolve (Conn *c)
       if (list == NULL)
         {
           g_autofree char *msg = g_strdup_printf ("Error resolving “%s”: Name or service not "
-                                                  "known (test resolver)", c->host);
+                                                  "known (test resolver)",
+                                                  c->host);
 
           upstream_failed (c, msg);
           return;
@@ -429,8 +430,8 @@ admit (Conn *c)
   c->rule = nz_allowlist_match ((const char *const *)c->proxy->config->allowed_hosts, c->host);
   if (c->rule == NULL)
     {
-      g_autofree char *body = g_strdup_printf (
-          "Egress denied: %s is not on this sandbox's allowlist.\n", c->host);
+      g_autofree char *body
+          = g_strdup_printf ("Egress denied: %s is not on this sandbox's allowlist.\n", c->host);
 
       deny (c, "allowlist", "not on the egress allowlist", body);
       return FALSE;
@@ -438,8 +439,8 @@ admit (Conn *c)
   if (c->proxy->config->host_ports != NULL
       && !nz_egress_rules_allow_port (c->proxy->config->host_ports, c->host, c->port))
     {
-      g_autofree char *body = g_strdup_printf ("Egress denied: %s:%d is not an allowed port.\n",
-                                               c->host, c->port);
+      g_autofree char *body
+          = g_strdup_printf ("Egress denied: %s:%d is not an allowed port.\n", c->host, c->port);
       g_autofree char *reason = g_strdup_printf ("port %d is not allowed", c->port);
 
       deny (c, "port", reason, body);
@@ -463,8 +464,8 @@ admit (Conn *c)
 static gboolean
 is_hop_by_hop (const char *name, const char *connection)
 {
-  static const char *const drop[] = { "proxy-authorization", "proxy-connection", "connection",
-                                      "keep-alive", NULL };
+  static const char *const drop[]
+      = { "proxy-authorization", "proxy-connection", "connection", "keep-alive", NULL };
   g_autofree char *lower = g_ascii_strdown (name, -1);
 
   if (g_strv_contains (drop, lower))
@@ -497,8 +498,8 @@ parse_absolute (const char *target, gboolean *https, char **authority, char **pa
   if (at != NULL)
     rest = at + 1; /* userinfo is never forwarded */
   *authority = g_strndup (rest, end - rest);
-  *path = *end == '\0' ? g_strdup ("/") : (*end == '/' ? g_strdup (end)
-                                                       : g_strconcat ("/", end, NULL));
+  *path = *end == '\0' ? g_strdup ("/")
+                       : (*end == '/' ? g_strdup (end) : g_strconcat ("/", end, NULL));
   return TRUE;
 }
 
@@ -678,8 +679,8 @@ on_incoming (GSocketService *service, GSocketConnection *connection, GObject *so
 static GHashTable *
 parse_test_resolve (const char *spec, GError **error)
 {
-  g_autoptr (GHashTable) t = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                                    (GDestroyNotify)g_ptr_array_unref);
+  g_autoptr (GHashTable) t
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref);
   g_auto (GStrv) entries = g_strsplit (spec, ",", -1);
 
   for (char **e = entries; *e != NULL; e++)
@@ -691,8 +692,11 @@ parse_test_resolve (const char *spec, GError **error)
       if (**e == '\0')
         continue;
       if (g_strv_length (kv) != 2)
-        return (nz_throw (error, NZ_ERROR_INVALID_ARGS, "test resolver entry '%s' is not "
-                          "NAME=ADDR[;ADDR]", *e), NULL);
+        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                          "test resolver entry '%s' is not "
+                          "NAME=ADDR[;ADDR]",
+                          *e),
+                NULL);
       list = g_ptr_array_new_with_free_func (g_object_unref);
       g_hash_table_insert (t, nz_allowlist_normalize_host (kv[0]), list);
       addrs = g_strsplit (kv[1], ";", -1);
@@ -701,8 +705,11 @@ parse_test_resolve (const char *spec, GError **error)
           GInetAddress *ia = g_inet_address_new_from_string (*a);
 
           if (ia == NULL)
-            return (nz_throw (error, NZ_ERROR_INVALID_ARGS, "test resolver address '%s' is not "
-                              "an IP address", *a), NULL);
+            return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                              "test resolver address '%s' is not "
+                              "an IP address",
+                              *a),
+                    NULL);
           g_ptr_array_add (list, ia);
         }
     }

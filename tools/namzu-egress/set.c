@@ -17,12 +17,11 @@ nz_egress_cmd_set (int argc, char **argv)
 {
   static char *opt_sandbox;
   static char *opt_profile;
-  GOptionEntry entries[] = {
-    { "sandbox", 0, 0, G_OPTION_ARG_STRING, &opt_sandbox, "sandbox id (or $NAMZU_SANDBOX)", "ID" },
-    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &opt_profile, "take the hosts from a profile",
-      "FILE" },
-    { NULL }
-  };
+  GOptionEntry entries[] = { { "sandbox", 0, 0, G_OPTION_ARG_STRING, &opt_sandbox,
+                               "sandbox id (or $NAMZU_SANDBOX)", "ID" },
+                             { "profile", 0, 0, G_OPTION_ARG_FILENAME, &opt_profile,
+                               "take the hosts from a profile", "FILE" },
+                             { NULL } };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("HOST... | --profile FILE");
   g_autoptr (GError) error = NULL;
   g_autoptr (NzHandle) h = NULL;
