@@ -310,6 +310,35 @@ START_TEST (test_allowed_and_denied)
   ck_assert_msg (strcasestr (body, "proxy-authorization") == NULL, "%s", body);
   ck_assert_msg (strcasestr (body, "keep-alive") == NULL, "%s", body);
   g_clear_pointer (&body, g_free);
+  /* the loop guard, before the allowlist */
+  {
+    g_autofree char *self = g_strdup_printf ("http://127.0.0.1:%d/", p.port);
+
+    ck_assert_int_eq (curl (&p, self, NULL, &body), 400);
+    ck_assert_msg (g_str_has_prefix (body, "Refusing to proxy a request addressed to the proxy "
+                                           "itself"),
+                   "%s", body);
+    g_clear_pointer (&body, g_free);
+  }
+  /* neither an absolute URL nor a Host header */
+  {
+    g_autoptr (GSocketClient) sc = g_socket_client_new ();
+    g_autoptr (GSocketConnection) raw
+        = g_socket_client_connect_to_host (sc, "127.0.0.1", p.port, NULL, NULL);
+    const char req[] = "GET / HTTP/1.1\r\n\r\n";
+    char reply[512] = "";
+    gsize got = 0;
+
+    ck_assert (raw != NULL);
+    ck_assert (g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (raw)), req,
+                                          strlen (req), NULL, NULL, NULL));
+    g_input_stream_read_all (g_io_stream_get_input_stream (G_IO_STREAM (raw)), reply,
+                             sizeof reply - 1, &got, NULL, NULL);
+    ck_assert_msg (g_str_has_prefix (reply, "HTTP/1.1 400 "), "%s", reply);
+    ck_assert_msg (g_str_has_suffix (reply, "\r\n\r\nMalformed proxy request: no absolute URL "
+                                            "and no Host header.\n"),
+                   "%s", reply);
+  }
   /* the decision log: one JSON line per decision, with host, port, rule, reason */
   log = slurp (p.log);
   ck_assert_msg (strstr (log, "\"decision\":\"allow\",\"method\":\"GET\",\"host\":\"origin.test\","
