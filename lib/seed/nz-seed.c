@@ -480,8 +480,9 @@ normalise_slashes (const char *path)
 }
 
 gboolean
-nz_seed_check_root_layout (const char *root, const char *backend, JsonArray *mounts, GError **error)
+nz_seed_check_root_layout (const char *root, const char *backend, JsonObject *priv, GError **error)
 {
+  JsonArray *mounts = priv != NULL ? nz_json_get_array (priv, "mounts") : NULL;
   g_autofree char *r = NULL;
   g_autofree char *outputs = NULL;
 
@@ -498,6 +499,9 @@ nz_seed_check_root_layout (const char *root, const char *backend, JsonArray *mou
           && nz_json_get_string (m, "containerPath") != NULL)
         outputs = normalise_slashes (nz_json_get_string (m, "containerPath"));
     }
+  /* The docker backend records the worker's root, which is the outputs bind. */
+  if (outputs == NULL && priv != NULL && nz_json_get_string (priv, "rootDir") != NULL)
+    outputs = normalise_slashes (nz_json_get_string (priv, "rootDir"));
   /* Docker always mounts outputs; a handle that recorded no path has it at the default. */
   if (outputs == NULL)
     outputs = g_strdup ("/mnt/user-data/outputs");

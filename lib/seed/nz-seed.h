@@ -80,8 +80,10 @@ gboolean nz_seed_check_root (const char *root, GError **error);
 
 /* The layout rule: on container:docker and container:runsc the root must not be on the
  * outputs bind (the worker's workspace, which the host collects as the task's outputs).
- * @mounts is the handle's recorded layout, an array of {label, containerPath}; may be NULL. */
-gboolean nz_seed_check_root_layout (const char *root, const char *backend, JsonArray *mounts,
+ * @priv is the handle's private record (may be NULL): the outputs path is read from its
+ * `mounts` ({label:"outputs", containerPath}), else its `rootDir` (on docker the worker's root
+ * is the outputs path, spec A.4), else the spec default /mnt/user-data/outputs. */
+gboolean nz_seed_check_root_layout (const char *root, const char *backend, JsonObject *priv,
                                     GError **error);
 
 /* Called before each step, for a progress line on a terminal. */

@@ -226,8 +226,7 @@ main (int argc, char **argv)
   handle = nz_handle_resolve (opt_sandbox, strcmp (seed_arg, "-") != 0, &error);
   if (handle == NULL)
     return fail (error, NULL, nz_error_to_exit_code (error));
-  if (!nz_seed_check_root_layout (opt_root, handle->backend,
-                                  nz_json_get_array (handle->priv, "mounts"), &error))
+  if (!nz_seed_check_root_layout (opt_root, handle->backend, handle->priv, &error))
     return fail (error, NULL, NZ_EXIT_USAGE);
   client = nz_agent_client_new (handle->endpoint, handle->token);
 
