@@ -4,6 +4,8 @@
  * test-only resolver table (--test-resolve), never by DNS. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <stdarg.h>
 #include <gio/gio.h>
 #include <signal.h>
@@ -86,21 +88,45 @@ spawn (char **argv, char **envp, int *out_fd)
   return pid;
 }
 
+/* Picks a /30 (10.231.N.0/30 and 198.51.100.N) nobody on this machine uses right now: other
+ * runs of this test (other build directories) may be running. A lock file per N, held until
+ * this case's process exits, plus a check that no route for it exists (a namespace a failed
+ * case left behind until main() removes it). */
+static int
+pick_net (void)
+{
+  for (int attempt = 0; attempt < 500; attempt++)
+    {
+      int n = g_random_int_range (1, 251);
+      g_autofree char *lock = g_strdup_printf ("/tmp/nzeg-net-%d.lock", n);
+      g_autofree char *probe = g_strdup_printf (
+          "sh -c 'test -z \"$(ip -o route show 10.231.%d.0/30; ip -o route show 198.51.100.%d)\"'",
+          n, n);
+      int fd = open (lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+      if (fd < 0)
+        continue;
+      if (flock (fd, LOCK_EX | LOCK_NB) == 0 && run (probe) == 0)
+        return n; /* fd stays open: the lock lives as long as this case */
+      close (fd);
+    }
+  ck_abort_msg ("no free 10.231.N.0/30 for the test origin");
+  return 0;
+}
+
 /* A fresh namespace per case, named after this process so main() can remove them all. */
 static void
 origin_up (void)
 {
-  static int seq;
   g_autofree char *cmd = NULL;
   g_autofree char *py = g_build_filename (tmpdir, "origin.py", NULL);
   g_autofree char *cert = g_build_filename (tmpdir, "cert.pem", NULL);
   g_autofree char *key = g_build_filename (tmpdir, "key.pem", NULL);
   g_autofree char *line = NULL;
   char vh[16], vn[16];
-  int net = (getpid () + seq) % 250 + 1;
+  int net = pick_net ();
   int out = -1;
 
-  seq++;
   g_snprintf (ns, sizeof ns, "nzeg-%d-%d", getppid (), getpid ());
   g_snprintf (vh, sizeof vh, "nzh%d", getpid ());
   g_snprintf (vn, sizeof vn, "nzn%d", getpid ());
