@@ -678,6 +678,65 @@ START_TEST (test_forged_marker)
 }
 END_TEST
 
+/* A repository that asks for credentials fails at once: no prompt, no askpass program and no
+ * credential helper is consulted, though the sandbox user's git config names both. The server
+ * is a 401-only HTTP server on the sandbox's own loopback, run through namzu-exec. */
+START_TEST (test_credentials_never_asked)
+{
+  g_autofree char *server = g_build_filename (up, "auth.py", NULL);
+  g_autofree char *tool = nz_test_tool ("namzu-exec");
+  g_autofree char *port = NULL, *json = NULL, *err = NULL, *asked = NULL;
+  g_autoptr (GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
+  g_autoptr (GSubprocess) p = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) doc = NULL;
+  int rc;
+
+  ck_assert (
+      g_file_set_contents (server,
+                           "import http.server, os\n"
+                           "class H(http.server.BaseHTTPRequestHandler):\n"
+                           "    def do_GET(self):\n"
+                           "        self.send_response(401)\n"
+                           "        self.send_header('WWW-Authenticate', 'Basic realm=\"seed\"')\n"
+                           "        self.send_header('Content-Length', '0')\n"
+                           "        self.end_headers()\n"
+                           "    def log_message(self, *a):\n"
+                           "        pass\n"
+                           "s = http.server.HTTPServer(('127.0.0.1', 0), H)\n"
+                           "open('/tmp/port.tmp', 'w').write(str(s.server_port))\n"
+                           "os.rename('/tmp/port.tmp', '/tmp/port')\n"
+                           "s.serve_forever()\n",
+                           -1, NULL));
+  sh_in_ok ("printf '#!/bin/sh\\ntouch /tmp/askpass-asked\\necho x\\n' > /home/namzu/askpass && "
+            "chmod +x /home/namzu/askpass && git config --global core.askPass /home/namzu/askpass "
+            "&& git config --global credential.helper "
+            "'!f() { touch /tmp/helper-asked; echo username=x; echo password=y; }; f'");
+  g_subprocess_launcher_set_stdout_file_path (launcher, "/dev/null");
+  g_subprocess_launcher_set_stderr_file_path (launcher, "/dev/null");
+  p = g_subprocess_launcher_spawn (launcher, &error, tool, "--sandbox", sandbox, "--", "python3",
+                                   "/mnt/user-data/uploads/auth.py", NULL);
+  ck_assert_msg (p != NULL, "%s", error ? error->message : "");
+  for (int i = 0; i < 200 && !sandbox_has ("-e /tmp/port"); i++)
+    g_usleep (100 * 1000);
+  port = sh_in_out ("cat /tmp/port");
+
+  json = g_strdup_printf ("{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":"
+                          "\"http://127.0.0.1:%s/r.git\"}]}",
+                          port);
+  rc = seed (json, &doc, &err, "--timeout=20000");
+  ck_assert_msg (rc == 1, "exit %d: %s", rc, err);
+  ck_assert_str_eq (error_code (doc), "clone-failed");
+  ck_assert_msg (strstr (error_message (doc), "terminal prompts disabled") != NULL, "%s",
+                 error_message (doc));
+  asked = sh_in_out ("ls /tmp/askpass-asked /tmp/helper-asked 2>/dev/null; :");
+  ck_assert_msg (*asked == '\0', "asked: %s", asked);
+
+  g_subprocess_send_signal (p, SIGTERM);
+  ck_assert (g_subprocess_wait (p, NULL, NULL));
+}
+END_TEST
+
 /* What a crashed call leaves behind (a partial that was never renamed) is swept once it is
  * older than 60 minutes; a fresh one (a peer's clone in flight) and anything else stay. */
 START_TEST (test_stale_partial_swept)
@@ -830,6 +889,7 @@ seed_suite (void)
   tcase_add_test (tc, test_concurrent_calls_one_clone);
   tcase_add_test (tc, test_progress_on_a_terminal);
   tcase_add_test (tc, test_forged_marker);
+  tcase_add_test (tc, test_credentials_never_asked);
   tcase_add_test (tc, test_stale_partial_swept);
   tcase_add_test (tc, test_refusals);
   tcase_add_test (tc, test_url_is_data);
