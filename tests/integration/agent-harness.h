@@ -57,6 +57,9 @@ agent_env (const char *const *extra)
   return env;
 }
 
+/* Runs in the agent's child before exec when set (e.g. resource limits). */
+static GSpawnChildSetupFunc agent_child_setup;
+
 /* Starts the agent with @extra env ("K=V"); unix mode unless @tcp (then with a preset token
  * unless @extra sets a credential). Reads the ready line. @capture_stderr keeps its stderr. */
 static Agent *
@@ -101,7 +104,7 @@ agent_start_ex (gboolean tcp, const char *const *extra, gboolean capture_stderr)
   env = agent_env ((const char *const *)vars->pdata);
 
   ck_assert_msg (g_spawn_async_with_pipes (NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD,
-                                           NULL, NULL, &a->pid, NULL, &a->stdout_fd,
+                                           agent_child_setup, NULL, &a->pid, NULL, &a->stdout_fd,
                                            capture_stderr ? &a->stderr_fd : NULL, &error),
                  "spawn: %s", error ? error->message : "");
   while (n < sizeof line - 1)

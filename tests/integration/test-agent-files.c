@@ -1,6 +1,8 @@
 /* test-agent-files: write-file parts, ranged read-file and read-file-stream against the real
  * namzu-agent, each case over a unix socket (_i == 0) and TCP + token (_i == 1) (spec A.6.6,
  * A.6.7, A.6.9, C.7, C.8). */
+#include <sys/resource.h>
+
 #include "agent-harness.h"
 
 static Agent *
@@ -520,6 +522,45 @@ START_TEST (test_read_stream_backpressure)
 }
 END_TEST
 
+/* A file size limit makes pwrite stop short: the part (and the whole-body write) must say so,
+ * never rename a truncated file into place. */
+static void
+limit_file_size (gpointer user_data)
+{
+  struct rlimit rl = { 100, 100 };
+
+  signal (SIGXFSZ, SIG_IGN);
+  setrlimit (RLIMIT_FSIZE, &rl);
+}
+
+START_TEST (test_short_write)
+{
+  Agent *a;
+  g_autofree char *content = g_malloc0 (151);
+  g_autofree char *body = NULL;
+  g_autofree char *target = NULL;
+
+  agent_child_setup = limit_file_size;
+  a = start (_i, NULL);
+  agent_child_setup = NULL;
+  memset (content, 'w', 150);
+  body = g_strdup_printf ("{\"path\":\".namzu-write-s-t.part\",\"content\":\"%s\",\"part\":"
+                          "{\"offset\":0,\"final\":true,\"renameTo\":\"t.txt\"}}",
+                          content);
+  assert_reply_error (a, "write-file", body,
+                      "write_part_short_write: wrote 100 of 150 bytes at offset 0, temp file is "
+                      "100 bytes");
+  target = ws_path (a, "t.txt");
+  ck_assert_int_ne (g_access (target, F_OK), 0);
+  g_clear_pointer (&body, g_free);
+  body = g_strdup_printf ("{\"path\":\"t.txt\",\"content\":\"%s\"}", content);
+  assert_reply_error (a, "write-file", body,
+                      "write_short_write: wrote 100 of 150 bytes, temp file is 100 bytes");
+  ck_assert_int_ne (g_access (target, F_OK), 0);
+  agent_stop (a);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -533,6 +574,7 @@ main (void)
   tcase_add_loop_test (tc, test_read_ranges, 0, 2);
   tcase_add_loop_test (tc, test_read_stream, 0, 2);
   tcase_add_loop_test (tc, test_read_stream_backpressure, 0, 2);
+  tcase_add_loop_test (tc, test_short_write, 0, 2);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
