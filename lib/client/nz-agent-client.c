@@ -578,9 +578,9 @@ conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *
   if (c->worker != NULL)
     {
       nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                "%s is not available on the namzu-worker backend (%s): the worker serves "
-                "healthz, reserve-execution, execute, cancel-execution, read-file and "
-                "write-file",
+                "%s is not available on the namzu-worker backend (%s): duplex ops (terminal, "
+                "attach-session, tcp-connect) need a two-way channel the worker's HTTP "
+                "routes do not carry yet",
                 op, c->description);
       return NULL;
     }
@@ -898,6 +898,13 @@ nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
 
   g_return_val_if_fail (c != NULL, FALSE);
   g_return_val_if_fail (op != NULL && on_frame != NULL, FALSE);
+#ifdef NZ_WITH_WORKER_CLIENT
+  /* One-way stream ops ride the worker's additive route; the end of the response is the
+   * terminator. */
+  if (c->worker != NULL)
+    return nz_worker_client_agent_stream (c->worker, op, body, on_frame, user_data, cancellable,
+                                          error);
+#endif
   k = conn_request (c, op, body, cancellable, error);
   if (k == NULL)
     return FALSE;

@@ -137,10 +137,42 @@ static gboolean
 unsupported (NzWorkerClient *wc, GError **error, const char *what)
 {
   return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                   "%s is not available on a namzu-worker endpoint (%s): the worker serves "
-                   "healthz, reserve-execution, execute, cancel-execution, read-file and "
-                   "write-file (whole files)",
+                   "%s is not available on the namzu-worker endpoint %s (it has no "
+                   "/v1/agent route: a worker from another release?)",
                    what, wc->base);
+}
+
+static gboolean stream_lines (NzWorkerClient *wc, const char *what, const char *path,
+                              JsonObject *body, NzWorkerEventFunc func, gpointer user_data,
+                              GCancellable *cancellable, GError **error);
+
+static gboolean
+first_frame (JsonObject *frame, gpointer user_data, GError **error)
+{
+  JsonObject **out = user_data;
+
+  /* A reply op answers exactly one frame; anything after it is ignored like trailing data. */
+  if (*out == NULL)
+    *out = json_object_ref (frame);
+  return TRUE;
+}
+
+/* A reply op over POST /v1/agent/<op>: its one frame. */
+static JsonObject *
+agent_call (NzWorkerClient *wc, const char *op, JsonObject *body, GCancellable *cancellable,
+            GError **error)
+{
+  g_autofree char *path = g_strconcat ("/v1/agent/", op, NULL);
+  JsonObject *reply = NULL;
+
+  if (!stream_lines (wc, op, path, body, first_frame, &reply, cancellable, error))
+    {
+      g_clear_pointer (&reply, json_object_unref);
+      return NULL;
+    }
+  if (reply == NULL)
+    nz_throw (error, NZ_ERROR_PROTOCOL, "%s: the worker ended the reply without a frame", op);
+  return reply;
 }
 
 JsonObject *
@@ -160,13 +192,15 @@ nz_worker_client_call (NzWorkerClient *wc, const char *op, JsonObject *body,
   for (gsize i = 0; i < G_N_ELEMENTS (routes); i++)
     if (g_str_equal (routes[i].op, op))
       route = &routes[i];
-  if (route == NULL)
-    return (unsupported (wc, error, op), NULL);
-  /* Agent-only variants would be silently read or written whole by the worker: refuse. */
-  if (body != NULL
-      && (json_object_has_member (body, "offset") || json_object_has_member (body, "length")
-          || json_object_has_member (body, "part")))
-    return (unsupported (wc, error, "a ranged read or a parts write"), NULL);
+  /* Ops without a reference route, and the agent-only variants of the file ops (which the
+   * reference route would silently read or write whole), go over the additive route. */
+  if (route == NULL
+      /* A caller-chosen id (namzu-exec --detach --id): the reference route only mints. */
+      || (g_str_equal (op, "reserve-execution") && body != NULL)
+      || (body != NULL
+          && (json_object_has_member (body, "offset") || json_object_has_member (body, "length")
+              || json_object_has_member (body, "part"))))
+    return agent_call (wc, op, body, cancellable, error);
 
   /* The readiness probe carries no token: /healthz is never gated. */
   msg = new_message (wc, route->method, route->path, route->send_body ? body : NULL,
@@ -228,6 +262,34 @@ gboolean
 nz_worker_client_execute (NzWorkerClient *wc, JsonObject *body, NzWorkerEventFunc func,
                           gpointer user_data, GCancellable *cancellable, GError **error)
 {
+  g_return_val_if_fail (wc != NULL && body != NULL && func != NULL, FALSE);
+  /* Retained output (for a later attach) is the agent's execute; the reference route would
+   * run the command without it. */
+  return stream_lines (wc, "execute",
+                       nz_json_get_bool (body, "retainOutput", FALSE) ? "/v1/agent/execute"
+                                                                      : "/execute",
+                       body, func, user_data, cancellable, error);
+}
+
+gboolean
+nz_worker_client_agent_stream (NzWorkerClient *wc, const char *op, JsonObject *body,
+                               NzWorkerEventFunc func, gpointer user_data,
+                               GCancellable *cancellable, GError **error)
+{
+  g_autofree char *path = NULL;
+
+  g_return_val_if_fail (wc != NULL && op != NULL && func != NULL, FALSE);
+  path = g_strconcat ("/v1/agent/", op, NULL);
+  return stream_lines (wc, op, path, body, func, user_data, cancellable, error);
+}
+
+/* POST @path with @body; each NDJSON line to @func until the worker ends the response. A 4xx
+ * with a JSON {"error"} body becomes one {"ok":false,...} object to @func. */
+static gboolean
+stream_lines (NzWorkerClient *wc, const char *what, const char *path, JsonObject *body,
+              NzWorkerEventFunc func, gpointer user_data, GCancellable *cancellable,
+              GError **error)
+{
   g_autoptr (SoupMessage) msg = NULL;
   g_autoptr (GInputStream) in = NULL;
   g_autoptr (GByteArray) pending = g_byte_array_new ();
@@ -235,13 +297,12 @@ nz_worker_client_execute (NzWorkerClient *wc, JsonObject *body, NzWorkerEventFun
   guint status;
   guint8 buf[65536];
 
-  g_return_val_if_fail (wc != NULL && body != NULL && func != NULL, FALSE);
-  msg = new_message (wc, "POST", "/execute", body, TRUE, error);
+  msg = new_message (wc, "POST", path, body, TRUE, error);
   if (msg == NULL)
     return FALSE;
   in = soup_session_send (session_for (wc, TRUE), msg, cancellable, &local);
   if (in == NULL)
-    return transport_error (wc, error, local, "execute");
+    return transport_error (wc, error, local, what);
   status = soup_message_get_status (msg);
   if (status != SOUP_STATUS_OK)
     {
@@ -254,11 +315,13 @@ nz_worker_client_execute (NzWorkerClient *wc, JsonObject *body, NzWorkerEventFun
       rest = g_input_stream_read_bytes (in, 65536, cancellable, NULL);
       data = rest != NULL ? g_bytes_get_data (rest, &len) : NULL;
       if (status == SOUP_STATUS_UNAUTHORIZED)
-        return nz_throw (error, NZ_ERROR_PERMISSION_DENIED, "execute failed: HTTP 401 %.*s (%s)",
-                         (int)MIN (len, 256), data != NULL ? data : "", UNAUTHORIZED_HINT);
+        return nz_throw (error, NZ_ERROR_PERMISSION_DENIED, "%s failed: HTTP 401 %.*s (%s)",
+                         what, (int)MIN (len, 256), data != NULL ? data : "", UNAUTHORIZED_HINT);
+      if (status == SOUP_STATUS_NOT_FOUND && g_str_has_prefix (path, "/v1/agent/"))
+        return unsupported (wc, error, what);
       obj = data != NULL ? nz_json_parse_object (data, (gssize)len, NULL) : NULL;
       if (obj == NULL || nz_json_get_string (obj, "error") == NULL)
-        return nz_throw (error, NZ_ERROR_PROTOCOL, "execute failed: HTTP %u %.*s", status,
+        return nz_throw (error, NZ_ERROR_PROTOCOL, "%s failed: HTTP %u %.*s", what, status,
                          (int)MIN (len, 256), data != NULL ? data : "");
       json_object_set_boolean_member (obj, "ok", FALSE);
       return func (obj, user_data, error);
@@ -271,7 +334,7 @@ nz_worker_client_execute (NzWorkerClient *wc, JsonObject *body, NzWorkerEventFun
       guint8 *nl;
 
       if (n < 0)
-        return transport_error (wc, error, local, "execute stream");
+        return transport_error (wc, error, local, what);
       if (n == 0)
         break;
       g_byte_array_append (pending, buf, (guint)n);

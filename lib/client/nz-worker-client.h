@@ -26,9 +26,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzWorkerClient, nz_worker_client_free)
  * POST /executions/reserve, cancel-execution -> POST /cancel, read-file -> POST /read-file,
  * write-file -> POST /write-file. Returns the reply object in the agent's shape: a worker
  * refusal ({"error":...} with a 4xx/5xx) comes back with "ok":false added, like an agent
- * refusal. Errors: a 401 is NZ_ERROR_PERMISSION_DENIED; a non-2xx /healthz is NZ_ERROR_FAILED
- * (not ready yet); an op the worker does not serve (or an agent-only variant such as a ranged
- * read or a parts write) is NZ_ERROR_UNSUPPORTED naming the op and the backend. */
+ * refusal. Every other reply op, and the agent-only variants of the file ops (ranged reads,
+ * parts writes), go over the additive route POST /v1/agent/<op> and return the agent's reply
+ * frame. Errors: a 401 is NZ_ERROR_PERMISSION_DENIED; a non-2xx /healthz is NZ_ERROR_FAILED
+ * (not ready yet); a worker without the additive route gives NZ_ERROR_UNSUPPORTED. */
 JsonObject *nz_worker_client_call (NzWorkerClient *wc, const char *op, JsonObject *body,
                                    GCancellable *cancellable, GError **error);
 
@@ -36,10 +37,17 @@ JsonObject *nz_worker_client_call (NzWorkerClient *wc, const char *op, JsonObjec
  * one {"ok":false,"error":...,"message"?} object. Return FALSE (with @error) to stop. */
 typedef gboolean (*NzWorkerEventFunc) (JsonObject *event, gpointer user_data, GError **error);
 
-/* POST /execute with @body as is; each line to @func until the worker ends the response.
- * A malformed line is NZ_ERROR_PROTOCOL ("worker emitted malformed NDJSON: ..."). */
+/* POST /execute with @body as is (POST /v1/agent/execute when it asks for retainOutput); each
+ * line to @func until the worker ends the response. A malformed line is NZ_ERROR_PROTOCOL
+ * ("worker emitted malformed NDJSON: ..."). */
 gboolean nz_worker_client_execute (NzWorkerClient *wc, JsonObject *body, NzWorkerEventFunc func,
                                    gpointer user_data, GCancellable *cancellable,
                                    GError **error);
+
+/* A one-way agent stream op (attach-execution, read-file-stream, ...) over the additive route
+ * POST /v1/agent/<op>: each agent frame to @func; the end of the response is the terminator. */
+gboolean nz_worker_client_agent_stream (NzWorkerClient *wc, const char *op, JsonObject *body,
+                                        NzWorkerEventFunc func, gpointer user_data,
+                                        GCancellable *cancellable, GError **error);
 
 G_END_DECLS

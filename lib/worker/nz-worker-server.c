@@ -14,6 +14,7 @@
 #include "nz-jstext.h"
 #include "nz-knobs.h"
 #include "nz-token.h"
+#include "nz-worker-agent.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 #define NDJSON_TYPE "application/x-ndjson; charset=utf-8"
@@ -27,6 +28,7 @@ struct _NzWorkerServer
   SoupServer *soup;
   GSocketService *service;
   guint16 port;
+  NzWorkerAgent *agent; /* POST /v1/agent/<op>; NULL when the agent knobs did not parse */
   guint activity; /* held leases: requests in flight and running commands (spec C.6) */
   guint idle_id;
   guint exit_id;
@@ -44,7 +46,10 @@ typedef enum
   ROUTE_CANCEL,
   ROUTE_READ_FILE,
   ROUTE_WRITE_FILE,
+  ROUTE_AGENT, /* additive: POST /v1/agent/<op> */
 } Route;
+
+#define AGENT_ROUTE_PREFIX "/v1/agent/"
 
 /* ---- idle timer and activity leases (spec C.6) ---- */
 
@@ -196,6 +201,9 @@ route_of (SoupServerMessage *msg)
     return ROUTE_READ_FILE;
   if (g_strcmp0 (path, "/write-file") == 0)
     return ROUTE_WRITE_FILE;
+  if (g_str_has_prefix (path, AGENT_ROUTE_PREFIX) && path[strlen (AGENT_ROUTE_PREFIX)] != '\0'
+      && strchr (path + strlen (AGENT_ROUTE_PREFIX), '/') == NULL)
+    return ROUTE_AGENT;
   return ROUTE_NONE;
 }
 
@@ -1087,6 +1095,89 @@ route_write_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bo
   reply_object (msg, SOUP_STATUS_OK, reply);
 }
 
+/* ---- POST /v1/agent/<op> (additive) ---- */
+
+typedef struct
+{
+  SoupServerMessage *msg; /* ref */
+  gulong finished_id;
+  NzWorkerAgentCall *call;
+} AgentStream;
+
+static void
+agent_stream_free (AgentStream *as)
+{
+  g_clear_signal_handler (&as->finished_id, as->msg);
+  g_clear_object (&as->msg);
+  g_free (as);
+}
+
+static void
+agent_frame (const char *json, gsize len, gpointer user_data)
+{
+  AgentStream *as = user_data;
+  SoupMessageBody *body = soup_server_message_get_response_body (as->msg);
+
+  /* One agent frame per NDJSON line (agent frames are single-line JSON). */
+  soup_message_body_append (body, SOUP_MEMORY_COPY, json, len);
+  soup_message_body_append (body, SOUP_MEMORY_STATIC, "\n", 1);
+  soup_server_message_unpause (as->msg);
+}
+
+static void
+agent_end (gpointer user_data)
+{
+  AgentStream *as = user_data;
+
+  /* The end of the response is the op's terminator (or the agent's close). */
+  soup_message_body_complete (soup_server_message_get_response_body (as->msg));
+  soup_server_message_unpause (as->msg);
+  agent_stream_free (as);
+}
+
+static void
+agent_peer_gone (SoupServerMessage *msg, gpointer user_data)
+{
+  AgentStream *as = user_data;
+
+  /* The HTTP peer left: hang up on the agent side, which stops a stream op like a host that
+   * closed its socket. */
+  if (as->call != NULL)
+    nz_worker_agent_call_cancel (as->call);
+  agent_stream_free (as);
+}
+
+static const NzWorkerAgentFuncs agent_funcs = {
+  .frame = agent_frame,
+  .end = agent_end,
+};
+
+static void
+route_agent (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
+{
+  const char *op = g_uri_get_path (soup_server_message_get_uri (msg)) + strlen (AGENT_ROUTE_PREFIX);
+  SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
+  AgentStream *as;
+
+  if (server->agent == NULL)
+    {
+      reply_error (msg, SOUP_STATUS_NOT_FOUND, "not_found", NULL);
+      return;
+    }
+  as = g_new0 (AgentStream, 1);
+  as->msg = g_object_ref (msg);
+  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+  soup_message_headers_replace (headers, "Content-Type", NDJSON_TYPE);
+  soup_message_headers_replace (headers, "Cache-Control", "no-store");
+  soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
+  soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
+  soup_server_message_pause (msg);
+  as->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (agent_peer_gone), as);
+  /* The agent sees exactly the request a host would have framed (minus the token, which the
+   * bearer header replaced). */
+  as->call = nz_worker_agent_call (server->agent, op, body, &agent_funcs, as);
+}
+
 /* ---- dispatch ---- */
 
 static void
@@ -1138,6 +1229,9 @@ handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable 
     case ROUTE_WRITE_FILE:
       route_write_file (server, msg, body);
       break;
+    case ROUTE_AGENT:
+      route_agent (server, msg, body);
+      break;
     case ROUTE_NONE:
     case ROUTE_HEALTHZ:
     case ROUTE_RESERVE:
@@ -1183,6 +1277,8 @@ nz_worker_server_new (const NzWorkerConfig *config, NzGuest *guest, NzWorkerExit
   soup_server_add_early_handler (server->soup, NULL, early_handler, server, NULL);
   soup_server_add_handler (server->soup, NULL, handler, server, NULL);
   nz_guest_set_retire_func (guest, on_retire, server);
+  /* A bad NAMZU_AGENT_* knob only disables the additive route (it answers 404). */
+  server->agent = nz_worker_agent_new (guest, NULL);
   return server;
 }
 
@@ -1212,6 +1308,7 @@ nz_worker_server_free (NzWorkerServer *server)
     soup_server_disconnect (server->soup);
   g_clear_object (&server->soup);
   g_clear_object (&server->service);
+  nz_worker_agent_free (server->agent);
   g_free (server);
 }
 

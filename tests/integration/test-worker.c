@@ -1019,6 +1019,96 @@ START_TEST (test_namzu_exec_sigint_cancels)
 }
 END_TEST
 
+/* ---- the additive route POST /v1/agent/<op> ---- */
+
+START_TEST (test_agent_route)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *file = g_build_filename (w->workspace, "r.txt", NULL);
+  g_autoptr (Reply) r = NULL;
+  g_autoptr (GPtrArray) evs = NULL;
+  JsonObject *frame;
+
+  /* Gated like every route. */
+  r = http (w->port, "POST", "/v1/agent/healthz", NULL, "{}");
+  assert_unauthorized (r);
+  g_clear_pointer (&r, reply_free);
+
+  /* The agent's own op dispatch answers, one frame per NDJSON line. */
+  r = http (w->port, "POST", "/v1/agent/healthz", AUTH, "{}");
+  ck_assert_int_eq (r->status, 200);
+  ck_assert (strstr (r->head, "Content-Type: application/x-ndjson; charset=utf-8") != NULL);
+  evs = events (r->body);
+  ck_assert_int_eq (evs->len, 1);
+  frame = evs->pdata[0];
+  ck_assert (json_object_get_boolean_member (frame, "ok"));
+  ck_assert (json_object_has_member (frame, "features"));
+  g_clear_pointer (&r, reply_free);
+  g_clear_pointer (&evs, g_ptr_array_unref);
+
+  /* A ranged read, which the reference route does not have. */
+  ck_assert (g_file_set_contents (file, "hello world", -1, NULL));
+  r = http (w->port, "POST", "/v1/agent/read-file", AUTH,
+            "{\"path\":\"r.txt\",\"offset\":6,\"length\":5,\"encoding\":\"base64\"}");
+  ck_assert_int_eq (r->status, 200);
+  evs = events (r->body);
+  frame = evs->pdata[0];
+  ck_assert_msg (json_object_get_boolean_member (frame, "ok"), "%s", r->body);
+  ck_assert_str_eq (str (frame, "content"), "d29ybGQ=");
+  g_clear_pointer (&r, reply_free);
+  g_clear_pointer (&evs, g_ptr_array_unref);
+
+  /* A stream op: frames then the end of the response (the terminator). */
+  r = http (w->port, "POST", "/v1/agent/read-file-stream", AUTH, "{\"path\":\"r.txt\"}");
+  ck_assert_int_eq (r->status, 200);
+  evs = events (r->body);
+  ck_assert_str_eq (str (evs->pdata[evs->len - 1], "type"), "end");
+  g_clear_pointer (&r, reply_free);
+
+  /* Unknown ops are the agent's refusal; the route is exact. */
+  r = http (w->port, "POST", "/v1/agent/nope", AUTH, "{}");
+  ck_assert_int_eq (r->status, 200);
+  ck_assert (strstr (r->body, "unknown_op: nope") != NULL);
+  g_clear_pointer (&r, reply_free);
+  r = http (w->port, "POST", "/v1/agent/", AUTH, "{}");
+  assert_error (r, 404, "not_found");
+  worker_stop (w);
+}
+END_TEST
+
+/* namzu-exec --detach and namzu-attach over the worker: retained output across requests. */
+START_TEST (test_detach_attach_over_worker)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *exec_tool = nz_test_tool ("namzu-exec");
+  g_autofree char *attach_tool = nz_test_tool ("namzu-attach");
+  g_autofree char *endpoint = g_strdup_printf ("http://127.0.0.1:%u", w->port);
+  const char *extra[] = { "NAMZU_TOKEN", TOKEN, NULL };
+  g_auto (GStrv) env = worker_env (extra);
+  char *dargv[] = { exec_tool, "--endpoint", endpoint, "--detach", "--", "sh", "-c",
+                    "echo one; sleep 0.3; echo two", NULL };
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+  g_autoptr (JsonObject) started = NULL;
+  g_autoptr (GError) error = NULL;
+  int status = 0;
+
+  ck_assert (g_spawn_sync (NULL, dargv, env, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
+                           &error));
+  ck_assert_msg (g_spawn_check_wait_status (status, NULL), "detach: %s", err);
+  started = parse (out);
+  {
+    char *aargv[] = { attach_tool, "--endpoint", endpoint, "--execution",
+                      (char *)str (started, "executionId"), NULL };
+
+    ck_assert (g_spawn_sync (NULL, aargv, env, G_SPAWN_DEFAULT, NULL, NULL, &out2, &err2,
+                             &status, &error));
+  }
+  ck_assert_msg (g_spawn_check_wait_status (status, NULL), "attach: %s", err2);
+  ck_assert_str_eq (out2, "one\ntwo\n");
+  worker_stop (w);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -1037,6 +1127,8 @@ main (void)
   tcase_add_test (tc, test_idle_exit);
   tcase_add_test (tc, test_namzu_exec);
   tcase_add_test (tc, test_namzu_exec_sigint_cancels);
+  tcase_add_test (tc, test_agent_route);
+  tcase_add_test (tc, test_detach_attach_over_worker);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
