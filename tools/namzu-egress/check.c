@@ -83,7 +83,7 @@ decide (const NzEgressProfile *profile, const char *target)
 int
 nz_egress_cmd_check (int argc, char **argv)
 {
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("PROFILE [HOST[:PORT]|URL...]");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("check PROFILE [HOST[:PORT]|URL...]");
   g_autoptr (GError) error = NULL;
   g_autoptr (NzEgressProfile) profile = NULL;
   gboolean all = TRUE;

@@ -95,7 +95,7 @@ cmd_profile (int argc, char **argv)
           { "template", 0, 0, G_OPTION_ARG_STRING, &opt_template,
             "sandbox template name (default namzu-sandbox)", "NAME" },
           { NULL } };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("validate|translate FILE|-");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("profile validate|translate FILE|-");
   g_autoptr (GError) error = NULL;
   g_autoptr (NzEgressProfile) profile = NULL;
   g_autoptr (JsonNode) out = NULL;
@@ -187,7 +187,7 @@ cmd_proxy (int argc, char **argv)
       "TEST ONLY: NAME=ADDR[;ADDR],... replaces DNS (also NAMZU_EGRESS_TEST_RESOLVE)", "MAP" },
     { NULL }
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- run the egress proxy");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("proxy - run the egress proxy");
   g_autoptr (GError) error = NULL;
   g_autoptr (NzProxyConfig) config = NULL;
   NzProxyOptions opts = { 0 };
@@ -241,7 +241,7 @@ cmd_relay (int argc, char **argv)
             "ADDR" },
           { "to", 0, 0, G_OPTION_ARG_FILENAME, &opt_to, "the proxy's unix socket", "PATH" },
           { NULL } };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("[-- COMMAND...]");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("relay [-- COMMAND...]");
   g_autoptr (GError) error = NULL;
   int rc;
 

@@ -22,7 +22,7 @@ nz_egress_cmd_set (int argc, char **argv)
                              { "profile", 0, 0, G_OPTION_ARG_FILENAME, &opt_profile,
                                "take the hosts from a profile", "FILE" },
                              { NULL } };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("HOST... | --profile FILE");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("set HOST... | --profile FILE");
   g_autoptr (GError) error = NULL;
   g_autoptr (NzHandle) h = NULL;
   g_autoptr (GPtrArray) hosts = g_ptr_array_new_with_free_func (g_free);
