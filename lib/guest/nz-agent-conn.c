@@ -6,6 +6,7 @@
 #include "nz-errors.h"
 #include "nz-frame.h"
 #include "nz-json.h"
+#include "nz-preauth.h"
 
 #define READ_CHUNK_BYTES 65536
 
@@ -21,16 +22,31 @@ struct _NzAgentConn
   GQueue out; /* GBytes */
   gsize out_offset;
   guint backstop_id;
-  /* Credential gate state (spec A.4.2). The pre-auth pool membership, charged bytes, idle
-   * and deadline timers of the pre-auth bounds hang off these two flags. */
+  /* Credential gate state (spec A.4.2): pool membership, charged bytes, and the idle and
+   * deadline timers, all only while gated and unauthenticated. */
   gboolean gated;
   gboolean authed;
+  NzPreauthSlot slot;
+  guint deadline_id;
+  guint idle_id;
+  gint64 last_byte_us;
   gboolean dispatched;
   gboolean end_requested;
   gboolean destroy_requested;
   gboolean write_shut;
   gboolean peer_eof;
   gboolean closed;
+  /* The stream op's hold on the connection (nz_agent_conn_set_stream). */
+  gboolean has_stream;
+  gboolean stream_closed;
+  NzAgentStreamFuncs stream;
+  gpointer stream_data;
+  GDestroyNotify stream_destroy;
+  gboolean reading_paused;
+  gsize queued_bytes;
+  GBytes *early; /* bytes that arrived behind the first frame */
+  gboolean in_dispatch;
+  gboolean send_failed;
 };
 
 NzAgentConn *
@@ -47,6 +63,7 @@ nz_agent_conn_unref (NzAgentConn *conn)
     return;
   g_warn_if_fail (conn->closed);
   g_queue_clear_full (&conn->out, (GDestroyNotify)g_bytes_unref);
+  g_clear_pointer (&conn->early, g_bytes_unref);
   nz_frame_reader_free (conn->reader);
   g_clear_object (&conn->connection);
   g_free (conn);
@@ -73,12 +90,51 @@ stop_source (GSource **source)
   g_clear_pointer (source, g_source_unref);
 }
 
-/* The reference's abandon(): stop reading and drop what was buffered. */
+/* Runs the stream's close handler once; its data is released right after. */
+static void
+conn_stream_closed (NzAgentConn *conn)
+{
+  gpointer data = conn->stream_data;
+  GDestroyNotify destroy = conn->stream_destroy;
+
+  if (!conn->has_stream || conn->stream_closed)
+    return;
+  conn->stream_closed = TRUE;
+  conn->stream_data = NULL;
+  conn->stream_destroy = NULL;
+  if (conn->stream.close != NULL)
+    conn->stream.close (conn, data);
+  if (destroy != NULL)
+    destroy (data);
+}
+
+/* Leaves the pre-auth pool: slot, charged bytes and both timers. */
+static void
+conn_leave_preauth (NzAgentConn *conn)
+{
+  NzPreauthPool *pool = nz_agent_server_get_preauth_pool (conn->server);
+
+  if (pool != NULL)
+    nz_preauth_pool_leave (pool, &conn->slot);
+  g_clear_handle_id (&conn->deadline_id, g_source_remove);
+  g_clear_handle_id (&conn->idle_id, g_source_remove);
+}
+
+/* The reference's abandon(): stop reading, release the pool slot and the charged bytes, and
+ * drop what was buffered. */
 static void
 conn_abandon (NzAgentConn *conn)
 {
   stop_source (&conn->read_source);
+  conn_leave_preauth (conn);
   nz_frame_reader_reset (conn->reader);
+}
+
+gsize
+nz_agent_conn_get_queued_bytes (NzAgentConn *conn)
+{
+  /* Kept as a running count: attach and session streams ask after every chunk. */
+  return conn->queued_bytes;
 }
 
 void
@@ -90,8 +146,14 @@ nz_agent_conn_destroy (NzAgentConn *conn)
   stop_source (&conn->read_source);
   stop_source (&conn->write_source);
   g_clear_handle_id (&conn->backstop_id, g_source_remove);
+  /* Out of the pre-auth pool: its slot and charged bytes, and both timers. */
+  conn_leave_preauth (conn);
   g_queue_clear_full (&conn->out, (GDestroyNotify)g_bytes_unref);
+  conn->queued_bytes = 0;
   g_socket_close (conn->sock, NULL);
+  nz_agent_conn_ref (conn);
+  conn_stream_closed (conn);
+  nz_agent_conn_unref (conn);
   /* Drop the reference the open connection held on itself. */
   nz_agent_conn_unref (conn);
 }
@@ -124,10 +186,22 @@ conn_flush (NzAgentConn *conn)
               return;
             }
           g_debug ("agent connection: send: %s", error->message);
+          /* A peer that sent its request and its first stream frames and hung up: what it
+           * sent is still applied (Node hands over every frame of a read before a write
+           * error surfaces), then the connection goes. */
+          if (conn->in_dispatch)
+            {
+              conn->send_failed = TRUE;
+              g_queue_clear_full (&conn->out, (GDestroyNotify)g_bytes_unref);
+              conn->out_offset = 0;
+              conn->queued_bytes = 0;
+              return;
+            }
           nz_agent_conn_destroy (conn);
           return;
         }
       conn->out_offset += (gsize)n;
+      conn->queued_bytes -= (gsize)n;
       if (conn->out_offset == len)
         {
           g_bytes_unref (g_queue_pop_head (&conn->out));
@@ -139,6 +213,17 @@ conn_flush (NzAgentConn *conn)
     {
       nz_agent_conn_destroy (conn);
       return;
+    }
+  if (conn->has_stream && !conn->stream_closed && conn->stream.drain != NULL)
+    {
+      gboolean stop;
+
+      nz_agent_conn_ref (conn);
+      conn->stream.drain (conn, conn->stream_data);
+      stop = conn->closed || !g_queue_is_empty (&conn->out);
+      nz_agent_conn_unref (conn);
+      if (stop)
+        return;
     }
   if (conn->end_requested && !conn->write_shut)
     {
@@ -166,6 +251,7 @@ nz_agent_conn_write_frame (NzAgentConn *conn, const void *payload, gsize len)
   if (conn->closed || conn->end_requested || conn->destroy_requested)
     return;
   g_queue_push_tail (&conn->out, nz_frame_encode (payload, len));
+  conn->queued_bytes += NZ_FRAME_HEADER_BYTES + len;
   if (conn->write_source == NULL)
     conn_flush (conn);
 }
@@ -261,6 +347,8 @@ conn_refuse (NzAgentConn *conn, const char *message)
     conn_flush (conn);
 }
 
+static void conn_stream_bytes (NzAgentConn *conn, const guint8 *buf, gsize n);
+
 static void
 conn_handle_first_frame (NzAgentConn *conn, GBytes *payload)
 {
@@ -278,7 +366,10 @@ conn_handle_first_frame (NzAgentConn *conn, GBytes *payload)
       return;
     }
   conn->dispatched = TRUE;
-  nz_frame_reader_reset (conn->reader);
+  /* Frames sent right behind the first one (terminal input, tcp data) belong to the stream
+   * the op may start; the reader itself starts empty either way. */
+  g_clear_pointer (&conn->early, g_bytes_unref);
+  conn->early = nz_frame_reader_steal_buffered (conn->reader);
   /* healthz is answered without authenticating and never lifts the gate. */
   if (g_strcmp0 (env->op, "healthz") != 0 && conn->gated && !conn->authed)
     {
@@ -287,10 +378,36 @@ conn_handle_first_frame (NzAgentConn *conn, GBytes *payload)
           conn_refuse (conn, "unauthorized");
           return;
         }
+      /* Authenticated: out of the pool, never timed out by it again. */
       conn->authed = TRUE;
+      conn_leave_preauth (conn);
       nz_frame_reader_set_max (conn->reader, (guint64)config->max_frame_bytes);
     }
+  else if (conn->gated && !conn->authed)
+    {
+      NzPreauthPool *pool = nz_agent_server_get_preauth_pool (conn->server);
+
+      /* healthz: answered unauthenticated; the reader is empty, so nothing stays charged, but
+       * the connection keeps its pool slot and its deadline until it closes. */
+      if (pool != NULL)
+        nz_preauth_pool_charge (pool, &conn->slot, 0);
+    }
+  nz_agent_conn_ref (conn);
+  conn->in_dispatch = TRUE;
   nz_agent_ops_dispatch (conn, env, payload);
+  if (conn->early != NULL)
+    {
+      g_autoptr (GBytes) early = g_steal_pointer (&conn->early);
+      gsize len = 0;
+      const guint8 *data = g_bytes_get_data (early, &len);
+
+      if (len > 0 && conn->has_stream && !conn->stream_closed && !conn->closed)
+        conn_stream_bytes (conn, data, len);
+    }
+  conn->in_dispatch = FALSE;
+  if (conn->send_failed)
+    nz_agent_conn_destroy (conn);
+  nz_agent_conn_unref (conn);
 }
 
 static void
@@ -335,9 +452,123 @@ conn_on_eof (NzAgentConn *conn)
 {
   conn->peer_eof = TRUE;
   stop_source (&conn->read_source);
+  if (conn->has_stream)
+    {
+      /* Node's allowHalfOpen:false: a peer hang-up ends the stream; what is queued still
+       * goes out, then the socket closes. */
+      conn_stream_closed (conn);
+      if (conn->write_shut)
+        nz_agent_conn_destroy (conn);
+      else
+        nz_agent_conn_end (conn);
+      return;
+    }
   if (!conn->dispatched || conn->write_shut)
     nz_agent_conn_destroy (conn);
   /* Otherwise an op is still answering; conn_flush destroys after the half-close. */
+}
+
+static void
+conn_stream_bytes (NzAgentConn *conn, const guint8 *buf, gsize n)
+{
+  if (conn->stream.bytes != NULL)
+    conn->stream.bytes (conn, conn->stream_data);
+  nz_frame_reader_push (conn->reader, buf, n);
+  while (!conn->closed && !conn->stream_closed)
+    {
+      g_autoptr (GBytes) payload = NULL;
+      g_autoptr (GError) error = NULL;
+
+      switch (nz_frame_reader_next (conn->reader, &payload, &error))
+        {
+        case NZ_FRAME_NONE:
+          return;
+        case NZ_FRAME_OK:
+          if (conn->stream.frame != NULL)
+            conn->stream.frame (conn, payload, conn->stream_data);
+          break;
+        case NZ_FRAME_OVERFLOW:
+        case NZ_FRAME_MALFORMED:
+        default:
+          /* The reference's reader throws on a bad header: the socket is destroyed. */
+          g_debug ("agent stream: bad frame from peer");
+          nz_agent_conn_destroy (conn);
+          return;
+        }
+    }
+}
+
+static gboolean conn_readable (GSocket *sock, GIOCondition cond, gpointer user_data);
+
+static void
+conn_watch_readable (NzAgentConn *conn)
+{
+  conn->read_source = g_socket_create_source (conn->sock, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+  g_source_set_callback (conn->read_source, (GSourceFunc)(void (*) (void))conn_readable, conn,
+                         NULL);
+  g_source_attach (conn->read_source, g_main_context_get_thread_default ());
+}
+
+void
+nz_agent_conn_set_stream (NzAgentConn *conn, const NzAgentStreamFuncs *funcs, gpointer user_data,
+                          GDestroyNotify destroy)
+{
+  const NzAgentConfig *config = nz_agent_server_get_config (conn->server);
+
+  g_return_if_fail (conn != NULL && funcs != NULL && !conn->has_stream);
+  if (conn->closed)
+    {
+      if (destroy != NULL)
+        destroy (user_data);
+      return;
+    }
+  conn->has_stream = TRUE;
+  conn->stream = *funcs;
+  conn->stream_data = user_data;
+  conn->stream_destroy = destroy;
+  nz_frame_reader_set_max (conn->reader, (guint64)config->max_frame_bytes);
+}
+
+gboolean
+nz_agent_conn_is_ending (NzAgentConn *conn)
+{
+  return conn->closed || conn->end_requested || conn->destroy_requested;
+}
+
+gboolean
+nz_agent_conn_is_reading_paused (NzAgentConn *conn)
+{
+  return conn->reading_paused;
+}
+
+void
+nz_agent_conn_set_reading_paused (NzAgentConn *conn, gboolean paused)
+{
+  if (conn->closed || conn->reading_paused == paused)
+    return;
+  conn->reading_paused = paused;
+  if (paused)
+    stop_source (&conn->read_source);
+  else if (!conn->peer_eof && conn->read_source == NULL)
+    conn_watch_readable (conn);
+}
+
+/* The shared pre-auth budget: whichever connection pushes the total over is refused, even a
+ * legitimate one; the bound on memory is what matters. FALSE when refused. */
+static gboolean
+conn_charge_preauth (NzAgentConn *conn)
+{
+  NzPreauthPool *pool = nz_agent_server_get_preauth_pool (conn->server);
+  g_autofree char *msg = NULL;
+
+  if (pool == NULL
+      || nz_preauth_pool_charge (pool, &conn->slot, nz_frame_reader_buffered (conn->reader)))
+    return TRUE;
+  msg = g_strdup_printf ("preauth_buffer_exhausted: limit %" G_GUINT64_FORMAT
+                         " bytes (NAMZU_AGENT_MAX_PREAUTH_BUFFER_BYTES)",
+                         nz_preauth_pool_get_max_buffer (pool));
+  conn_refuse (conn, msg);
+  return FALSE;
 }
 
 static gboolean
@@ -365,13 +596,86 @@ conn_readable (GSocket *sock, GIOCondition cond, gpointer user_data)
       conn_on_eof (conn);
       return G_SOURCE_REMOVE;
     }
+  /* Pre-auth idle clock: every received byte resets it. */
+  if (conn->gated && !conn->authed)
+    conn->last_byte_us = g_get_monotonic_time ();
   /* One request per connection: after the first frame, bytes go to the active stream
-   * handler; the ops implemented here ignore them. */
+   * handler; reply ops ignore them. */
   if (conn->dispatched)
-    return G_SOURCE_CONTINUE;
+    {
+      if (conn->has_stream && !conn->stream_closed)
+        conn_stream_bytes (conn, buf, (gsize)n);
+      return conn->read_source != NULL ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
+    }
   nz_frame_reader_push (conn->reader, buf, (gsize)n);
+  if (conn->gated && !conn->authed && !conn_charge_preauth (conn))
+    return G_SOURCE_REMOVE;
   conn_process (conn);
   return conn->read_source != NULL ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
+}
+
+/* Deadline or idle expiry while unauthenticated: abandon and destroy, no reply frame. */
+static void
+conn_expire (NzAgentConn *conn, const char *why)
+{
+  g_debug ("agent connection: pre-auth %s expired", why);
+  conn_abandon (conn);
+  nz_agent_conn_destroy (conn);
+}
+
+static gboolean
+preauth_deadline (gpointer user_data)
+{
+  NzAgentConn *conn = user_data;
+
+  conn->deadline_id = 0;
+  conn_expire (conn, "deadline");
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+preauth_idle (gpointer user_data)
+{
+  NzAgentConn *conn = user_data;
+  const NzAgentConfig *config = nz_agent_server_get_config (conn->server);
+  gint64 idle_us = config->preauth_idle_timeout_ms * G_TIME_SPAN_MILLISECOND;
+  gint64 left_us = conn->last_byte_us + idle_us - g_get_monotonic_time ();
+
+  conn->idle_id = 0;
+  /* Every byte resets the idle clock: re-arm for what is left since the last one. */
+  if (left_us > 0)
+    {
+      conn->idle_id = g_timeout_add ((guint)MIN ((left_us + 999) / 1000, G_MAXUINT), preauth_idle,
+                                     conn);
+      return G_SOURCE_REMOVE;
+    }
+  conn_expire (conn, "idle timeout");
+  return G_SOURCE_REMOVE;
+}
+
+static void
+conn_join_preauth (NzAgentConn *conn)
+{
+  const NzAgentConfig *config = nz_agent_server_get_config (conn->server);
+  NzPreauthPool *pool = nz_agent_server_get_preauth_pool (conn->server);
+  NzAgentConn *evicted;
+
+  conn->last_byte_us = g_get_monotonic_time ();
+  /* From accept, reset by nothing: a trickling peer cannot hold a slot forever. */
+  conn->deadline_id = g_timeout_add ((guint)MIN (config->preauth_deadline_ms, G_MAXUINT),
+                                     preauth_deadline, conn);
+  conn->idle_id = g_timeout_add ((guint)MIN (config->preauth_idle_timeout_ms, G_MAXUINT),
+                                 preauth_idle, conn);
+  evicted = nz_preauth_pool_join (pool, &conn->slot, conn);
+  if (evicted != NULL)
+    {
+      g_autofree char *msg
+          = g_strdup_printf ("too_many_unauthenticated_connections: limit %" G_GUINT64_FORMAT
+                             " (NAMZU_AGENT_MAX_PREAUTH_CONNECTIONS)",
+                             nz_preauth_pool_get_max_members (pool));
+
+      conn_refuse (evicted, msg);
+    }
 }
 
 void
@@ -389,8 +693,8 @@ nz_agent_conn_start (NzAgentServer *server, GSocketConnection *connection)
   conn->gated = nz_agent_config_is_gated (config);
   conn->reader = nz_frame_reader_new (
       (guint64)(conn->gated ? config->max_preauth_frame_bytes : config->max_frame_bytes));
-  conn->read_source = g_socket_create_source (conn->sock, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
-  g_source_set_callback (conn->read_source, (GSourceFunc)(void (*) (void))conn_readable, conn,
-                         NULL);
-  g_source_attach (conn->read_source, g_main_context_get_thread_default ());
+  conn_watch_readable (conn);
+  /* No gate, no pool: quiet connections are never aged out (spec A.4.3). */
+  if (conn->gated && nz_agent_server_get_preauth_pool (server) != NULL)
+    conn_join_preauth (conn);
 }

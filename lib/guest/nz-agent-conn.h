@@ -18,6 +18,8 @@ typedef struct _NzAgentConn NzAgentConn;
 /* Server internals shared with the connection and op handlers (nz-agent-server.c). */
 const NzAgentConfig *nz_agent_server_get_config (NzAgentServer *server);
 NzGuest *nz_agent_server_get_guest (NzAgentServer *server);
+/* The pre-auth pool (nz-preauth.h); NULL when the credential gate is off. */
+struct _NzPreauthPool *nz_agent_server_get_preauth_pool (NzAgentServer *server);
 /* Applies the preset or trust-on-first-use rule (spec A.4.1) to @token. */
 gboolean nz_agent_server_authorize (NzAgentServer *server, const char *token);
 
@@ -41,11 +43,38 @@ void nz_agent_conn_end (NzAgentConn *conn);
 /* Close now, unflushed bytes dropped (the reference's destroy()). */
 void nz_agent_conn_destroy (NzAgentConn *conn);
 
+/* Bytes queued for the peer and not yet accepted by the socket. */
+gsize nz_agent_conn_get_queued_bytes (NzAgentConn *conn);
+
 /* Reply op: one frame, then end(). */
 void nz_agent_conn_reply (NzAgentConn *conn, JsonObject *reply);
 /* {ok:false, error:@message} then end(). */
 void nz_agent_conn_reply_error (NzAgentConn *conn, const char *message);
 /* Stream op failure: {type:"error", error:@message}, terminator, end(). */
 void nz_agent_conn_stream_error (NzAgentConn *conn, const char *message);
+
+/* A stream op's hold on the rest of the connection (spec A.1: later frames go to the stream's
+ * onFrame). Every member may be NULL. */
+typedef struct
+{
+  /* One later complete frame (empty for a terminator). */
+  void (*frame) (NzAgentConn *conn, GBytes *payload, gpointer user_data);
+  /* Any received bytes, before framing: proof of life for stream heartbeats (spec C.11). */
+  void (*bytes) (NzAgentConn *conn, gpointer user_data);
+  /* Everything queued has been written (Node's 'drain'). */
+  void (*drain) (NzAgentConn *conn, gpointer user_data);
+  /* The connection closed (peer hang-up, error, destroy); called once, then @destroy. */
+  void (*close) (NzAgentConn *conn, gpointer user_data);
+} NzAgentStreamFuncs;
+
+/* Installs the stream handler; after it, peer bytes are framed (at MAX_FRAME_BYTES) and go to
+ * @funcs, and a peer hang-up closes the connection (the reference's allowHalfOpen:false). */
+void nz_agent_conn_set_stream (NzAgentConn *conn, const NzAgentStreamFuncs *funcs,
+                               gpointer user_data, GDestroyNotify destroy);
+/* Backpressure: stop or restart reading from the peer. */
+void nz_agent_conn_set_reading_paused (NzAgentConn *conn, gboolean paused);
+gboolean nz_agent_conn_is_reading_paused (NzAgentConn *conn);
+/* TRUE once end() or destroy() was asked for: nothing more will be written. */
+gboolean nz_agent_conn_is_ending (NzAgentConn *conn);
 
 G_END_DECLS

@@ -11,6 +11,7 @@
 
 #include "nz-agent-conn.h"
 #include "nz-errors.h"
+#include "nz-preauth.h"
 #include "nz-token.h"
 
 /* Seconds before the first TCP keepalive probe (TCP_KEEPALIVE_INITIAL_DELAY_MS = 15000). */
@@ -23,6 +24,7 @@ struct _NzAgentServer
   GSocketService *service;
   char *address;
   char *bound_token; /* trust-on-first-use binding, for the life of the process */
+  NzPreauthPool *preauth; /* gated modes only */
   gboolean stopped;
 };
 
@@ -35,6 +37,9 @@ nz_agent_server_new (const NzAgentConfig *config, NzGuest *guest)
   server = g_new0 (NzAgentServer, 1);
   server->config = config;
   server->guest = guest;
+  if (nz_agent_config_is_gated (config))
+    server->preauth = nz_preauth_pool_new ((guint64)config->max_preauth_connections,
+                                           (guint64)config->max_preauth_buffer_bytes);
   return server;
 }
 
@@ -47,6 +52,7 @@ nz_agent_server_free (NzAgentServer *server)
   g_clear_object (&server->service);
   g_free (server->address);
   g_free (server->bound_token);
+  nz_preauth_pool_free (server->preauth);
   g_free (server);
 }
 
@@ -72,6 +78,12 @@ const NzAgentConfig *
 nz_agent_server_get_config (NzAgentServer *server)
 {
   return server->config;
+}
+
+struct _NzPreauthPool *
+nz_agent_server_get_preauth_pool (NzAgentServer *server)
+{
+  return server->preauth;
 }
 
 NzGuest *
@@ -194,4 +206,22 @@ nz_agent_server_listen (NzAgentServer *server, GError **error)
     }
   g_socket_service_start (server->service);
   return TRUE;
+}
+
+gboolean
+nz_agent_server_relisten (NzAgentServer *server, GError **error)
+{
+  g_return_val_if_fail (server != NULL, FALSE);
+  /* fd 3 was handed over once and cannot be re-opened: the vsock listener stays as it is. */
+  if (server->config->listen_mode == NZ_AGENT_LISTEN_VSOCK_FD && server->service != NULL)
+    return TRUE;
+  if (server->service != NULL)
+    {
+      g_socket_service_stop (server->service);
+      g_socket_listener_close (G_SOCKET_LISTENER (server->service));
+      g_clear_object (&server->service);
+    }
+  g_clear_pointer (&server->address, g_free);
+  server->stopped = FALSE;
+  return nz_agent_server_listen (server, error);
 }

@@ -22,6 +22,10 @@ gboolean nz_agent_server_listen (NzAgentServer *server, GError **error);
 /* "unix:/path", "tcp:0.0.0.0:PORT" (the bound port) or "vsock-fd:3"; valid after listen. */
 const char *nz_agent_server_get_address (NzAgentServer *server);
 
+/* SIGUSR1 re-listen: closes the listener and binds again per the configured mode (a unix path
+ * is re-created). Open connections are untouched. */
+gboolean nz_agent_server_relisten (NzAgentServer *server, GError **error);
+
 /* Stops accepting new connections (and removes the unix socket path). Idempotent. */
 void nz_agent_server_stop (NzAgentServer *server);
 

@@ -96,6 +96,15 @@ nz_frame_reader_reset (NzFrameReader *reader)
   reader->overflow = FALSE;
 }
 
+GBytes *
+nz_frame_reader_steal_buffered (NzFrameReader *reader)
+{
+  GBytes *rest = g_bytes_new (reader->buf->data + reader->pos, reader->buf->len - reader->pos);
+
+  nz_frame_reader_reset (reader);
+  return rest;
+}
+
 void
 nz_frame_reader_set_max (NzFrameReader *reader, guint64 max_frame_bytes)
 {

@@ -42,5 +42,8 @@ void nz_frame_reader_get_overflow (NzFrameReader *reader, guint64 *announced, gu
 /* Bytes currently buffered (the pre-auth budget charges these). */
 gsize nz_frame_reader_buffered (NzFrameReader *reader);
 void nz_frame_reader_reset (NzFrameReader *reader);
+/* Like reset, but returns the unconsumed bytes (new GBytes): what a peer sent after a first
+ * frame, for the stream handler that takes over. */
+GBytes *nz_frame_reader_steal_buffered (NzFrameReader *reader);
 
 G_END_DECLS
