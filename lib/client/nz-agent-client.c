@@ -911,6 +911,19 @@ nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
   return run_stream (k, "stream", observation_ms, plain_frame, &ps, cancellable, error);
 }
 
+GSocketConnection *
+nz_agent_client_open (NzAgentClient *c, const char *op, JsonObject *body,
+                      GCancellable *cancellable, GError **error)
+{
+  g_autoptr (Conn) k = NULL;
+
+  g_return_val_if_fail (c != NULL && op != NULL, NULL);
+  k = conn_request (c, op, body, cancellable, error);
+  if (k == NULL)
+    return NULL;
+  return g_steal_pointer (&k->conn);
+}
+
 /* Maps an agent's error string to our error. spawn ENOENT/EACCES keep their shell meaning. */
 static void
 set_agent_error (NzAgentClient *c, GError **error, const char *context, const char *code,

@@ -110,6 +110,12 @@ gboolean nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *b
                                  guint64 observation_ms, NzAgentFrameFunc on_frame,
                                  gpointer user_data, GCancellable *cancellable, GError **error);
 
+/* A duplex stream op (terminal, attach-session, tcp-connect): dials, sends {op, token?, body?}
+ * and hands the open connection over (new reference); the caller reads and writes frames
+ * itself (nz-agent-sessions.h). */
+GSocketConnection *nz_agent_client_open (NzAgentClient *c, const char *op, JsonObject *body,
+                                         GCancellable *cancellable, GError **error);
+
 /* The raw execute stream (spec A.6.3, D.2.4): @body is sent as is. Every frame before the
  * terminal one (the deltas) goes to @on_frame (may be NULL); the terminal `result` frame is
  * returned (new reference). An `error` frame becomes an error

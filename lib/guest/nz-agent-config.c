@@ -38,6 +38,20 @@ static const Knob knobs[] = {
   KNOB ("NAMZU_AGENT_MAX_RETAINED_OUTPUT_LOGS", 32, FALSE, limits.max_retained_output_logs),
   KNOB ("NAMZU_AGENT_EXECUTION_RETAINED_TTL_MS", 600000, FALSE, limits.execution_retained_ttl_ms),
   KNOB ("NAMZU_SANDBOX_MAX_TIMEOUT_MS", 1800000, FALSE, limits.max_timeout_ms),
+  KNOB ("NAMZU_AGENT_MAX_SESSIONS", 16, FALSE, limits.max_sessions),
+  KNOB ("NAMZU_AGENT_SESSION_LOG_BYTES", 1048576, FALSE, limits.session_log_bytes),
+  KNOB ("NAMZU_AGENT_SESSION_TERMINAL_TTL_MS", 600000, FALSE, limits.session_terminal_ttl_ms),
+  KNOB ("NAMZU_AGENT_SESSION_KILL_CONFIRM_TIMEOUT_MS", 5000, FALSE,
+        limits.session_kill_confirm_timeout_ms),
+  KNOB ("NAMZU_AGENT_READ_FILE_RANGE_BYTES", 1048576, FALSE, limits.read_file_range_bytes),
+  KNOB ("NAMZU_AGENT_READ_FILE_STREAM_CHUNK_BYTES", 262144, FALSE,
+        limits.read_file_stream_chunk_bytes),
+  KNOB ("NAMZU_AGENT_QUIESCE_GRACE_MS", 1000, FALSE, limits.quiesce_grace_ms),
+  KNOB ("NAMZU_AGENT_QUIESCE_DEADLINE_MS", 20000, FALSE, limits.quiesce_deadline_ms),
+  KNOB ("NAMZU_AGENT_QUIESCE_MAX_ROUNDS", 8, FALSE, limits.quiesce_max_rounds),
+  KNOB ("NAMZU_AGENT_QUIESCE_SETTLE_MS", 1000, FALSE, limits.quiesce_settle_ms),
+  KNOB ("NAMZU_AGENT_FLUSH_TIMEOUT_MS", 10000, FALSE, limits.flush_timeout_ms),
+  KNOB ("NAMZU_AGENT_SHUTDOWN_DEADLINE_MS", 15000, FALSE, limits.shutdown_deadline_ms),
 };
 
 void
@@ -51,6 +65,8 @@ nz_agent_config_free (NzAgentConfig *config)
   g_free (config->workspace);
   g_free (config->read_roots);
   g_free (config->write_roots);
+  g_free (config->flush_command);
+  g_free (config->reseed_hook);
   g_free (config);
 }
 
@@ -100,6 +116,12 @@ nz_agent_config_new_from_env (GError **error)
     }
   c->max_preauth_frame_bytes = MIN (c->max_preauth_frame_bytes, c->max_frame_bytes);
   c->max_preauth_buffer_bytes = MAX (c->max_preauth_buffer_bytes, c->max_preauth_frame_bytes);
+  /* The quiesce grace must leave the cancel confirmation window room to confirm. */
+  c->limits.quiesce_grace_ms
+      = MIN (c->limits.quiesce_grace_ms, MAX (1, c->limits.cancel_confirm_timeout_ms - 1));
+  c->quiesce_owned_only = g_strcmp0 (g_getenv ("NAMZU_AGENT_QUIESCE_SCOPE"), "owned-sessions") == 0;
+  c->flush_command = g_strdup (g_getenv ("NAMZU_AGENT_FLUSH_COMMAND"));
+  c->reseed_hook = g_strdup (g_getenv ("NAMZU_AGENT_RESEED_HOOK"));
 
   c->workspace = g_strdup (workspace != NULL && *workspace != '\0' ? workspace : "/workspace");
   c->read_roots = g_strdup (g_getenv ("NAMZU_SANDBOX_READ_ROOTS"));

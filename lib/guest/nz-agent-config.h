@@ -30,7 +30,7 @@ typedef struct
 
   gint64 max_frame_bytes;
   gint64 max_preauth_frame_bytes; /* clamped to <= max_frame_bytes */
-  /* Pre-auth pool knobs: parsed and validated now, enforced by the pre-auth bounds work. */
+  /* Pre-auth pool knobs (spec A.4.2), enforced by nz-preauth in gated modes only. */
   gint64 max_preauth_connections;
   gint64 max_preauth_buffer_bytes; /* effective max(value, max_preauth_frame_bytes) */
   gint64 preauth_idle_timeout_ms;
@@ -41,6 +41,9 @@ typedef struct
   char *workspace;
   char *read_roots;  /* raw NAMZU_SANDBOX_READ_ROOTS or NULL */
   char *write_roots; /* raw NAMZU_SANDBOX_WRITE_ROOTS or NULL */
+  gboolean quiesce_owned_only; /* NAMZU_AGENT_QUIESCE_SCOPE === "owned-sessions" */
+  char *flush_command;         /* NAMZU_AGENT_FLUSH_COMMAND or NULL */
+  char *reseed_hook;           /* NAMZU_AGENT_RESEED_HOOK or NULL */
 } NzAgentConfig;
 
 /* Reads and validates every variable. The error message is the reference's exact text, e.g.

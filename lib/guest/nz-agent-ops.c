@@ -3,17 +3,42 @@
 #include <math.h>
 #include <string.h>
 
+#include "nz-agent-drain.h"
+#include "nz-agent-fileops.h"
+#include "nz-agent-streams.h"
 #include "nz-errors.h"
 #include "nz-exec.h"
+#include "nz-flush.h"
 #include "nz-fileio.h"
 #include "nz-jail.h"
 #include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-knobs.h"
 
-/* Only what this agent implements: a host tests membership and must never be promised a
- * feature that is missing (spec A.9). */
-static const char *const agent_features[] = { "guest-boot-id", NULL };
+/* The one ordered feature table (spec A.6.1 order; both issue-3 lanes edit only the
+ * `available` column here). A host tests membership and must never be promised a feature
+ * that is missing (spec A.9), so each entry says when it is advertised. */
+typedef enum
+{
+  FEATURE_OFF,   /* not implemented yet: never advertised */
+  FEATURE_ON,    /* always advertised */
+  FEATURE_FLUSH, /* only when the flush program resolves on PATH (spec C.14) */
+} FeatureAvailability;
+
+static const struct
+{
+  const char *name;
+  FeatureAvailability available;
+} agent_features[] = {
+  { "write-file-parts", FEATURE_ON },
+  { "execution-attach", FEATURE_ON },
+  { "stream-heartbeat", FEATURE_ON },
+  { "read-file-stream", FEATURE_ON },
+  { "sessions", FEATURE_ON },
+  { "quiesce", FEATURE_ON },
+  { "flush", FEATURE_FLUSH },
+  { "guest-boot-id", FEATURE_ON },
+};
 
 static NzGuest *
 conn_guest (NzAgentConn *conn)
@@ -150,8 +175,10 @@ op_healthz (NzAgentConn *conn)
   g_autoptr (JsonObject) reply = json_object_new ();
   JsonArray *features = json_array_new ();
 
-  for (guint i = 0; agent_features[i] != NULL; i++)
-    json_array_add_string_element (features, agent_features[i]);
+  for (guint i = 0; i < G_N_ELEMENTS (agent_features); i++)
+    if (agent_features[i].available == FEATURE_ON
+        || (agent_features[i].available == FEATURE_FLUSH && nz_flush_available (guest)))
+      json_array_add_string_element (features, agent_features[i].name);
   json_object_set_boolean_member (reply, "ok", !guest->retiring);
   json_object_set_int_member (reply, "protocolVersion", NZ_GUEST_PROTOCOL_VERSION);
   json_object_set_array_member (reply, "features", features);
@@ -204,10 +231,11 @@ op_reserve (NzAgentConn *conn, NzEnvelope *env)
   /* `state` only when the caller named the id (a test pins the minted reply's keys). */
   if (id != NULL)
     json_object_set_string_member (reply, "state", nz_exec_state_to_string (rec->state));
-  if (existing && rec->has_log)
+  if (existing && rec->log != NULL)
     {
       json_object_set_boolean_member (reply, "retainedOutput", TRUE);
-      json_object_set_int_member (reply, "outputOffset", 0);
+      json_object_set_int_member (reply, "outputOffset",
+                                  (gint64)nz_output_log_end_offset (rec->log));
     }
   nz_agent_conn_reply (conn, reply);
 }
@@ -226,6 +254,14 @@ exec_output (NzExecRecord *rec, NzExecStream stream, const guint8 *data, gsize l
   g_string_append (frame, stream == NZ_EXEC_STREAM_STDOUT ? "{\"type\":\"stdout_delta\",\"data\":"
                                                           : "{\"type\":\"stderr_delta\",\"data\":");
   nz_jstext_append_json_lossy (frame, data, len);
+  /* Retained: the raw chunk's byte span in the ring (appended just before this call). */
+  if (rec->log != NULL)
+    {
+      guint64 next = nz_output_log_end_offset (rec->log);
+
+      g_string_append_printf (frame, ",\"offset\":%" G_GUINT64_FORMAT ",\"nextOffset\":%" G_GUINT64_FORMAT,
+                              next - len, next);
+    }
   g_string_append_c (frame, '}');
   nz_agent_conn_write_frame (conn, frame->str, frame->len);
 }
@@ -357,10 +393,20 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
         }
       if (retain)
         {
-          /* Retained output and attach are not in this agent (no `execution-attach`
-           * feature), so a request for them is refused rather than silently not retained. */
-          nz_agent_conn_stream_error (conn, "retain_output_unsupported");
-          return;
+          /* The slot is found before anything runs; the reservation stays intact. */
+          if (!nz_exec_registry_make_room_for_log (guest->registry,
+                                                   guest->limits.max_retained_output_logs))
+            {
+              g_autofree char *msg = g_strdup_printf (
+                  "retained_output_capacity: limit %" G_GINT64_FORMAT
+                  " (NAMZU_AGENT_MAX_RETAINED_OUTPUT_LOGS)",
+                  guest->limits.max_retained_output_logs);
+
+              nz_agent_conn_stream_error (conn, msg);
+              return;
+            }
+          tracked->log = nz_output_log_new ((guint64)guest->limits.execution_log_bytes);
+          tracked->has_log = TRUE;
         }
       rec = nz_exec_record_ref (tracked);
     }
@@ -519,11 +565,11 @@ op_read_file (NzAgentConn *conn, NzEnvelope *env)
 
   if (path == NULL)
     return;
-  if (body_member (env, "offset") != NULL || body_member (env, "length") != NULL)
+  if ((body_member (env, "offset") != NULL && !JSON_NODE_HOLDS_NULL (body_member (env, "offset")))
+      || (body_member (env, "length") != NULL
+          && !JSON_NODE_HOLDS_NULL (body_member (env, "length"))))
     {
-      /* Ranged reads come with the read-file-stream feature, which this agent does not
-       * advertise; answering with the whole file would silently ignore the range. */
-      nz_agent_conn_reply_error (conn, "read_file_range_unsupported");
+      nz_agent_fileops_read_range (conn, env, path);
       return;
     }
   if ((lexical = nz_jail_resolve_read (guest->jail, path, &root, &error)) == NULL
@@ -580,9 +626,7 @@ op_write_file (NzAgentConn *conn, NzEnvelope *env)
           nz_agent_conn_reply_error (conn, "write_part_invalid_shape");
           return;
         }
-      /* The parts protocol is not advertised (no `write-file-parts`); refuse it rather than
-       * write a part as if it were the whole file. */
-      nz_agent_conn_reply_error (conn, "write_part_unsupported");
+      nz_agent_fileops_write_part (conn, env, path, json_node_get_object (part));
       return;
     }
   if (content_node == NULL)
@@ -675,12 +719,32 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
         nz_agent_conn_reply_error (conn, "agent_retiring");
       return;
     }
+  /* The quiesce window (an explicit quiesce, or the SIGTERM drain): nothing may start a
+   * process; reads, writes, tcp-connect and list-sessions go on (spec A.5 step 4). */
+  if (nz_guest_is_quiescing (guest))
+    {
+      static const char *const stream_ops[]
+          = { "execute", "terminal", "attach-execution", "attach-session", NULL };
+      static const char *const reply_ops[]
+          = { "reserve-execution", "start-detached", "kill-session", "quiesce", "flush", NULL };
+
+      if (g_strv_contains (stream_ops, op))
+        {
+          nz_agent_conn_stream_error (conn, "quiesce_in_progress");
+          return;
+        }
+      if (g_strv_contains (reply_ops, op))
+        {
+          nz_agent_conn_reply_error (conn, "quiesce_in_progress");
+          return;
+        }
+    }
   /* Refuse rather than act on a truncated string (stdin, content, a path or an argument). */
   if ((strcmp (op, "execute") == 0 || strcmp (op, "write-file") == 0
-       || strcmp (op, "read-file") == 0)
+       || strcmp (op, "read-file") == 0 || strcmp (op, "read-file-stream") == 0)
       && nz_agent_ops_has_nul_escape (payload_data, payload_len))
     {
-      if (strcmp (op, "execute") == 0)
+      if (strcmp (op, "execute") == 0 || strcmp (op, "read-file-stream") == 0)
         nz_agent_conn_stream_error (conn, NUL_UNSUPPORTED);
       else
         nz_agent_conn_reply_error (conn, NUL_UNSUPPORTED);
@@ -694,6 +758,26 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
     op_read_file (conn, env);
   else if (strcmp (op, "write-file") == 0)
     op_write_file (conn, env);
+  else if (strcmp (op, "attach-execution") == 0)
+    nz_agent_op_attach_execution (conn, env);
+  else if (strcmp (op, "terminal") == 0)
+    nz_agent_op_terminal (conn, env);
+  else if (strcmp (op, "attach-session") == 0)
+    nz_agent_op_attach_session (conn, env);
+  else if (strcmp (op, "start-detached") == 0)
+    nz_agent_op_start_detached (conn, env);
+  else if (strcmp (op, "list-sessions") == 0)
+    nz_agent_op_list_sessions (conn, env);
+  else if (strcmp (op, "kill-session") == 0)
+    nz_agent_op_kill_session (conn, env);
+  else if (strcmp (op, "tcp-connect") == 0)
+    nz_agent_op_tcp_connect (conn, env);
+  else if (strcmp (op, "read-file-stream") == 0)
+    nz_agent_fileops_read_stream (conn, env);
+  else if (strcmp (op, "quiesce") == 0)
+    nz_agent_drain_op_quiesce (conn, env);
+  else if (strcmp (op, "flush") == 0)
+    nz_agent_drain_op_flush (conn, env);
   else
     {
       g_autofree char *msg = g_strdup_printf ("unknown_op: %s", op);

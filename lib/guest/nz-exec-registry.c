@@ -40,9 +40,74 @@ nz_exec_record_unref (NzExecRecord *rec)
     return;
   /* The process state holds a reference to its record, so proc is gone by now. */
   g_warn_if_fail (rec->proc == NULL);
+  nz_output_log_free (rec->log);
+  if (rec->observers != NULL)
+    g_ptr_array_unref (rec->observers);
   g_free (rec->id);
   g_free (rec->error);
   g_free (rec);
+}
+
+typedef struct
+{
+  NzExecObserverFuncs funcs;
+  gpointer user_data;
+} NzExecObserver;
+
+void
+nz_exec_record_add_observer (NzExecRecord *rec, const NzExecObserverFuncs *funcs,
+                             gpointer user_data)
+{
+  NzExecObserver *o;
+
+  g_return_if_fail (rec != NULL && funcs != NULL);
+  if (rec->observers == NULL)
+    rec->observers = g_ptr_array_new_with_free_func (g_free);
+  o = g_new0 (NzExecObserver, 1);
+  o->funcs = *funcs;
+  o->user_data = user_data;
+  g_ptr_array_add (rec->observers, o);
+}
+
+void
+nz_exec_record_remove_observer (NzExecRecord *rec, gpointer user_data)
+{
+  if (rec->observers == NULL)
+    return;
+  for (guint i = 0; i < rec->observers->len; i++)
+    if (((NzExecObserver *)rec->observers->pdata[i])->user_data == user_data)
+      {
+        g_ptr_array_remove_index (rec->observers, i);
+        return;
+      }
+}
+
+void
+nz_exec_record_retain_output (NzExecRecord *rec, int stream, const guint8 *data, gsize len)
+{
+  guint64 offset;
+
+  if (rec->log == NULL || len == 0)
+    return;
+  /* Appended before any frame is written, so an attach never misses a chunk it was sent. */
+  offset = nz_output_log_append (rec->log, stream, data, len);
+  if (rec->observers == NULL)
+    return;
+  /* An observer may remove itself (slow reader); walk a snapshot. */
+  {
+    g_autoptr (GPtrArray) snapshot = g_ptr_array_new ();
+
+    for (guint i = 0; i < rec->observers->len; i++)
+      g_ptr_array_add (snapshot, rec->observers->pdata[i]);
+    for (guint i = 0; i < snapshot->len; i++)
+      {
+        NzExecObserver *o = snapshot->pdata[i];
+
+        if (rec->observers != NULL && g_ptr_array_find (rec->observers, o, NULL)
+            && o->funcs.output != NULL)
+          o->funcs.output (rec, stream, offset, data, len, o->user_data);
+      }
+  }
 }
 
 const char *
@@ -155,6 +220,18 @@ nz_exec_registry_lookup (NzExecRegistry *reg, const char *id)
 }
 
 void
+nz_exec_registry_foreach (NzExecRegistry *reg, NzExecRecordFunc func, gpointer user_data)
+{
+  GHashTableIter it;
+  gpointer value;
+
+  g_return_if_fail (reg != NULL && func != NULL);
+  g_hash_table_iter_init (&it, reg->records);
+  while (g_hash_table_iter_next (&it, NULL, &value))
+    func (value, user_data);
+}
+
+void
 nz_exec_registry_prune (NzExecRegistry *reg, gint64 now_ms)
 {
   GHashTableIter it;
@@ -250,6 +327,67 @@ nz_exec_registry_remember_terminal (NzExecRegistry *reg, NzExecRecord *rec, NzEx
   g_free (rec->error);
   rec->error = g_strdup (error);
   rec->expires_at = now_ms + (rec->has_log ? reg->retained_ttl_ms : reg->terminal_ttl_ms);
+  /* Broadcast the end to every attachment, then forget them. */
+  if (rec->observers != NULL)
+    {
+      g_autoptr (GPtrArray) observers = g_steal_pointer (&rec->observers);
+
+      nz_exec_record_ref (rec);
+      for (guint i = 0; i < observers->len; i++)
+        {
+          NzExecObserver *o = observers->pdata[i];
+
+          if (o->funcs.finished != NULL)
+            o->funcs.finished (rec, o->user_data);
+        }
+      nz_exec_record_unref (rec);
+    }
+}
+
+static guint
+live_log_count (NzExecRegistry *reg)
+{
+  GHashTableIter it;
+  gpointer value;
+  guint n = 0;
+
+  g_hash_table_iter_init (&it, reg->records);
+  while (g_hash_table_iter_next (&it, NULL, &value))
+    {
+      NzExecRecord *rec = value;
+
+      if (rec->log != NULL && !nz_output_log_is_discarded (rec->log))
+        n++;
+    }
+  return n;
+}
+
+gboolean
+nz_exec_registry_make_room_for_log (NzExecRegistry *reg, gint64 max_logs)
+{
+  g_return_val_if_fail (reg != NULL, FALSE);
+  while ((gint64)live_log_count (reg) >= max_logs)
+    {
+      GHashTableIter it;
+      gpointer value;
+      NzExecRecord *oldest = NULL;
+
+      g_hash_table_iter_init (&it, reg->records);
+      while (g_hash_table_iter_next (&it, NULL, &value))
+        {
+          NzExecRecord *rec = value;
+
+          if (rec->state == NZ_EXEC_STATE_TERMINAL && rec->log != NULL
+              && !nz_output_log_is_discarded (rec->log)
+              && (oldest == NULL || rec->expires_at < oldest->expires_at))
+            oldest = rec;
+        }
+      if (oldest == NULL)
+        return FALSE;
+      /* The record and its result survive; an attach then reports everything dropped. */
+      nz_output_log_discard (oldest->log);
+    }
+  return TRUE;
 }
 
 void

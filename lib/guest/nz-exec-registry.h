@@ -4,6 +4,8 @@
 
 #include <glib.h>
 
+#include "nz-output-log.h"
+
 G_BEGIN_DECLS
 
 typedef enum
@@ -56,12 +58,30 @@ typedef struct
   NzExecResult result;
   char *error;
   NzExecCause cause;
-  gboolean has_log;   /* a retained output log exists (retention lands with attach) */
+  gboolean has_log;   /* a retained output log exists (retainOutput) */
+  NzOutputLog *log;   /* the retained ring, or NULL; kept (emptied) when discarded */
+  GPtrArray *observers; /* NzExecObserver*: live attachments, told of output and the end */
   NzExecProc *proc;   /* live process state, owned by nz-exec; NULL before spawn and after */
   gpointer terminate; /* the in-flight termination attempt, owned by nz-exec */
 } NzExecRecord;
 
 NzExecRecord *nz_exec_record_new (const char *id);
+
+/* A live attachment (spec A.6.5): told of each retained chunk and, once, of the end. */
+typedef struct
+{
+  void (*output) (NzExecRecord *rec, int stream, guint64 offset, const guint8 *data, gsize len,
+                  gpointer user_data);
+  /* The record became terminal; the observer is removed right after. */
+  void (*finished) (NzExecRecord *rec, gpointer user_data);
+} NzExecObserverFuncs;
+
+void nz_exec_record_add_observer (NzExecRecord *rec, const NzExecObserverFuncs *funcs,
+                                  gpointer user_data);
+/* Removes the observer added with @user_data (no-op when absent). */
+void nz_exec_record_remove_observer (NzExecRecord *rec, gpointer user_data);
+/* Appends a chunk to the retained log (if any) and tells every observer. */
+void nz_exec_record_retain_output (NzExecRecord *rec, int stream, const guint8 *data, gsize len);
 NzExecRecord *nz_exec_record_ref (NzExecRecord *rec);
 void nz_exec_record_unref (NzExecRecord *rec);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzExecRecord, nz_exec_record_unref)
@@ -84,6 +104,10 @@ guint nz_exec_registry_size (NzExecRegistry *reg);
 /* Borrowed, or NULL. */
 NzExecRecord *nz_exec_registry_lookup (NzExecRegistry *reg, const char *id);
 
+/* Calls @func for every tracked record (do not add or remove records from @func). */
+typedef void (*NzExecRecordFunc) (NzExecRecord *rec, gpointer user_data);
+void nz_exec_registry_foreach (NzExecRegistry *reg, NzExecRecordFunc func, gpointer user_data);
+
 /* Deletes reserved and terminal records whose lease or retention has run out. */
 void nz_exec_registry_prune (NzExecRegistry *reg, gint64 now_ms);
 
@@ -99,6 +123,11 @@ NzExecRecord *nz_exec_registry_reserve (NzExecRegistry *reg, const char *id, gin
 void nz_exec_registry_remember_terminal (NzExecRegistry *reg, NzExecRecord *rec,
                                          NzExecOutcome outcome, const NzExecResult *result,
                                          const char *error, gint64 now_ms);
+
+/* makeRoomForRetainedOutput (spec C.5): below @max_logs live logs is fine; otherwise the logs
+ * of terminal records are discarded (oldest expiry first; the records and their results stay).
+ * FALSE when running records hold every slot (retained_output_capacity). */
+gboolean nz_exec_registry_make_room_for_log (NzExecRegistry *reg, gint64 max_logs);
 
 /* Moves a reserved record to starting (lease cleared, startedAt set). */
 void nz_exec_registry_mark_starting (NzExecRegistry *reg, NzExecRecord *rec, gint64 now_ms);

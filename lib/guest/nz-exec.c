@@ -78,6 +78,13 @@ typedef struct
 
 static int reaper_pipe[2] = { -1, -1 };
 static GHashTable *reaper_procs; /* pid -> NzExecProc* (borrowed) */
+static GHashTable *reaper_watches; /* pid -> ChildWatch* (owned) */
+
+typedef struct
+{
+  NzExecChildFunc func;
+  gpointer user_data;
+} ChildWatch;
 
 static void proc_on_exit (NzExecProc *p, int status);
 
@@ -97,6 +104,15 @@ reap_now (void)
         {
           g_hash_table_remove (reaper_procs, GINT_TO_POINTER (pid));
           proc_on_exit (p, status);
+        }
+      else if (reaper_watches != NULL
+               && g_hash_table_contains (reaper_watches, GINT_TO_POINTER (pid)))
+        {
+          ChildWatch *w = g_hash_table_lookup (reaper_watches, GINT_TO_POINTER (pid));
+          ChildWatch copy = *w;
+
+          g_hash_table_remove (reaper_watches, GINT_TO_POINTER (pid));
+          copy.func (pid, status, copy.user_data);
         }
       else
         g_debug ("reaped inherited pid %d", (int)pid);
@@ -139,6 +155,7 @@ nz_exec_reaper_install (GError **error)
       || !g_unix_set_fd_nonblocking (reaper_pipe[1], TRUE, error))
     return FALSE;
   reaper_procs = g_hash_table_new (g_direct_hash, g_direct_equal);
+  reaper_watches = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   memset (&sa, 0, sizeof sa);
   sa.sa_handler = sigchld_handler;
   sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
@@ -147,6 +164,26 @@ nz_exec_reaper_install (GError **error)
     return nz_throw_errno_prefix (error, "sigaction(SIGCHLD)");
   g_unix_fd_add (reaper_pipe[0], G_IO_IN, reaper_readable, NULL);
   return TRUE;
+}
+
+void
+nz_exec_watch_child (GPid pid, NzExecChildFunc func, gpointer user_data)
+{
+  ChildWatch *w = g_new0 (ChildWatch, 1);
+
+  g_return_if_fail (reaper_watches != NULL && pid > 0 && func != NULL);
+  w->func = func;
+  w->user_data = user_data;
+  g_hash_table_replace (reaper_watches, GINT_TO_POINTER (pid), w);
+  /* It may have exited already and be waiting as a zombie. */
+  reap_now ();
+}
+
+void
+nz_exec_unwatch_child (GPid pid)
+{
+  if (reaper_watches != NULL)
+    g_hash_table_remove (reaper_watches, GINT_TO_POINTER (pid));
 }
 
 /* The group is alive iff kill(-pgid, 0) succeeds or fails with anything but ESRCH. */
@@ -353,6 +390,7 @@ proc_deliver (NzExecProc *p, NzExecStream stream, const guint8 *buf, gsize n)
   if (keep == 0)
     return;
   *sent += keep;
+  nz_exec_record_retain_output (p->rec, stream, buf, keep);
   if (p->callbacks.output != NULL)
     p->callbacks.output (p->rec, stream, buf, keep, p->user_data);
 }
@@ -487,6 +525,13 @@ spawn_error_errno (const GError *error)
     default:
       return EINVAL;
     }
+}
+
+char *
+nz_exec_spawn_error_message (const char *command, const GError *error)
+{
+  return g_strdup_printf ("spawn %s %s", command,
+                          nz_jstext_errno_name (spawn_error_errno (error)));
 }
 
 static gboolean start_fail (NzGuest *guest, NzExecRecord *rec, GError **error, const char *fmt, ...)
@@ -745,4 +790,65 @@ nz_exec_terminate (NzGuest *guest, NzExecRecord *rec, NzExecCause cause, NzExecT
              g_get_monotonic_time () + guest->limits.cancel_grace_ms * G_TIME_SPAN_MILLISECOND);
   op->phase = TERM_GRACE;
   term_tick (op);
+}
+
+/* ---- quiesce provider (spec C.13) ---- */
+
+static void
+collect_one (NzExecRecord *rec, gpointer user_data)
+{
+  if (rec->proc != NULL)
+    {
+      gint pgid = rec->proc->pid;
+
+      g_array_append_val ((GArray *)user_data, pgid);
+    }
+}
+
+static void
+exec_collect_owned (NzGuest *guest, GArray *ids, gpointer user_data)
+{
+  nz_exec_registry_foreach (guest->registry, collect_one, ids);
+}
+
+static void
+mark_one (NzExecRecord *rec, gpointer user_data)
+{
+  /* Marked before any signal, so the close handler waits for the group instead of fencing. */
+  if (rec->proc != NULL && rec->state == NZ_EXEC_STATE_RUNNING && rec->cause == NZ_EXEC_CAUSE_NONE)
+    rec->cause = NZ_EXEC_CAUSE_QUIESCED;
+}
+
+static void
+exec_mark_quiesced (NzGuest *guest, gpointer user_data)
+{
+  nz_exec_registry_foreach (guest->registry, mark_one, NULL);
+}
+
+static void
+unsettled_one (NzExecRecord *rec, gpointer user_data)
+{
+  if (rec->proc != NULL)
+    *(gboolean *)user_data = TRUE;
+}
+
+static gboolean
+exec_unsettled (NzGuest *guest, gpointer user_data)
+{
+  gboolean any = FALSE;
+
+  nz_exec_registry_foreach (guest->registry, unsettled_one, &any);
+  return any;
+}
+
+static const NzGuestProcessProvider exec_provider = {
+  .collect_owned = exec_collect_owned,
+  .mark_quiesced = exec_mark_quiesced,
+  .unsettled = exec_unsettled,
+};
+
+void
+nz_exec_add_process_provider (NzGuest *guest)
+{
+  nz_guest_add_process_provider (guest, &exec_provider, NULL);
 }

@@ -44,6 +44,15 @@ typedef struct
  * "alive" forever. Idempotent; call once before the first nz_exec_start(). */
 gboolean nz_exec_reaper_install (GError **error);
 
+/* The reaper above reaps every child, so g_child_watch_add() cannot be used for helpers the
+ * agent spawns itself (flush, reseed hook; terminals and detached programs of the other lane):
+ * register them here instead. @func runs once, from the main loop, with the wait status.
+ * Requires nz_exec_reaper_install(). */
+typedef void (*NzExecChildFunc) (GPid pid, int wait_status, gpointer user_data);
+void nz_exec_watch_child (GPid pid, NzExecChildFunc func, gpointer user_data);
+/* Forgets a watch (the child is still reaped, silently). */
+void nz_exec_unwatch_child (GPid pid);
+
 /* Starts @rec (state reserved, or an untracked record): mkdir -p cwd, spawn, state running.
  * On failure the record is terminal `failed` and the error message is the wire string
  * ("mkdir_failed: …", "spawn nosuch ENOENT"). On success @callbacks fire later, on the
@@ -61,6 +70,13 @@ typedef void (*NzExecTerminateFunc) (NzExecRecord *rec, const char *error_messag
  * share one attempt. Does not retire the engine itself; callers decide. */
 void nz_exec_terminate (NzGuest *guest, NzExecRecord *rec, NzExecCause cause,
                         NzExecTerminateFunc func, gpointer user_data);
+
+/* Registers the execution registry as a process provider of @guest (nz_guest_new does it):
+ * each tracked execution's process group is an owned kernel session (spec C.13). */
+void nz_exec_add_process_provider (NzGuest *guest);
+
+/* Node's message for a failed spawn of @command: "spawn <command> <CODE>". New string. */
+char *nz_exec_spawn_error_message (const char *command, const GError *error);
 
 /* "SIGTERM" for SIGTERM. */
 const char *nz_exec_signal_name (int signum);

@@ -1,9 +1,17 @@
 #include "nz-guest.h"
 
+#include "nz-sessions.h"
 #include "nz-token.h"
 #include "nz-jstext.h"
+#include "nz-exec.h"
 
 #include <string.h>
+
+typedef struct
+{
+  const NzGuestProcessProvider *provider;
+  gpointer user_data;
+} ProviderEntry;
 
 NzGuest *
 nz_guest_new (const NzGuestLimits *limits, const char *workspace, const char *read_roots,
@@ -21,6 +29,9 @@ nz_guest_new (const NzGuestLimits *limits, const char *workspace, const char *re
       = nz_exec_registry_new (limits->max_tracked_executions, limits->execution_lease_ttl_ms,
                               limits->execution_terminal_ttl_ms, limits->execution_retained_ttl_ms);
   guest->boot_id = nz_uuid_v4 ();
+  guest->providers = g_array_new (FALSE, TRUE, sizeof (ProviderEntry));
+  guest->parts_in_flight = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  nz_exec_add_process_provider (guest);
   return guest;
 }
 
@@ -30,9 +41,13 @@ nz_guest_free (NzGuest *guest)
   if (guest == NULL)
     return;
   nz_jail_free (guest->jail);
+  nz_session_registry_free (guest->sessions);
   nz_exec_registry_free (guest->registry);
   g_free (guest->boot_id);
   g_free (guest->retire_reason);
+  g_free (guest->flush_command);
+  g_array_unref (guest->providers);
+  g_hash_table_unref (guest->parts_in_flight);
   g_free (guest);
 }
 
@@ -104,4 +119,60 @@ nz_guest_child_environ (JsonObject *overlay)
       }
     return g_steal_pointer (&result);
   }
+}
+
+gboolean
+nz_guest_is_quiescing (NzGuest *guest)
+{
+  return guest->quiesce_in_flight > 0 || guest->terminating;
+}
+
+void
+nz_guest_add_process_provider (NzGuest *guest, const NzGuestProcessProvider *provider,
+                               gpointer user_data)
+{
+  ProviderEntry e = { provider, user_data };
+
+  g_return_if_fail (guest != NULL && provider != NULL);
+  g_array_append_val (guest->providers, e);
+}
+
+GArray *
+nz_guest_collect_owned_sessions (NzGuest *guest)
+{
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint));
+
+  for (guint i = 0; i < guest->providers->len; i++)
+    {
+      ProviderEntry *e = &g_array_index (guest->providers, ProviderEntry, i);
+
+      if (e->provider->collect_owned != NULL)
+        e->provider->collect_owned (guest, ids, e->user_data);
+    }
+  return ids;
+}
+
+void
+nz_guest_mark_quiesced (NzGuest *guest)
+{
+  for (guint i = 0; i < guest->providers->len; i++)
+    {
+      ProviderEntry *e = &g_array_index (guest->providers, ProviderEntry, i);
+
+      if (e->provider->mark_quiesced != NULL)
+        e->provider->mark_quiesced (guest, e->user_data);
+    }
+}
+
+gboolean
+nz_guest_is_unsettled (NzGuest *guest)
+{
+  for (guint i = 0; i < guest->providers->len; i++)
+    {
+      ProviderEntry *e = &g_array_index (guest->providers, ProviderEntry, i);
+
+      if (e->provider->unsettled != NULL && e->provider->unsettled (guest, e->user_data))
+        return TRUE;
+    }
+  return FALSE;
 }

@@ -9,8 +9,8 @@ G_BEGIN_DECLS
 
 typedef struct
 {
-  int stream;    /* caller's tag: 0 stdout, 1 stderr */
-  GBytes *data;  /* never empty */
+  int stream;     /* caller's tag: 0 stdout, 1 stderr */
+  GBytes *data;   /* never empty */
   guint64 offset; /* absolute offset of the first byte */
 } NzOutputChunk;
 

@@ -394,9 +394,24 @@ START_TEST (test_healthz)
 
   ck_assert (nz_json_get_bool (r, "ok", FALSE));
   ck_assert (nz_json_get_number (r, "protocolVersion", &v) && v == 2);
-  /* Only what is implemented is advertised. */
-  ck_assert_uint_eq (json_array_get_length (features), 1);
-  ck_assert_str_eq (json_array_get_string_element (features, 0), "guest-boot-id");
+  /* The spec's order (A.6.1); `flush` only when the flush program resolves. */
+  {
+    static const char *const spec_order[]
+        = { "write-file-parts", "execution-attach", "stream-heartbeat", "read-file-stream",
+            "sessions", "quiesce", "flush", "guest-boot-id", NULL };
+    guint j = 0;
+
+    for (guint i = 0; spec_order[i] != NULL; i++)
+      {
+        if (j < json_array_get_length (features)
+            && g_strcmp0 (json_array_get_string_element (features, j), spec_order[i]) == 0)
+          j++;
+        else
+          ck_assert_msg (g_strcmp0 (spec_order[i], "flush") == 0, "feature %s missing or out of order",
+                         spec_order[i]);
+      }
+    ck_assert_uint_eq (j, json_array_get_length (features));
+  }
   ck_assert (!json_object_has_member (r, "retiring"));
   ck_assert (!json_object_has_member (r, "guestBootId"));
   assert_reply_error (a, "{\"op\":\"frobnicate\"}", "unknown_op: frobnicate");
@@ -1163,10 +1178,12 @@ START_TEST (test_files)
 
     assert_reply_error (a, req, "path escapes the workspace");
   }
+  /* Ranged reads (test-agent-files covers them) answer base64 only. */
   assert_reply_error (a,
                       "{\"op\":\"read-file\",\"body\":{\"path\":\"dir/deep/file.txt\","
                       "\"offset\":0,\"length\":2}}",
-                      "read_file_range_unsupported");
+                      "read_file_range_requires_base64: a ranged read-file must ask for "
+                      "encoding \"base64\"");
   /* U+0000 in a JSON string cannot survive json-glib: refused, never truncated. */
   assert_reply_error (a,
                       "{\"op\":\"write-file\",\"body\":{\"path\":\"nul.txt\","

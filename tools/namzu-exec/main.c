@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "nz-agent-client.h"
+#include "nz-agent-sessions.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-exec-status.h"
@@ -22,9 +23,9 @@
 
 #define EXIT_NAMZU NZ_EXEC_EXIT_NAMZU
 
-static char *opt_sandbox, *opt_timeout, *opt_cwd, *opt_endpoint;
+static char *opt_sandbox, *opt_timeout, *opt_cwd, *opt_endpoint, *opt_id;
 static char **opt_env, **opt_command;
-static gboolean opt_json, opt_stdin;
+static gboolean opt_json, opt_stdin, opt_detach;
 
 static const GOptionEntry entries[] = {
   { "sandbox", 's', 0, G_OPTION_ARG_STRING, &opt_sandbox,
@@ -43,6 +44,11 @@ static const GOptionEntry entries[] = {
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
     "For testing and direct agent use: talk to the agent at unix:/PATH or tcp:HOST:PORT "
     "instead of a sandbox; the token comes from $NAMZU_TOKEN", "ENDPOINT" },
+  { "detach", 'd', 0, G_OPTION_ARG_NONE, &opt_detach,
+    "Start the command with retained output and return at once, printing "
+    "{\"executionId\",\"state\"}; follow it later with namzu-attach --execution ID", NULL },
+  { "id", 0, 0, G_OPTION_ARG_STRING, &opt_id,
+    "With --detach: the execution id to use (exec_<uuid>; default: a new one)", "ID" },
   { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_command, NULL, NULL },
   { NULL }
 };
@@ -363,6 +369,25 @@ main (int argc, char **argv)
     return usage_error (error->message);
   if (body == NULL)
     return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
+  if (opt_id != NULL && !opt_detach)
+    return usage_error ("--id only goes with --detach");
+  if (opt_detach)
+    {
+      g_autoptr (JsonObject) started = NULL;
+
+      if (opt_endpoint == NULL
+          && (handle = nz_handle_resolve (opt_sandbox, !opt_stdin, &error)) == NULL)
+        return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
+      started = nz_agent_exec_detach (handle != NULL ? handle->endpoint : opt_endpoint,
+                                      handle != NULL ? handle->token : g_getenv ("NAMZU_TOKEN"),
+                                      body, opt_id, &error);
+      if (started == NULL)
+        return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
+      if (handle != NULL)
+        json_object_set_string_member (started, "sandbox", handle->id);
+      nz_cli_print_object (started);
+      return 0;
+    }
   if (opt_endpoint != NULL)
     {
       client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));

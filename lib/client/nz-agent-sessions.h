@@ -1,0 +1,72 @@
+/* nz-agent-sessions.h: the host side of retained executions, sessions and terminals (spec
+ * A.6.5, A.6.10-A.6.14): start a retained execution and leave it running, follow it from a byte
+ * offset later (from another process), follow a session, and drive an interactive terminal
+ * over a duplex connection. Blocking calls, like nz-agent-client.h. */
+#pragma once
+
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
+
+#include "nz-agent-client.h"
+
+G_BEGIN_DECLS
+
+/* reserve-execution {executionId} (minted exec_<uuid> when @execution_id is NULL), then
+ * execute @body with that id and retainOutput:true, and return as soon as the agent has
+ * started it (or it already finished): the execution goes on without us. Returns
+ * {executionId, state} (new reference). Refusals (an id already used, retained_output_capacity,
+ * spawn errors) are errors. @endpoint and @token as for nz_agent_client_new(). */
+JsonObject *nz_agent_exec_detach (const char *endpoint, const char *token, JsonObject *body,
+                                  const char *execution_id, GError **error);
+
+typedef struct
+{
+  /* Output bytes as decoded by the agent; stream 1 stdout, 2 stderr (NzExecStream). */
+  void (*output) (int stream, const char *data, gsize len, gpointer user_data);
+  /* @dropped bytes before @offset are gone from the ring: never skipped silently. */
+  void (*gap) (guint64 dropped, guint64 offset, gpointer user_data);
+} NzAttachCallbacks;
+
+/* attach-execution from @from_offset: replay, live follow, until attach_result, which is
+ * returned (new reference; `outcome`, `result`?, `error`?, `nextOffset`). A connection lost
+ * before the end is resumed from the last nextOffset (a few times). */
+JsonObject *nz_agent_attach_execution (NzAgentClient *c, const char *execution_id,
+                                       guint64 from_offset, const NzAttachCallbacks *callbacks,
+                                       gpointer user_data, GCancellable *cancellable,
+                                       GError **error);
+
+/* attach-session (read-only follow) from @from_offset until the session's exit frame, which
+ * is returned (new reference; `exitCode`, `signal`? numeric). Another attachment taking over
+ * is NZ_ERROR_BUSY "superseded"; a slow reader NZ_ERROR_FAILED. */
+JsonObject *nz_agent_attach_session (NzAgentClient *c, const char *session_id, guint64 from_offset,
+                                     const NzAttachCallbacks *callbacks, gpointer user_data,
+                                     GCancellable *cancellable, GError **error);
+
+/* A duplex stream connection: frames both ways, for terminals. */
+typedef struct _NzAgentDuplex NzAgentDuplex;
+
+/* Dials and sends the request (nz_agent_client_open). */
+NzAgentDuplex *nz_agent_duplex_open (NzAgentClient *c, const char *op, JsonObject *body,
+                                     GError **error);
+void nz_agent_duplex_free (NzAgentDuplex *d);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentDuplex, nz_agent_duplex_free)
+/* The socket's fd, to poll() for readability. */
+int nz_agent_duplex_get_fd (NzAgentDuplex *d);
+/* Sends one frame (blocking). */
+gboolean nz_agent_duplex_send (NzAgentDuplex *d, JsonObject *frame, GError **error);
+
+typedef enum
+{
+  NZ_DUPLEX_FRAME,      /* *out_frame set */
+  NZ_DUPLEX_TERMINATOR, /* the zero-length frame */
+  NZ_DUPLEX_AGAIN,      /* nothing complete yet: poll and call again */
+  NZ_DUPLEX_EOF,        /* the agent closed the connection */
+  NZ_DUPLEX_ERROR,
+} NzDuplexResult;
+
+/* Returns the next buffered frame; with @may_read, reads once from the socket first when none
+ * is buffered (call after poll() said readable). */
+NzDuplexResult nz_agent_duplex_next (NzAgentDuplex *d, gboolean may_read, JsonObject **out_frame,
+                                     GError **error);
+
+G_END_DECLS

@@ -1,0 +1,378 @@
+/* nz-agent-harness.h: starting the real namzu-agent (unix, or TCP + token) and talking frames
+ * to it, for the integration tests of the stream and session ops. Header-only, like
+ * nz-test.h; every helper asserts. */
+#pragma once
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "nz-json.h"
+#include "../nz-test.h"
+
+#define NZ_HARNESS_TOKEN "per-instance-secret"
+
+typedef struct
+{
+  GPid pid;
+  int stdout_fd;
+  char *dir;
+  char *ws;
+  char *sock_path; /* unix mode */
+  int tcp_port;    /* tcp mode: requests carry the token */
+} Agent;
+
+static inline Agent *
+agent_start_full (gboolean tcp, const char *const *extra)
+{
+  Agent *a = g_new0 (Agent, 1);
+  g_autofree char *tool = nz_test_tool ("namzu-agent");
+  const char *argv[] = { tool, NULL };
+  g_auto (GStrv) env = g_get_environ ();
+  g_auto (GStrv) names = g_listenv ();
+  g_autoptr (GError) error = NULL;
+  char line[256] = { 0 };
+  gsize n = 0;
+
+  a->dir = g_dir_make_tmp ("nz-agent-XXXXXX", &error);
+  ck_assert_ptr_nonnull (a->dir);
+  a->ws = g_build_filename (a->dir, "ws", NULL);
+  ck_assert_int_eq (g_mkdir (a->ws, 0755), 0);
+  /* A clean slate: no inherited NAMZU_* knob may change what is tested. */
+  for (guint i = 0; names[i] != NULL; i++)
+    if (g_str_has_prefix (names[i], "NAMZU_"))
+      env = g_environ_unsetenv (env, names[i]);
+  env = g_environ_setenv (env, "NAMZU_SANDBOX_WORKSPACE", a->ws, TRUE);
+  if (tcp)
+    {
+      env = g_environ_setenv (env, "NAMZU_AGENT_TCP_PORT", "0", TRUE);
+      env = g_environ_setenv (env, "NAMZU_AGENT_BIND_TOKEN", NZ_HARNESS_TOKEN, TRUE);
+    }
+  else
+    {
+      a->sock_path = g_build_filename (a->dir, "agent.sock", NULL);
+      env = g_environ_setenv (env, "NAMZU_AGENT_UNIX_PATH", a->sock_path, TRUE);
+    }
+  for (guint i = 0; extra != NULL && extra[i] != NULL; i++)
+    {
+      g_auto (GStrv) kv = g_strsplit (extra[i], "=", 2);
+
+      env = g_environ_setenv (env, kv[0], kv[1] != NULL ? kv[1] : "", TRUE);
+    }
+  ck_assert_msg (g_spawn_async_with_pipes (NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD,
+                                           NULL, NULL, &a->pid, NULL, &a->stdout_fd, NULL, &error),
+                 "spawn: %s", error ? error->message : "");
+  while (n < sizeof line - 1)
+    {
+      ssize_t r = read (a->stdout_fd, line + n, 1);
+
+      ck_assert_msg (r == 1, "agent exited before its ready line");
+      if (line[n] == '\n')
+        break;
+      n++;
+    }
+  line[n] = '\0';
+  if (tcp)
+    {
+      const char *prefix = "namzu-agent listening on tcp:0.0.0.0:";
+
+      ck_assert_msg (g_str_has_prefix (line, prefix), "%s", line);
+      a->tcp_port = atoi (line + strlen (prefix));
+    }
+  return a;
+}
+
+static inline Agent *
+agent_start (gboolean tcp)
+{
+  return agent_start_full (tcp, NULL);
+}
+
+static inline void
+agent_stop (Agent *a)
+{
+  int status = 0;
+
+  ck_assert_int_eq (kill (a->pid, SIGTERM), 0);
+  ck_assert_int_eq (waitpid (a->pid, &status, 0), a->pid);
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "agent status %d", status);
+  g_spawn_close_pid (a->pid);
+  close (a->stdout_fd);
+  g_free (a->dir);
+  g_free (a->ws);
+  g_free (a->sock_path);
+  g_free (a);
+}
+
+static inline int
+agent_connect (Agent *a)
+{
+  struct timeval tv = { .tv_sec = 20 };
+  int fd;
+
+  if (a->sock_path != NULL)
+    {
+      struct sockaddr_un sun = { .sun_family = AF_UNIX };
+
+      fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      g_strlcpy (sun.sun_path, a->sock_path, sizeof sun.sun_path);
+      ck_assert_int_eq (connect (fd, (struct sockaddr *)&sun, sizeof sun), 0);
+    }
+  else
+    {
+      struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons (a->tcp_port) };
+
+      sin.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+      fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      ck_assert_int_eq (connect (fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    }
+  setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+static inline void
+send_all (int fd, const void *data, gsize len)
+{
+  const char *p = data;
+
+  while (len > 0)
+    {
+      ssize_t n = send (fd, p, len, MSG_NOSIGNAL);
+
+      ck_assert_msg (n > 0, "send: %s", g_strerror (errno));
+      p += n;
+      len -= (gsize)n;
+    }
+}
+
+static inline void
+send_frame (int fd, const char *json)
+{
+  g_autofree char *header = g_strdup_printf ("%08x\n", (unsigned)strlen (json));
+
+  send_all (fd, header, 9);
+  send_all (fd, json, strlen (json));
+}
+
+/* {"op":@op,"token"?,"body":@body} (@body raw JSON, or NULL). */
+static inline char *
+envelope (Agent *a, const char *op, const char *body)
+{
+  GString *s = g_string_new (NULL);
+
+  g_string_append_printf (s, "{\"op\":\"%s\"", op);
+  if (a->tcp_port != 0)
+    g_string_append (s, ",\"token\":\"" NZ_HARNESS_TOKEN "\"");
+  if (body != NULL)
+    g_string_append_printf (s, ",\"body\":%s", body);
+  g_string_append_c (s, '}');
+  return g_string_free (s, FALSE);
+}
+
+/* A connection with the first frame sent. */
+static inline int
+open_op (Agent *a, const char *op, const char *body)
+{
+  g_autofree char *json = envelope (a, op, body);
+  int fd = agent_connect (a);
+
+  send_frame (fd, json);
+  return fd;
+}
+
+/* Incremental frame reader. */
+typedef struct
+{
+  int fd;
+  GByteArray *buf;
+  gboolean eof;
+  gboolean lenient; /* a destroyed socket may end mid-frame */
+} Stream;
+
+static inline Stream *
+stream_new (int fd)
+{
+  Stream *s = g_new0 (Stream, 1);
+
+  s->fd = fd;
+  s->buf = g_byte_array_new ();
+  return s;
+}
+
+static inline void
+stream_free (Stream *s)
+{
+  if (s->fd >= 0)
+    close (s->fd);
+  g_byte_array_unref (s->buf);
+  g_free (s);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Stream, stream_free)
+
+/* The next frame ("" for the terminator), or NULL at EOF / reset. Fails after @timeout_ms. */
+static inline char *
+stream_next (Stream *s, int timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
+
+  for (;;)
+    {
+      if (s->buf->len >= 9)
+        {
+          char hex[9];
+          gsize len;
+
+          memcpy (hex, s->buf->data, 8);
+          hex[8] = '\0';
+          ck_assert_int_eq (s->buf->data[8], '\n');
+          len = g_ascii_strtoull (hex, NULL, 16);
+          if (s->buf->len >= 9 + len)
+            {
+              char *frame = g_strndup ((const char *)s->buf->data + 9, len);
+
+              g_byte_array_remove_range (s->buf, 0, (guint)(9 + len));
+              return frame;
+            }
+        }
+      if (s->eof)
+        {
+          if (!s->lenient)
+            ck_assert_uint_eq (s->buf->len, 0);
+          return NULL;
+        }
+      {
+        struct pollfd p = { .fd = s->fd, .events = POLLIN };
+        gint64 left = (deadline - g_get_monotonic_time ()) / 1000;
+        guint8 chunk[65536];
+        ssize_t n;
+
+        ck_assert_msg (left > 0, "no frame within %d ms", timeout_ms);
+        if (poll (&p, 1, (int)left) <= 0)
+          continue;
+        n = recv (s->fd, chunk, sizeof chunk, 0);
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n <= 0)
+          {
+            s->eof = TRUE;
+            continue;
+          }
+        g_byte_array_append (s->buf, chunk, (guint)n);
+      }
+    }
+}
+
+static inline JsonObject *
+parse (const char *text)
+{
+  g_autoptr (GError) error = NULL;
+  JsonObject *obj = nz_json_parse_object (text, -1, &error);
+
+  ck_assert_msg (obj != NULL, "not JSON: %s", text);
+  return obj;
+}
+
+/* The next frame as an object; fails at EOF or on the terminator. */
+static inline JsonObject *
+stream_next_object (Stream *s, int timeout_ms)
+{
+  g_autofree char *f = stream_next (s, timeout_ms);
+
+  ck_assert_msg (f != NULL, "connection closed, a frame was expected");
+  ck_assert_msg (*f != '\0', "terminator, a frame was expected");
+  return parse (f);
+}
+
+static inline void
+stream_expect_terminator (Stream *s)
+{
+  g_autofree char *f = stream_next (s, 10000);
+
+  ck_assert_msg (f != NULL && *f == '\0', "expected the terminator, got %s", f ? f : "EOF");
+}
+
+static inline void
+stream_expect_eof (Stream *s, int timeout_ms)
+{
+  g_autofree char *f = stream_next (s, timeout_ms);
+
+  ck_assert_msg (f == NULL, "expected EOF, got frame '%s'", f);
+}
+
+static inline Stream *
+stream_op (Agent *a, const char *op, const char *body)
+{
+  return stream_new (open_op (a, op, body));
+}
+
+/* A reply op: exactly one frame, then the close. */
+static inline JsonObject *
+reply_op (Agent *a, const char *op, const char *body)
+{
+  g_autoptr (Stream) s = stream_op (a, op, body);
+  JsonObject *r = stream_next_object (s, 20000);
+
+  stream_expect_eof (s, 5000);
+  return r;
+}
+
+static inline void
+assert_reply_error (Agent *a, const char *op, const char *body, const char *error)
+{
+  g_autoptr (JsonObject) r = reply_op (a, op, body);
+
+  ck_assert (!nz_json_get_bool (r, "ok", TRUE));
+  ck_assert_str_eq (nz_json_get_string (r, "error"), error);
+  ck_assert (!json_object_has_member (r, "guestBootId"));
+}
+
+static inline gint64
+member_int (JsonObject *obj, const char *member)
+{
+  double v = 0;
+
+  ck_assert_msg (nz_json_get_number (obj, member, &v), "no number member %s", member);
+  return (gint64)v;
+}
+
+static inline const char *
+member_str (JsonObject *obj, const char *member)
+{
+  const char *v = nz_json_get_string (obj, member);
+
+  ck_assert_msg (v != NULL, "no string member %s", member);
+  return v;
+}
+
+static inline void
+send_event (Stream *s, const char *json)
+{
+  send_frame (s->fd, json);
+}
+
+/* Polls @pred up to @timeout_ms. */
+static inline gboolean
+wait_until (gboolean (*pred) (gpointer), gpointer data, int timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
+
+  while (g_get_monotonic_time () < deadline)
+    {
+      if (pred (data))
+        return TRUE;
+      g_usleep (20000);
+    }
+  return pred (data);
+}
