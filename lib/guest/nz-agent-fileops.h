@@ -1,5 +1,5 @@
-/* nz-agent-fileops.h: the wire side of the file ops added with `write-file-parts` and
- * `read-file-stream` (spec A.6.6, A.6.7, A.6.9). Internal to nz-agent-ops. */
+/* nz-agent-fileops.h: the wire side of the file ops added with `write-file-parts` and the ranged
+ * read-file of `read-file-stream` (spec A.6.6, A.6.9). Internal to nz-agent-ops. */
 #pragma once
 
 #include "nz-agent-conn.h"
@@ -11,7 +11,5 @@ void nz_agent_fileops_write_part (NzAgentConn *conn, NzEnvelope *env, const char
                                   JsonObject *part);
 /* read-file with offset or length present: the ranged read. Replies and ends. */
 void nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const char *path);
-/* read-file-stream: meta, data chunks paced by the socket's drain, end, terminator. */
-void nz_agent_fileops_read_stream (NzAgentConn *conn, NzEnvelope *env);
 
 G_END_DECLS

@@ -5,6 +5,7 @@
 
 #include "nz-agent-drain.h"
 #include "nz-agent-fileops.h"
+#include "nz-agent-filestream.h"
 #include "nz-agent-streams.h"
 #include "nz-errors.h"
 #include "nz-exec.h"
@@ -773,7 +774,7 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
   else if (strcmp (op, "tcp-connect") == 0)
     nz_agent_op_tcp_connect (conn, env);
   else if (strcmp (op, "read-file-stream") == 0)
-    nz_agent_fileops_read_stream (conn, env);
+    nz_agent_filestream_op (conn, env);
   else if (strcmp (op, "quiesce") == 0)
     nz_agent_drain_op_quiesce (conn, env);
   else if (strcmp (op, "flush") == 0)

@@ -7,6 +7,7 @@
 #include <glib-unix.h>
 
 #include "nz-agent-config.h"
+#include "nz-agent-drain.h"
 #include "nz-agent-server.h"
 #include "nz-cli.h"
 #include "nz-exec.h"
@@ -26,7 +27,9 @@ static const char description[]
       "NAMZU_SANDBOX_MAX_TIMEOUT_MS and the other NAMZU_AGENT_* knobs of the reference agent.\n"
       "\n"
       "Once bound, prints \"namzu-agent listening on <unix:PATH|tcp:0.0.0.0:PORT|vsock-fd:3>\".\n"
-      "Exits 0 on SIGTERM, 1 on a fatal startup error.";
+      "SIGTERM: stop accepting, quiesce every workload process, flush the workspace, exit 0\n"
+      "within NAMZU_AGENT_SHUTDOWN_DEADLINE_MS. SIGUSR1: run NAMZU_AGENT_RESEED_HOOK and\n"
+      "listen again (snapshot resume). Exits 1 on a fatal startup error.";
 
 G_NORETURN static void
 fatal (const char *message)
@@ -43,11 +46,103 @@ on_retire (NzGuest *guest, const char *message, gpointer user_data)
            message);
 }
 
-static gboolean
-on_terminate (gpointer user_data)
+typedef struct
 {
-  g_main_loop_quit (user_data);
+  GMainLoop *loop;
+  NzAgentConfig *config;
+  NzAgentServer *server;
+  gboolean stopping;
+} Agent;
+
+static void
+log_line (const char *line, gpointer user_data)
+{
+  fprintf (stderr, "[namzu-fc-agent] %s\n", line);
+}
+
+static gboolean
+drained (gpointer user_data)
+{
+  g_main_loop_quit (((Agent *)user_data)->loop);
   return G_SOURCE_REMOVE;
+}
+
+static gboolean
+shutdown_watchdog (gpointer user_data)
+{
+  Agent *agent = user_data;
+
+  /* The deadline always wins: exit 0 even if the quiesce or the flush still hangs. */
+  fprintf (stderr,
+           "[namzu-fc-agent] SIGTERM: NAMZU_AGENT_SHUTDOWN_DEADLINE_MS (%" G_GINT64_FORMAT
+           "ms) expired; exiting\n",
+           agent->config->limits.shutdown_deadline_ms);
+  exit (0);
+  return G_SOURCE_REMOVE;
+}
+
+/* terminate('SIGTERM') (spec C.15). */
+static gboolean
+on_sigterm (gpointer user_data)
+{
+  Agent *agent = user_data;
+
+  /* A second SIGTERM never shortens the drain. */
+  if (agent->stopping)
+    {
+      fprintf (stderr,
+               "[namzu-fc-agent] SIGTERM: already stopping; the drain and flush go on until "
+               "NAMZU_AGENT_SHUTDOWN_DEADLINE_MS (%" G_GINT64_FORMAT "ms) expires\n",
+               agent->config->limits.shutdown_deadline_ms);
+      return G_SOURCE_CONTINUE;
+    }
+  agent->stopping = TRUE;
+  g_timeout_add ((guint)MIN (agent->config->limits.shutdown_deadline_ms, G_MAXUINT),
+                 shutdown_watchdog, agent);
+  nz_agent_drain_shutdown (agent->server, log_line, drained, agent);
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_sigint (gpointer user_data)
+{
+  g_main_loop_quit (((Agent *)user_data)->loop);
+  return G_SOURCE_REMOVE;
+}
+
+/* NAMZU_AGENT_RESEED_HOOK: /bin/sh -c, stdio ignored, the full environment; we wait for it
+ * to end either way (it reseeds entropy after a snapshot resume, before we listen). */
+static void
+run_reseed_hook (const char *hook)
+{
+  const char *argv[] = { "/bin/sh", "-c", hook, NULL };
+  g_autoptr (GError) error = NULL;
+
+  if (hook == NULL)
+    return;
+  if (!g_spawn_sync (NULL, (char **)argv, NULL,
+                     G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL
+                         | G_SPAWN_CHILD_INHERITS_STDIN,
+                     NULL, NULL, NULL, NULL, NULL, &error))
+    fprintf (stderr, "[namzu-fc-agent] reseed hook failed: %s\n", error->message);
+}
+
+/* SIGUSR1: re-listen on resume: reseed, close the listener, listen again. */
+static gboolean
+on_sigusr1 (gpointer user_data)
+{
+  Agent *agent = user_data;
+  g_autoptr (GError) error = NULL;
+
+  if (agent->stopping)
+    return G_SOURCE_CONTINUE;
+  run_reseed_hook (agent->config->reseed_hook);
+  if (!nz_agent_server_relisten (agent->server, &error))
+    fatal (error->message);
+  /* Again, since an ephemeral TCP port changes. */
+  printf ("namzu-agent listening on %s\n", nz_agent_server_get_address (agent->server));
+  fflush (stdout);
+  return G_SOURCE_CONTINUE;
 }
 
 int
@@ -59,6 +154,7 @@ main (int argc, char **argv)
   g_autoptr (NzGuest) guest = NULL;
   g_autoptr (NzAgentServer) server = NULL;
   g_autoptr (GMainLoop) loop = NULL;
+  Agent agent = { 0 };
 
   nz_cli_init ("namzu-agent");
   g_option_context_set_summary (ctx, "Serve the namzu guest-agent protocol.");
@@ -79,19 +175,23 @@ main (int argc, char **argv)
   if (!nz_exec_reaper_install (&error))
     fatal (error->message);
 
+  guest->quiesce_owned_only = config->quiesce_owned_only;
+  guest->flush_command = g_strdup (config->flush_command);
+
+  run_reseed_hook (config->reseed_hook);
   loop = g_main_loop_new (NULL, FALSE);
   server = nz_agent_server_new (config, guest);
   if (!nz_agent_server_listen (server, &error))
     fatal (error->message);
-  g_unix_signal_add (SIGTERM, on_terminate, loop);
-  g_unix_signal_add (SIGINT, on_terminate, loop);
+  agent = (Agent){ .loop = loop, .config = config, .server = server };
+  g_unix_signal_add (SIGTERM, on_sigterm, &agent);
+  g_unix_signal_add (SIGINT, on_sigint, &agent);
+  g_unix_signal_add (SIGUSR1, on_sigusr1, &agent);
 
   printf ("namzu-agent listening on %s\n", nz_agent_server_get_address (server));
   fflush (stdout);
 
   g_main_loop_run (loop);
-  /* Stop accepting first; the quiesce/flush drain of the reference's SIGTERM handler is not
-   * part of this agent yet. */
   nz_agent_server_stop (server);
   return 0;
 }
