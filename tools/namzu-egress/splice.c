@@ -1,7 +1,12 @@
+#define _GNU_SOURCE
 #include "splice.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <glib-unix.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 typedef struct
 {
@@ -10,6 +15,12 @@ typedef struct
   guint8 *buf;
   gboolean done;
   guint64 bytes;
+  /* Plain sockets on both sides: splice(2) through a pipe, no copy through user space. The
+   * pipe is the whole buffer: nothing is read while it holds bytes. */
+  int from_fd, to_fd;
+  int pipe_r, pipe_w;
+  gsize in_pipe;
+  guint watch;
 } Direction;
 
 struct NzSplice
@@ -21,6 +32,8 @@ struct NzSplice
   gint64 last_activity;
   guint idle_source;
   int pending; /* outstanding async operations */
+  gboolean fd_mode;
+  guint finish_source;
   gboolean finished;
   NzSpliceDone done;
   gpointer user_data;
@@ -42,11 +55,132 @@ maybe_finish (NzSplice *s)
   s->done (s->user_data);
 }
 
+static gboolean
+on_finish_idle (gpointer user_data)
+{
+  NzSplice *s = user_data;
+
+  s->finish_source = 0;
+  maybe_finish (s);
+  return G_SOURCE_REMOVE;
+}
+
 static void
 end_all (NzSplice *s)
 {
   s->dir[0].done = s->dir[1].done = TRUE;
   g_cancellable_cancel (s->cancel);
+  if (s->fd_mode)
+    {
+      for (int i = 0; i < 2; i++)
+        if (s->dir[i].watch != 0)
+          {
+            g_source_remove (s->dir[i].watch);
+            s->dir[i].watch = 0;
+          }
+      /* Never finish (and so free) from inside a pump that is still running. */
+      if (s->finish_source == 0)
+        s->finish_source = g_idle_add (on_finish_idle, s);
+    }
+}
+
+static void fd_pump (Direction *d);
+
+static gboolean
+on_fd_ready (gint fd, GIOCondition cond, gpointer user_data)
+{
+  Direction *d = user_data;
+
+  d->watch = 0;
+  fd_pump (d);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+fd_wait (Direction *d, int fd, GIOCondition cond)
+{
+  d->watch = g_unix_fd_add (fd, cond | G_IO_HUP | G_IO_ERR, on_fd_ready, d);
+}
+
+/* Moves what it can without blocking, then waits for the one fd that blocked it. */
+static void
+fd_pump (Direction *d)
+{
+  NzSplice *s = d->owner;
+
+  while (!d->done)
+    {
+      ssize_t n;
+
+      if (d->in_pipe > 0)
+        {
+          n = splice (d->pipe_r, NULL, d->to_fd, NULL, d->in_pipe,
+                      SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+          if (n > 0)
+            {
+              d->in_pipe -= n;
+              d->bytes += n;
+              s->last_activity = g_get_monotonic_time ();
+              continue;
+            }
+          if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            {
+              fd_wait (d, d->to_fd, G_IO_OUT);
+              return;
+            }
+          end_all (s);
+          return;
+        }
+      n = splice (d->from_fd, NULL, d->pipe_w, NULL, NZ_SPLICE_CHUNK,
+                  SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+      if (n > 0)
+        {
+          d->in_pipe += n;
+          continue;
+        }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        {
+          fd_wait (d, d->from_fd, G_IO_IN);
+          return;
+        }
+      if (n == 0 && s->half_close)
+        {
+          d->done = TRUE;
+          shutdown (d->to_fd, SHUT_WR);
+          if (s->dir[0].done && s->dir[1].done && s->finish_source == 0)
+            s->finish_source = g_idle_add (on_finish_idle, s);
+          return;
+        }
+      end_all (s);
+      return;
+    }
+}
+
+static gboolean
+fd_mode_setup (NzSplice *s, GIOStream *a, GIOStream *b)
+{
+  int fds[2][2] = { { -1, -1 }, { -1, -1 } };
+
+  if (!G_IS_SOCKET_CONNECTION (a) || !G_IS_SOCKET_CONNECTION (b))
+    return FALSE;
+  for (int i = 0; i < 2; i++)
+    if (pipe2 (fds[i], O_NONBLOCK | O_CLOEXEC) != 0)
+      {
+        for (int k = 0; k < i; k++)
+          close (fds[k][0]), close (fds[k][1]);
+        return FALSE;
+      }
+  for (int i = 0; i < 2; i++)
+    {
+      Direction *d = &s->dir[i];
+
+      d->from_fd = g_socket_get_fd (g_socket_connection_get_socket (G_SOCKET_CONNECTION (d->from)));
+      d->to_fd = g_socket_get_fd (g_socket_connection_get_socket (G_SOCKET_CONNECTION (d->to)));
+      d->pipe_r = fds[i][0];
+      d->pipe_w = fds[i][1];
+    }
+  s->fd_mode = TRUE;
+  return TRUE;
 }
 
 /* Half-close the writing side of a plain socket, so the peer sees EOF for this direction. */
@@ -154,6 +288,14 @@ nz_splice_start (GIOStream *a, GIOStream *b, GBytes *a_head, guint idle_timeout_
     }
   if (idle_timeout_s > 0)
     s->idle_source = g_timeout_add_seconds (1, on_idle_check, s);
+  for (int i = 0; i < 2; i++)
+    s->dir[i].pipe_r = s->dir[i].pipe_w = -1;
+  if ((a_head == NULL || g_bytes_get_size (a_head) == 0) && fd_mode_setup (s, a, b))
+    {
+      fd_pump (&s->dir[0]);
+      fd_pump (&s->dir[1]);
+      return s;
+    }
   if (a_head != NULL && g_bytes_get_size (a_head) > 0)
     {
       gsize len = MIN (g_bytes_get_size (a_head), NZ_SPLICE_CHUNK);
@@ -189,6 +331,17 @@ nz_splice_free (NzSplice *s)
     return;
   if (s->idle_source != 0)
     g_source_remove (s->idle_source);
+  if (s->finish_source != 0)
+    g_source_remove (s->finish_source);
+  for (int i = 0; i < 2; i++)
+    {
+      if (s->dir[i].watch != 0)
+        g_source_remove (s->dir[i].watch);
+      if (s->dir[i].pipe_r >= 0)
+        close (s->dir[i].pipe_r);
+      if (s->dir[i].pipe_w >= 0)
+        close (s->dir[i].pipe_w);
+    }
   g_object_unref (s->cancel);
   g_free (s->dir[0].buf);
   g_free (s->dir[1].buf);

@@ -1,6 +1,7 @@
 /* splice.h: a bounded two-way relay between two GIOStreams. Each direction holds one fixed
- * buffer and reads again only after the previous chunk is fully written, so a slow reader on
- * one side pauses the other side (flow control, no unbounded buffering). */
+ * buffer (a pipe and splice(2) when both sides are plain sockets) and reads again only after the
+ * previous chunk is fully written, so a slow reader on one side pauses the other side (flow
+ * control, no unbounded buffering). */
 #pragma once
 
 #include <gio/gio.h>
