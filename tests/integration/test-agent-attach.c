@@ -498,6 +498,45 @@ START_TEST (test_tools_detach_attach_gap)
 }
 END_TEST
 
+/* namzu-attach's session verbs: start a detached program, follow it from another process
+ * (its status is ours), list, and the JSON error of an unknown session. */
+START_TEST (test_tools_sessions)
+{
+  Agent *a = agent_start (FALSE);
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+  g_autofree char *out3 = NULL, *out4 = NULL, *err4 = NULL;
+  g_autoptr (JsonObject) started = NULL;
+  g_autoptr (JsonObject) list = NULL;
+  g_autoptr (JsonObject) refused = NULL;
+  JsonObject *first;
+  int rc;
+
+  rc = tool_run (a, &out, &err,
+                 (const char *const[]){ "namzu-attach", "--start-detached", "job", "--", "sh", "-c",
+                                        "sleep 0.3; echo from-job; echo oops >&2; exit 3", NULL });
+  ck_assert_msg (rc == 0, "%s", err);
+  started = parse (out);
+  ck_assert_str_eq (member_str (started, "sessionId"), "job");
+  ck_assert_str_eq (member_str (started, "kind"), "detached");
+  ck_assert_int_gt (member_int (started, "pid"), 1);
+  rc = tool_run (a, &out2, &err2,
+                 (const char *const[]){ "namzu-attach", "--session", "job", NULL });
+  ck_assert_int_eq (rc, 3);
+  ck_assert_str_eq (out2, "from-job\n");
+  ck_assert_str_eq (err2, "oops\n");
+  rc = tool_run (a, &out3, NULL, (const char *const[]){ "namzu-attach", "--list", NULL });
+  ck_assert_int_eq (rc, 0);
+  list = parse (out3);
+  first = json_array_get_object_element (nz_json_get_array (list, "sessions"), 0);
+  ck_assert_str_eq (member_str (first, "state"), "exited");
+  rc = tool_run (a, &out4, &err4, (const char *const[]){ "namzu-attach", "--kill", "nope", NULL });
+  ck_assert_int_eq (rc, 1);
+  refused = parse (out4);
+  ck_assert_str_eq (member_str (nz_json_get_object (refused, "error"), "code"), "unknown_session");
+  agent_stop (a);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -513,6 +552,7 @@ main (void)
   tcase_add_test (tc, test_retained_capacity);
   tcase_add_test (tc, test_slow_reader);
   tcase_add_test (tc, test_tools_detach_attach_gap);
+  tcase_add_test (tc, test_tools_sessions);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

@@ -420,6 +420,47 @@ START_TEST (test_session_refusals)
 }
 END_TEST
 
+/* A client that sends its request and its first input and hangs up at once: the input still
+ * reaches the persistent terminal (the reply cannot be written, the frames were read). */
+START_TEST (test_persistent_input_then_hangup)
+{
+  Agent *a = agent_start (FALSE);
+  g_autofree char *req = envelope (
+      a, "terminal", "{\"cols\":80,\"rows\":24,\"persistent\":true,\"sessionId\":\"hup\"}");
+  const char *ev = "{\"type\":\"input\",\"data\":\"echo GOT-IT\\n\"}";
+  g_autofree char *both = g_strdup_printf ("%08x\n%s%08x\n%s", (unsigned)strlen (req), req,
+                                           (unsigned)strlen (ev), ev);
+  int fd = agent_connect (a);
+  gboolean seen = FALSE;
+
+  send_all (fd, both, strlen (both));
+  close (fd);
+  for (int i = 0; i < 100 && !seen; i++)
+    {
+      g_autoptr (Stream) s = stream_op (
+          a, "attach-session", "{\"sessionId\":\"hup\",\"fromOffset\":0,\"follow\":false}");
+      g_autoptr (GString) acc = g_string_new (NULL);
+      g_autoptr (JsonObject) r = stream_next_object (s, 10000);
+
+      for (;;)
+        {
+          g_autofree char *f = stream_next (s, 10000);
+          g_autoptr (JsonObject) d = NULL;
+
+          if (f == NULL || *f == '\0')
+            break;
+          d = parse (f);
+          g_string_append (acc, member_str (d, "data"));
+        }
+      seen = strstr (acc->str, "GOT-IT\r\n") != NULL;
+      if (!seen)
+        g_usleep (50000);
+    }
+  ck_assert (seen);
+  agent_stop (a);
+}
+END_TEST
+
 /* start-detached: stdout and stderr both go to the ring, tagged; output is kept whether or not
  * anyone attached; the summary reports the exit. */
 START_TEST (test_detached_output)
@@ -587,6 +628,7 @@ main (void)
   tcase_add_test (tc, test_persistent_tcp);
   tcase_add_test (tc, test_session_refusals);
   tcase_add_test (tc, test_detached_output);
+  tcase_add_test (tc, test_persistent_input_then_hangup);
   tcase_add_test (tc, test_heartbeat);
   tcase_add_test (tc, test_session_slow_reader);
   suite_add_tcase (s, tc);

@@ -116,8 +116,14 @@ worker_stop (Worker *w)
 {
   if (w->pid > 0)
     {
+      g_autofree char *err = NULL;
+      int status;
+
+      /* SIGTERM is a clean exit 0 (under ASan this also catches the worker's own leaks). */
       kill (w->pid, SIGTERM);
-      worker_wait (w, NULL);
+      status = worker_wait (w, &err);
+      ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "worker exit %d: %s",
+                     status, err);
     }
   close (w->out_fd);
   close (w->err_fd);
@@ -216,13 +222,13 @@ static Reply *
 http (guint16 port, const char *method, const char *target, const char *headers, const char *body)
 {
   g_autoptr (GSocketConnection) conn = dial (port);
+  g_autofree char *length = body != NULL ? g_strdup_printf ("Content-Type: application/json\r\n"
+                                                            "Content-Length: %zu\r\n",
+                                                            strlen (body))
+                                         : g_strdup ("");
   g_autofree char *req = g_strdup_printf (
       "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s\r\n%s", method, target,
-      headers != NULL ? headers : "",
-      body != NULL ? g_strdup_printf ("Content-Type: application/json\r\nContent-Length: %zu\r\n",
-                                      strlen (body))
-                   : "",
-      body != NULL ? body : "");
+      headers != NULL ? headers : "", length, body != NULL ? body : "");
 
   send_raw (conn, req, strlen (req));
   return read_reply (conn);

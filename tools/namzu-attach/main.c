@@ -25,6 +25,7 @@
 #define DETACH_KEY 0x1d
 
 static char *opt_sandbox, *opt_endpoint, *opt_execution, *opt_session, *opt_kill, *opt_signal;
+static char *opt_start;
 static gint64 opt_from;
 static gboolean opt_terminal, opt_persistent, opt_list;
 static char **opt_command;
@@ -43,6 +44,8 @@ static const GOptionEntry entries[] = {
     "With --terminal: keep it running as session --session ID after we detach", NULL },
   { "list", 'l', 0, G_OPTION_ARG_NONE, &opt_list, "List the sandbox's sessions (JSON)", NULL },
   { "kill", 'k', 0, G_OPTION_ARG_STRING, &opt_kill, "Kill session ID (JSON summary)", "ID" },
+  { "start-detached", 0, 0, G_OPTION_ARG_STRING, &opt_start,
+    "Start -- COMMAND ARGS... as session ID with no terminal (JSON summary)", "ID" },
   { "signal", 0, 0, G_OPTION_ARG_STRING, &opt_signal,
     "With --kill: SIGTERM, SIGKILL (default), SIGINT or SIGHUP", "SIG" },
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
@@ -66,6 +69,10 @@ static const char description[]
       "                              is left running and an ordinary one gets Ctrl-D\n"
       "  --list                      sessions, as JSON\n"
       "  --kill ID [--signal SIG]    kill a session, print its summary (JSON)\n"
+      "  --start-detached ID -- COMMAND ARGS...\n"
+      "                              start a program as a session (stdout and stderr kept in\n"
+      "                              its ring), print its summary (JSON); follow it with\n"
+      "                              --session\n"
       "\n"
       "Output bytes that the agent's ring no longer holds are reported on stderr (\"N bytes\n"
       "dropped before offset M\"), never skipped silently.\n"
@@ -375,15 +382,18 @@ main (int argc, char **argv)
       memmove (opt_command, opt_command + 1, g_strv_length (opt_command) * sizeof (char *));
     }
   modes = (opt_execution != NULL) + (opt_session != NULL && !opt_terminal) + opt_terminal + opt_list
-          + (opt_kill != NULL);
+          + (opt_kill != NULL) + (opt_start != NULL);
   if (modes != 1)
-    nz_cli_usage_error ("give exactly one of --execution, --session, --terminal, --list, --kill");
+    nz_cli_usage_error (
+        "give exactly one of --execution, --session, --terminal, --list, --kill, --start-detached");
   if (opt_from < 0)
     nz_cli_usage_error ("--from wants a byte offset >= 0");
   if (opt_persistent && (!opt_terminal || opt_session == NULL))
     nz_cli_usage_error ("--persistent needs --terminal and --session ID");
-  if (!opt_terminal && opt_command != NULL && opt_command[0] != NULL)
-    nz_cli_usage_error ("a COMMAND only goes with --terminal");
+  if (!opt_terminal && opt_start == NULL && opt_command != NULL && opt_command[0] != NULL)
+    nz_cli_usage_error ("a COMMAND only goes with --terminal or --start-detached");
+  if (opt_start != NULL && (opt_command == NULL || opt_command[0] == NULL))
+    nz_cli_usage_error ("--start-detached needs -- COMMAND");
 
   signal (SIGPIPE, SIG_IGN);
   if (opt_endpoint != NULL)
@@ -393,7 +403,7 @@ main (int argc, char **argv)
       /* An interactive terminal keeps stdin for the keyboard. */
       handle = nz_handle_resolve (opt_sandbox, !opt_terminal, &error);
       if (handle == NULL)
-        return nz_cli_fail (error, opt_list || opt_kill != NULL);
+        return nz_cli_fail (error, opt_list || opt_kill != NULL || opt_start != NULL);
       client = nz_agent_client_new (handle->endpoint, handle->token);
     }
 
@@ -405,6 +415,18 @@ main (int argc, char **argv)
     return follow_session (client);
   if (opt_list)
     return print_call (client, "list-sessions", NULL);
+  if (opt_start != NULL)
+    {
+      g_autoptr (JsonObject) body = json_object_new ();
+      JsonArray *args = json_array_new ();
+
+      json_object_set_string_member (body, "sessionId", opt_start);
+      json_object_set_string_member (body, "command", opt_command[0]);
+      for (int i = 1; opt_command[i] != NULL; i++)
+        json_array_add_string_element (args, opt_command[i]);
+      json_object_set_array_member (body, "args", args);
+      return print_call (client, "start-detached", body);
+    }
   {
     g_autoptr (JsonObject) body = json_object_new ();
 

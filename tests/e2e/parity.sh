@@ -1,0 +1,73 @@
+#!/bin/sh
+# parity.sh BACKEND: the same end-to-end run on any backend, through the tools only:
+#   namzu-create -> namzu-exec (echo, exit codes, stderr, env, cwd) -> a file written and read
+#   back -> namzu-destroy.
+# Needs NZ_TOOLS_DIR (the built tools); NZ_PARITY_IMAGE for image backends (default
+# namzu-worker:latest). Prints "parity: ok" last; exits non-zero at the first difference.
+# Docker backends run on the bridge network with allow-all egress (a published port needs a
+# route); bwrap keeps its default deny-all.
+set -eu
+
+backend=$1
+tools=${NZ_TOOLS_DIR:?NZ_TOOLS_DIR must name the built tools}
+image=${NZ_PARITY_IMAGE:-namzu-worker:latest}
+work=$(mktemp -d /tmp/nz-parity-XXXXXX)
+chmod 0755 "$work"
+mkdir "$work/out" "$work/state"
+chmod 0777 "$work/out"
+export NAMZU_STATE_DIR="$work/state"
+id=
+
+fail() {
+  echo "parity($backend): $*" >&2
+  exit 1
+}
+
+cleanup() {
+  if [ -n "$id" ]; then
+    "$tools/namzu-destroy" --sandbox "$id" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+case $backend in
+  container:docker | container:runsc)
+    set -- --image "$image" --network allow-all --docker-network bridge ;;
+  *)
+    set -- ;;
+esac
+"$tools/namzu-create" --backend "$backend" --outputs "$work/out" "$@" >"$work/handle.json" \
+  || fail "namzu-create failed"
+id=$(sed -n 's/.*"id" *: *"\([^"]*\)".*/\1/p' "$work/handle.json")
+[ -n "$id" ] || fail "no id in $(cat "$work/handle.json")"
+grep -q token "$work/handle.json" && fail "the public handle carries a token"
+export NAMZU_SANDBOX="$id"
+x() { "$tools/namzu-exec" "$@"; }
+
+# stdout passes through, exactly
+[ "$(x -- echo hello parity)" = "hello parity" ] || fail "echo"
+# exit codes, including 0, 1, 42 and a signal (128+N)
+x -- true || fail "true"
+rc=0; x -- false || rc=$?; [ $rc -eq 1 ] || fail "false exited $rc"
+rc=0; x -- sh -c 'exit 42' || rc=$?; [ $rc -eq 42 ] || fail "exit 42 gave $rc"
+rc=0; x -- sh -c 'kill -TERM $$' || rc=$?; [ $rc -eq 143 ] || fail "SIGTERM gave $rc"
+rc=0; x -- /nonexistent/cmd 2>/dev/null || rc=$?; [ $rc -eq 127 ] || fail "missing command gave $rc"
+# stderr is separate
+[ "$(x -- sh -c 'echo to-err >&2' 2>&1 >/dev/null)" = "to-err" ] || fail "stderr"
+[ -z "$(x -- sh -c 'echo to-err >&2' 2>/dev/null)" ] || fail "stderr leaked to stdout"
+# env: ours arrives, the credential does not
+[ "$(x -e PARITY=yes -- sh -c 'echo $PARITY')" = "yes" ] || fail "env"
+[ -z "$(x -- sh -c 'env | grep -E "^NAMZU_(SANDBOX|AGENT)_" || true')" ] || fail "namzu env leaked into the command"
+# cwd: relative to the workspace, created if missing
+ws=$(x -- pwd)
+[ "$(x -C sub/dir -- pwd)" = "$ws/sub/dir" ] || fail "cwd: $(x -C sub/dir -- pwd) vs $ws/sub/dir"
+# a file written in the sandbox is read back, and lands in the host's outputs dir
+x -- sh -c 'printf "line1\nline2\n" > parity.txt' || fail "write"
+[ "$(x -- cat parity.txt)" = "$(printf 'line1\nline2')" ] || fail "read back"
+[ "$(cat "$work/out/parity.txt")" = "$(printf 'line1\nline2')" ] || fail "not in outputs"
+# destroy is checked and final
+"$tools/namzu-destroy" --sandbox "$id" >/dev/null || fail "namzu-destroy"
+rc=0; x -- true 2>/dev/null || rc=$?; [ $rc -ne 0 ] || fail "exec after destroy succeeded"
+id=
+echo "parity: ok ($backend)"
