@@ -32,6 +32,7 @@ static const NzBackend docker_backend = {
   .destroy = nz_docker_destroy,
   .status = nz_docker_status,
   .describe = nz_docker_describe,
+  .retire = nz_docker_retire,
 };
 
 static const NzBackend runsc_backend = {
@@ -43,6 +44,7 @@ static const NzBackend runsc_backend = {
   .destroy = nz_docker_destroy,
   .status = nz_docker_status,
   .describe = nz_docker_describe,
+  .retire = nz_docker_retire,
 };
 
 /* Named now so a config written for them is recognised and refused by name, rather than
@@ -122,6 +124,16 @@ nz_backend_destroy (NzHandle *h, GError **error)
   const NzBackend *b = nz_backend_lookup (h->backend, error);
 
   return b != NULL && b->destroy (h, error);
+}
+
+gboolean
+nz_backend_retire (NzHandle *h, GError **error)
+{
+  const NzBackend *b = nz_backend_lookup (h->backend, error);
+
+  if (b == NULL)
+    return FALSE;
+  return b->retire != NULL ? b->retire (h, error) : b->destroy (h, error);
 }
 
 NzSandboxStatus

@@ -111,6 +111,9 @@ struct _NzBackend
   NzSandboxStatus (*status) (NzHandle *h, guint timeout_ms);
   /* Adds this sandbox's capabilities to the public handle. */
   void (*describe) (NzHandle *h, JsonObject *public_handle);
+  /* Tears down a sandbox whose remote outcome is unknown (a cancellation the peer could not
+   * confirm) under a bounded deadline, checked like destroy. NULL: destroy is used. */
+  gboolean (*retire) (NzHandle *h, GError **error);
 };
 
 /* The backend called @name. Known names that this build does not implement are refused with
@@ -125,6 +128,9 @@ NzHandle *nz_backend_create (const NzCreateOptions *opts, GError **error);
 /* destroy with the backend the handle names. */
 gboolean nz_backend_destroy (NzHandle *h, GError **error);
 NzSandboxStatus nz_backend_status (NzHandle *h, guint timeout_ms);
+/* After an unconfirmed cancellation: retire (or destroy) with the backend the handle names, so
+ * nothing of an execution whose outcome is unknown keeps running. */
+gboolean nz_backend_retire (NzHandle *h, GError **error);
 /* "Give me a transport": the endpoint and the per-instance token (either may be NULL). */
 gboolean nz_backend_transport (NzHandle *h, const char **endpoint, const char **token,
                                GError **error);

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "nz-backend.h"
 #include "nz-json.h"
 #include "../nz-test.h"
 
@@ -446,6 +447,49 @@ START_TEST (test_teardown_failure_is_reported_and_retryable)
 }
 END_TEST
 
+/* An unconfirmed cancellation retires the container (spec B.7 retire()): checked like
+ * destroy, within the 5 s retirement deadline, and a failed one keeps the state. */
+START_TEST (test_retire_after_unknown_outcome)
+{
+  g_autofree char *fake = fake_docker ("docker-fail-rm-retire",
+                                       "if [ \"$1\" = rm ]; then echo 'simulated rm failure' >&2; exit 1; fi");
+  g_autofree char *out_dir = new_outputs ();
+  g_autofree char *id = create (NULL, "container:docker", out_dir, NULL, NULL, NULL);
+  g_autofree char *name = NULL, *dir = NULL, *gone = NULL;
+  g_autoptr (NzHandle) h = NULL;
+  g_autoptr (NzHandle) h2 = NULL;
+  g_autoptr (GError) error = NULL;
+  gint64 t0;
+
+  ck_assert_ptr_nonnull (id);
+  name = g_strconcat ("namzu-sandbox-", id, NULL);
+  dir = g_build_filename (state, id, NULL);
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  h = nz_handle_load (id, &error);
+  ck_assert_ptr_nonnull (h);
+  g_setenv ("NAMZU_DOCKER", fake, TRUE);
+  ck_assert (!nz_backend_retire (h, &error));
+  ck_assert_msg (strstr (error->message, "retirement") != NULL
+                   && strstr (error->message, "simulated rm failure") != NULL, "%s",
+                 error->message);
+  ck_assert (g_file_test (dir, G_FILE_TEST_IS_DIR));
+  g_clear_error (&error);
+  g_unsetenv ("NAMZU_DOCKER");
+  h2 = nz_handle_load (id, &error);
+  ck_assert_ptr_nonnull (h2);
+  t0 = g_get_monotonic_time ();
+  ck_assert_msg (nz_backend_retire (h2, &error), "%s", error ? error->message : "");
+  ck_assert_int_lt (g_get_monotonic_time () - t0, 5500 * 1000);
+  ck_assert (!g_file_test (dir, G_FILE_TEST_EXISTS));
+  {
+    const char *const a[] = { "inspect", "--format", "{{.State.Running}}", name, NULL };
+
+    gone = docker_out (a);
+    ck_assert_ptr_null (gone);
+  }
+}
+END_TEST
+
 /* ---- refusals ------------------------------------------------------------------------------ */
 
 START_TEST (test_refusals_read_back_from_the_daemon)
@@ -641,6 +685,7 @@ suite (void)
   suite_add_tcase (s, token);
   tcase_set_timeout (life, 120);
   tcase_add_test (life, test_teardown_failure_is_reported_and_retryable);
+  tcase_add_test (life, test_retire_after_unknown_outcome);
   tcase_add_test (life, test_refusals_read_back_from_the_daemon);
   tcase_add_test (life, test_deny_all_on_internal_network);
   tcase_add_test (life, test_runsc_is_gvisor);
