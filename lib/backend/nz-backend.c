@@ -476,8 +476,13 @@ parse_mount (ConfigCtx *c, JsonObject *m, const char *label, const char *field,
   /* Only a host directory can be bound into a namespace sandbox. */
   if (g_strcmp0 (type, "hostDir") != 0)
     {
-      refuse (c, "%s: container:bwrap cannot consume mount source type \"%s\"; expected "
-              "'hostDir'", f_type, type ? type : "");
+      if (g_str_has_prefix (c->opts->backend ? c->opts->backend : "", "container:docker")
+          || g_strcmp0 (c->opts->backend, "container:runsc") == 0)
+        refuse (c, "%s: docker backend cannot consume mount source type \"%s\" for %s; "
+                "expected 'hostDir'", f_type, type ? type : "", label);
+      else
+        refuse (c, "%s: container:bwrap cannot consume mount source type \"%s\"; expected "
+                "'hostDir'", f_type, type ? type : "");
       return;
     }
   host = string_member (c, source, "hostPath", f_host);

@@ -354,6 +354,17 @@ START_TEST (test_config_refusals)
                      bad[i]);
       ck_assert_ptr_nonnull (strstr (error->message, "backend."));
     }
+  /* Only a host directory can be bound (spec B.4). */
+  {
+    g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
+    g_autoptr (GError) error = NULL;
+
+    ck_assert (!nz_create_options_load_config (
+      opts, "{\"backend\":{\"tier\":\"container\",\"image\":\"i\"},\"layout\":{\"outputs\":"
+            "{\"source\":{\"type\":\"azureFileShare\"}}}}", -1, &error));
+    ck_assert_ptr_nonnull (strstr (error->message, "docker backend cannot consume mount source "
+                                                   "type \"azureFileShare\" for outputs"));
+  }
 }
 END_TEST
 

@@ -257,12 +257,14 @@ END_TEST
 START_TEST (test_backend_table)
 {
   g_autoptr (GError) e1 = NULL, e2 = NULL;
-  const char *const unavailable[] = { "container:docker", "container:runsc",
-                                      "microvm:firecracker", "microvm:kubernetes",
+  const char *const unavailable[] = { "microvm:firecracker", "microvm:kubernetes",
                                       "container:aci-standby-pool" };
 
   ck_assert (nz_backend_lookup (NULL, NULL) != NULL);
   ck_assert_str_eq (nz_backend_lookup ("container:bwrap", NULL)->name, "container:bwrap");
+  /* docker and runsc drive namzu-worker over HTTP. */
+  ck_assert_str_eq (nz_backend_lookup ("container:docker", NULL)->transport, "worker");
+  ck_assert_str_eq (nz_backend_lookup ("container:runsc", NULL)->name, "container:runsc");
   for (gsize i = 0; i < G_N_ELEMENTS (unavailable); i++)
     {
       g_autoptr (GError) e = NULL;
@@ -349,9 +351,10 @@ START_TEST (test_config_refusals_name_the_field)
   ASSERT_REFUSED ("{\"defaultMaxProcesses\":1.5}", "defaultMaxProcesses");
   ASSERT_REFUSED ("{\"defaultTimeoutMs\":0}", "defaultTimeoutMs");
   ASSERT_REFUSED ("{\"surprise\":1}", "surprise: unknown field");
-  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\"}}", "container:docker");
-  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"runtime\":\"runsc\"}}",
-                  "is not available in this build yet");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"egressProxyImage\":\"p\"}}",
+                  "backend.egressProxyImage");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"runtime\":\"runsc\","
+                  "\"hostReachability\":\"x\"}}", "backend.hostReachability");
   ASSERT_REFUSED ("{\"backend\":{\"tier\":\"microvm\",\"service\":\"kubernetes\"}}",
                   "microvm:kubernetes");
   ASSERT_REFUSED ("{\"backend\":{\"tier\":\"satellite\"}}", "backend.tier");
