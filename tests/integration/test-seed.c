@@ -24,6 +24,7 @@ static char *tmp;
 static char *state;
 static char *up;
 static char *sandbox;
+static GSubprocess *reaper;
 
 static int run_tool (const char *stdin_text, char **out, char **err, const char *tool,
                      ...) G_GNUC_NULL_TERMINATED;
@@ -167,6 +168,35 @@ force_push_new_history (const char *name)
 }
 
 static void
+new_session (gpointer user_data)
+{
+  setsid ();
+}
+
+/* Check runs a checked teardown only when the case passed: a failed assertion _exits the
+ * forked case. So every case gets a reaper, in its own session (out of reach of Check's kill of
+ * the case's process group), that waits for the case's process to go away, for whatever reason,
+ * and then destroys every sandbox in the case's state directory and removes its files. Only
+ * the case holds the write end of the reaper's stdin (GLib opens it close-on-exec). */
+static void
+start_reaper (void)
+{
+  g_autoptr (GSubprocessLauncher) launcher
+      = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_SILENCE
+                                   | G_SUBPROCESS_FLAGS_STDERR_SILENCE);
+  g_autofree char *destroy = nz_test_tool ("namzu-destroy");
+  g_autoptr (GError) error = NULL;
+
+  g_subprocess_launcher_set_child_setup (launcher, new_session, NULL, NULL);
+  reaper = g_subprocess_launcher_spawn (
+      launcher, &error, "sh", "-c",
+      "read x; for d in \"$2\"/nz-*; do [ -d \"$d\" ] || continue; NAMZU_STATE_DIR=\"$2\" \"$1\" "
+      "--sandbox \"${d##*/}\"; done; rm -rf -- \"$3\"",
+      "sh", destroy, state, tmp, NULL);
+  ck_assert_msg (reaper != NULL, "%s", error ? error->message : "");
+}
+
+static void
 setup (void)
 {
   g_autofree char *out = NULL, *err = NULL;
@@ -178,6 +208,7 @@ setup (void)
   state = g_build_filename (tmp, "state", NULL);
   up = g_build_filename (tmp, "up", NULL);
   ck_assert_int_eq (g_mkdir (up, 0755), 0);
+  start_reaper ();
   g_setenv ("NAMZU_STATE_DIR", state, TRUE);
   g_unsetenv ("NAMZU_SANDBOX");
   /* The host's git config must not change what the test builds. */
@@ -196,14 +227,14 @@ setup (void)
   sh_in_ok ("git config --global url.file:///mnt/user-data/uploads/.insteadOf " URL_BASE);
 }
 
+/* Runs only after a passing case: hand the cleanup to the reaper and wait for it. */
 static void
 teardown (void)
 {
-  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmp);
-
-  if (sandbox != NULL)
-    run_tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", sandbox, NULL);
-  ck_assert_int_eq (system (cmd), 0);
+  ck_assert (g_output_stream_close (g_subprocess_get_stdin_pipe (reaper), NULL, NULL));
+  ck_assert (g_subprocess_wait (reaper, NULL, NULL));
+  ck_assert (!g_file_test (tmp, G_FILE_TEST_EXISTS));
+  g_clear_object (&reaper);
   g_clear_pointer (&sandbox, g_free);
   g_clear_pointer (&up, g_free);
   g_clear_pointer (&state, g_free);
