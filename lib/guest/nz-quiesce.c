@@ -46,12 +46,28 @@ stopped_free (NzQuiesceStopped *s)
   g_free (s);
 }
 
+/* The kernel's initial pid namespace has this fixed inode (PROC_PID_INIT_INO). */
+#define NZ_PID_NS_INIT_INO 0xEFFFFFFCu
+
+/* TRUE when we are in the host's own pid namespace (or cannot tell). */
+static gboolean
+in_initial_pid_namespace (void)
+{
+  struct stat st;
+
+  return stat ("/proc/self/ns/pid", &st) != 0 || st.st_ino == NZ_PID_NS_INIT_INO;
+}
+
 const char *
 nz_quiesce_scope (NzGuest *guest)
 {
   if (guest->quiesce_owned_only)
     return "owned-sessions";
-  if (getpid () == 1 || getppid () == 1)
+  /* The reference widens to every same-uid process when it is (a child of) pid 1. In the host's
+   * own pid namespace that would be every process of this user on the machine — an agent
+   * orphaned to init on a host would stop its owner's shell — so the widening needs a pid
+   * namespace of the sandbox's own. */
+  if ((getpid () == 1 || getppid () == 1) && !in_initial_pid_namespace ())
     return "pid-namespace";
   return "owned-sessions";
 }
