@@ -20,4 +20,8 @@ gboolean nz_json_get_number (JsonObject *obj, const char *member, double *out);
 JsonObject *nz_json_get_object (JsonObject *obj, const char *member);
 JsonArray *nz_json_get_array (JsonObject *obj, const char *member);
 
+/* JS String(value) of a JSON node, as the reference renders request fields (NULL node ->
+ * "undefined", objects "[object Object]", arrays joined by ","). Returns a new string. */
+char *nz_json_js_string (JsonNode *node);
+
 G_END_DECLS

@@ -38,7 +38,7 @@ positive_int_member (JsonObject *body, const char *name, gint64 *out, char **sho
       *out = (gint64)v;
       return TRUE;
     }
-  *shown = nz_jstext_from_json (n);
+  *shown = nz_json_js_string (n);
   return FALSE;
 }
 

@@ -439,7 +439,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
   envp = nz_guest_child_environ (env->body != NULL ? nz_json_get_object (env->body, "env") : NULL);
   if (stdin_node != NULL)
     {
-      char *text = nz_jstext_from_json (stdin_node);
+      char *text = nz_json_js_string (stdin_node);
 
       stdin_bytes = g_bytes_new_take (text, strlen (text));
     }
@@ -647,7 +647,7 @@ op_write_file (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_reply_error (conn, error->message);
       return;
     }
-  text = nz_jstext_from_json (content_node);
+  text = nz_json_js_string (content_node);
   if (g_strcmp0 (encoding, "base64") == 0)
     {
       decoded = g_base64_decode (text, &len);

@@ -428,7 +428,7 @@ string_args (JsonArray *array)
   GPtrArray *out = g_ptr_array_new ();
 
   for (guint i = 0; array != NULL && i < json_array_get_length (array); i++)
-    g_ptr_array_add (out, nz_jstext_from_json (json_array_get_element (array, i)));
+    g_ptr_array_add (out, nz_json_js_string (json_array_get_element (array, i)));
   g_ptr_array_add (out, NULL);
   return (GStrv)g_ptr_array_free (out, FALSE);
 }

@@ -221,7 +221,7 @@ nz_fileparts_apply (NzGuest *guest, const char *path, JsonObject *part, JsonNode
     return nz_throw (error, NZ_ERROR_BUSY, "write_part_in_flight");
   g_hash_table_add (guest->parts_in_flight, g_strdup (temp));
   /* 9. */
-  text = nz_jstext_from_json (content);
+  text = nz_json_js_string (content);
   if (g_strcmp0 (encoding, "base64") == 0)
     {
       decoded = g_base64_decode (text, &len);

@@ -2,6 +2,7 @@
 
 #include "nz-sessions.h"
 #include "nz-token.h"
+#include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-exec.h"
 
@@ -109,7 +110,7 @@ nz_guest_child_environ (JsonObject *overlay)
         for (GList *l = members; l != NULL; l = l->next)
           {
             const char *key = l->data;
-            g_autofree char *value = nz_jstext_from_json (json_object_get_member (overlay, key));
+            g_autofree char *value = nz_json_js_string (json_object_get_member (overlay, key));
 
             /* A key with '=' or an empty key cannot be expressed in an environ block. */
             if (*key == '\0' || strchr (key, '=') != NULL)

@@ -114,55 +114,6 @@ nz_jstext_append_json_string (GString *out, const char *s)
   nz_jstext_append_json_lossy (out, s, strlen (s));
 }
 
-char *
-nz_jstext_from_json (JsonNode *n)
-{
-  if (n == NULL)
-    return g_strdup ("undefined");
-  if (JSON_NODE_HOLDS_NULL (n))
-    return g_strdup ("null");
-  if (JSON_NODE_HOLDS_OBJECT (n))
-    return g_strdup ("[object Object]");
-  if (JSON_NODE_HOLDS_ARRAY (n))
-    {
-      JsonArray *a = json_node_get_array (n);
-      GString *s = g_string_new (NULL);
-
-      for (guint i = 0; i < json_array_get_length (a); i++)
-        {
-          JsonNode *e = json_array_get_element (a, i);
-
-          if (i > 0)
-            g_string_append_c (s, ',');
-          if (!JSON_NODE_HOLDS_NULL (e))
-            {
-              g_autofree char *part = nz_jstext_from_json (e);
-
-              g_string_append (s, part);
-            }
-        }
-      return g_string_free (s, FALSE);
-    }
-  switch (json_node_get_value_type (n))
-    {
-    case G_TYPE_STRING:
-      return g_strdup (json_node_get_string (n));
-    case G_TYPE_BOOLEAN:
-      return g_strdup (json_node_get_boolean (n) ? "true" : "false");
-    case G_TYPE_INT64:
-      return g_strdup_printf ("%" G_GINT64_FORMAT, json_node_get_int (n));
-    default:
-      {
-        double d = json_node_get_double (n);
-        char buf[G_ASCII_DTOSTR_BUF_SIZE];
-
-        if (d == (double)(gint64)d && d > -1e15 && d < 1e15)
-          return g_strdup_printf ("%" G_GINT64_FORMAT, (gint64)d);
-        return g_strdup (g_ascii_dtostr (buf, sizeof buf, d));
-      }
-    }
-}
-
 const char *
 nz_jstext_errno_name (int errsv)
 {

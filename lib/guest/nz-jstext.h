@@ -1,6 +1,6 @@
 /* nz-jstext.h: text the way the reference's runtime renders it: lossy per-chunk UTF-8 decoding
  * (invalid or split sequences -> U+FFFD), JSON string escaping that keeps NUL bytes,
- * JS String() of a JSON value, and Node-style system error messages. */
+ * and Node-style system error messages. */
 #pragma once
 
 #include <glib.h>
@@ -14,9 +14,6 @@ void nz_jstext_append_json_lossy (GString *out, const void *data, gsize len);
 
 /* Appends a quoted JSON string for valid UTF-8 @s. */
 void nz_jstext_append_json_string (GString *out, const char *s);
-
-/* JS String(value) of a JSON node (NULL node -> "undefined"). Returns a new string. */
-char *nz_jstext_from_json (JsonNode *node);
 
 /* Node's message for a failed system call: "ENOENT: no such file or directory, open '/x'".
  * @path may be NULL. Always returns FALSE. */

@@ -5,52 +5,6 @@
 
 #include <string.h>
 
-/* Renders a JSON value the way JS String(v) would, for the unknown_op echo. */
-static char *
-js_string (JsonNode *n)
-{
-  if (n == NULL)
-    return g_strdup ("undefined");
-  if (JSON_NODE_HOLDS_NULL (n))
-    return g_strdup ("null");
-  if (JSON_NODE_HOLDS_OBJECT (n))
-    return g_strdup ("[object Object]");
-  if (JSON_NODE_HOLDS_ARRAY (n))
-    {
-      JsonArray *a = json_node_get_array (n);
-      GString *s = g_string_new (NULL);
-
-      for (guint i = 0; i < json_array_get_length (a); i++)
-        {
-          JsonNode *e = json_array_get_element (a, i);
-          g_autofree char *part = NULL;
-
-          if (i > 0)
-            g_string_append_c (s, ',');
-          if (JSON_NODE_HOLDS_NULL (e))
-            continue;
-          part = js_string (e);
-          g_string_append (s, part);
-        }
-      return g_string_free (s, FALSE);
-    }
-  switch (json_node_get_value_type (n))
-    {
-    case G_TYPE_STRING:
-      return g_strdup (json_node_get_string (n));
-    case G_TYPE_BOOLEAN:
-      return g_strdup (json_node_get_boolean (n) ? "true" : "false");
-    case G_TYPE_INT64:
-      return g_strdup_printf ("%" G_GINT64_FORMAT, json_node_get_int (n));
-    default:
-      {
-        char buf[G_ASCII_DTOSTR_BUF_SIZE];
-
-        return g_strdup (g_ascii_dtostr (buf, sizeof buf, json_node_get_double (n)));
-      }
-    }
-}
-
 NzEnvelope *
 nz_envelope_parse (GBytes *payload, GError **error)
 {
@@ -69,7 +23,7 @@ nz_envelope_parse (GBytes *payload, GError **error)
   if (root == NULL)
     return NULL;
   env = g_new0 (NzEnvelope, 1);
-  env->op = js_string (json_object_get_member (root, "op"));
+  env->op = nz_json_js_string (json_object_get_member (root, "op"));
   tok = json_object_get_member (root, "token");
   env->token = g_strdup (tok != NULL && JSON_NODE_HOLDS_VALUE (tok)
                                  && json_node_get_value_type (tok) == G_TYPE_STRING

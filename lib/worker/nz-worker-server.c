@@ -860,12 +860,12 @@ route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 
   /* Array.isArray(args) ? args : []; each element as JS String(). */
   for (guint i = 0; args_array != NULL && i < json_array_get_length (args_array); i++)
-    g_ptr_array_add (args, nz_jstext_from_json (json_array_get_element (args_array, i)));
+    g_ptr_array_add (args, nz_json_js_string (json_array_get_element (args_array, i)));
   g_ptr_array_add (args, NULL);
   envp = nz_guest_child_environ (nz_json_get_object (body, "env"));
   if (stdin_node != NULL)
     {
-      char *text = nz_jstext_from_json (stdin_node);
+      char *text = nz_json_js_string (stdin_node);
 
       stdin_bytes = g_bytes_new_take (text, strlen (text));
     }
@@ -1071,7 +1071,7 @@ route_write_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bo
       reply_file_error (msg, error->message);
       return;
     }
-  text = nz_jstext_from_json (content_node);
+  text = nz_json_js_string (content_node);
   if (g_strcmp0 (nz_json_get_string (body, "encoding"), "base64") == 0)
     {
       decoded = g_base64_decode (text, &len);
