@@ -158,10 +158,25 @@ START_TEST (test_terminal_and_sessions)
   rc = run_tool ("echo kept-running\n", &out, NULL, "namzu-attach", "--sandbox", id, "--terminal",
                  "--persistent", "--session", "work", NULL);
   ck_assert_int_eq (rc, 0);
-  ck_assert_int_eq (run_tool (NULL, &list, NULL, "namzu-attach", "--sandbox", id, "--list", NULL),
-                    0);
-  lo = nz_json_parse_object (list, -1, NULL);
-  ck_assert_ptr_nonnull (lo);
+  /* The terminal echoes and runs the input after we hung up; wait (bounded) until its ring holds
+   * more than a prompt ("echo kept-running\r\n" and "kept-running\r\n" are 33 bytes) before
+   * killing it, so a slow machine cannot kill the shell before the kernel echoed anything. */
+  for (int tries = 0; tries < 100; tries++)
+    {
+      JsonObject *first;
+      double next = 0;
+
+      g_clear_pointer (&list, g_free);
+      g_clear_pointer (&lo, json_object_unref);
+      ck_assert_int_eq (
+          run_tool (NULL, &list, NULL, "namzu-attach", "--sandbox", id, "--list", NULL), 0);
+      lo = nz_json_parse_object (list, -1, NULL);
+      ck_assert_ptr_nonnull (lo);
+      first = json_array_get_object_element (nz_json_get_array (lo, "sessions"), 0);
+      if (nz_json_get_number (first, "nextOffset", &next) && next >= 30)
+        break;
+      g_usleep (50 * 1000);
+    }
   ck_assert_str_eq (
       nz_json_get_string (json_array_get_object_element (nz_json_get_array (lo, "sessions"), 0),
                           "sessionId"),

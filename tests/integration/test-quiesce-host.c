@@ -114,10 +114,11 @@ END_TEST
 int
 main (void)
 {
+  g_autofree char *setpriv = g_find_program_in_path ("setpriv");
   Suite *s = suite_create ("quiesce-host");
   TCase *tc = tcase_create ("quiesce-host");
 
-  nz_test_require (g_find_program_in_path ("setpriv") != NULL, "setpriv (util-linux) missing");
+  nz_test_require (setpriv != NULL, "setpriv (util-linux) missing");
   tmp = g_dir_make_tmp ("nz-quiesce-host-XXXXXX", NULL);
   /* nobody writes its socket, ready line and pid file here. */
   if (tmp == NULL || chmod (tmp, 0777) != 0)
