@@ -7,7 +7,7 @@ G_BEGIN_DECLS
 
 #define NZ_TOKEN_RANDOM_BYTES 32
 
-/* 32 random bytes (GnuTLS key-grade RNG), hex encoded (64 chars). */
+/* 32 random bytes from getrandom(2), hex encoded (64 chars). */
 char *nz_token_mint (GError **error);
 
 /* Compares SHA-256(@expected) with SHA-256(@presented) in constant time, so neither the value
