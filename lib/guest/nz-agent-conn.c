@@ -159,6 +159,27 @@ nz_agent_conn_destroy (NzAgentConn *conn)
 }
 
 static gboolean conn_writable (GSocket *sock, GIOCondition cond, gpointer user_data);
+static void conn_stream_bytes (NzAgentConn *conn, const guint8 *buf, gsize n);
+
+/* A write failed because the peer is gone, but what it sent before hanging up may still sit
+ * in our receive queue (a terminal's last input, say). Node hands every received frame over
+ * before the error surfaces, so apply those frames to the stream before the connection goes. */
+static void
+conn_drain_received (NzAgentConn *conn)
+{
+  guint8 buf[READ_CHUNK_BYTES];
+
+  while (conn->dispatched && conn->has_stream && !conn->stream_closed && !conn->closed
+         && !conn->peer_eof)
+    {
+      gssize n = g_socket_receive_with_blocking (conn->sock, (char *)buf, sizeof buf, FALSE,
+                                                 NULL, NULL);
+
+      if (n <= 0)
+        return;
+      conn_stream_bytes (conn, buf, (gsize)n);
+    }
+}
 
 static void
 conn_flush (NzAgentConn *conn)
@@ -197,6 +218,7 @@ conn_flush (NzAgentConn *conn)
               conn->queued_bytes = 0;
               return;
             }
+          conn_drain_received (conn);
           nz_agent_conn_destroy (conn);
           return;
         }

@@ -298,8 +298,13 @@ attach_output (NzSession *s, int stream, guint64 offset, const guint8 *data, gsi
                gpointer user_data)
 {
   TermStream *t = user_data;
+  /* A failed write destroys the connection, which frees @t with its stream: hold the
+   * connection so we can tell, and touch @t no more if it went. */
+  g_autoptr (NzAgentConn) conn = nz_agent_conn_ref (t->conn);
 
-  write_session_data (t->conn, stream, offset, data, len);
+  write_session_data (conn, stream, offset, data, len);
+  if (nz_agent_conn_is_closed (conn))
+    return;
   /* Never pause the program for a reader: drop the reader instead. */
   if ((gint64)nz_agent_conn_get_queued_bytes (t->conn) > t->slow_limit)
     {
