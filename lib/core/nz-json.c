@@ -1,5 +1,7 @@
 #include "nz-json.h"
 
+#include <string.h>
+
 #include "nz-errors.h"
 
 char *
@@ -20,6 +22,55 @@ nz_json_object_to_string (JsonObject *obj, gsize *out_len)
   return nz_json_to_string (node, out_len);
 }
 
+static gboolean
+json_ws (char c)
+{
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* TRUE when @data is one object and nothing but JSON whitespace around it. JSON.parse refuses
+ * trailing values; json-glib 1.6 accepts "0\n{...}" (keeping the last value) and leaks the
+ * object it parsed on that path, so such input never reaches it. */
+static gboolean
+single_object (const char *data, gsize len)
+{
+  gsize i = 0;
+  int depth = 0;
+  gboolean in_str = FALSE, esc = FALSE;
+
+  while (i < len && json_ws (data[i]))
+    i++;
+  if (i == len || data[i] != '{')
+    return FALSE;
+  for (; i < len; i++)
+    {
+      char c = data[i];
+
+      if (in_str)
+        {
+          if (esc)
+            esc = FALSE;
+          else if (c == '\\')
+            esc = TRUE;
+          else if (c == '"')
+            in_str = FALSE;
+          continue;
+        }
+      if (c == '"')
+        in_str = TRUE;
+      else if (c == '{' || c == '[')
+        depth++;
+      else if ((c == '}' || c == ']') && --depth == 0)
+        {
+          i++;
+          break;
+        }
+    }
+  while (i < len && json_ws (data[i]))
+    i++;
+  return i == len;
+}
+
 JsonObject *
 nz_json_parse_object (const char *data, gssize len, GError **error)
 {
@@ -27,6 +78,11 @@ nz_json_parse_object (const char *data, gssize len, GError **error)
   g_autoptr (GError) local_error = NULL;
   JsonNode *root;
 
+  if (!single_object (data, len < 0 ? strlen (data) : (gsize)len))
+    {
+      nz_throw (error, NZ_ERROR_PROTOCOL, "expected exactly one JSON object");
+      return NULL;
+    }
   if (!json_parser_load_from_data (parser, data, len, &local_error))
     {
       nz_throw (error, NZ_ERROR_PROTOCOL, "invalid JSON: %s", local_error->message);

@@ -4,6 +4,7 @@
 #include "nz-envelope.h"
 #include "nz-errors.h"
 #include "nz-frame.h"
+#include "nz-json.h"
 #include "../nz-test.h"
 
 static NzFrameResult
@@ -128,6 +129,28 @@ START_TEST (test_envelope)
 }
 END_TEST
 
+/* A fuzz finding: two JSON values in one frame, the last an object. JSON.parse refuses it, and
+ * json-glib, which accepts it, leaked the object; it is refused before json-glib sees it. */
+START_TEST (test_envelope_fuzz_finding)
+{
+  g_autoptr (NzFrameReader) r = nz_frame_reader_new (1024);
+  g_autoptr (GBytes) out = NULL;
+  g_autoptr (NzEnvelope) env = NULL;
+
+  ck_assert_int_eq (push_next (r, "00000010\n0\n{\"op\":\"hethz\"}", &out, NULL), NZ_FRAME_OK);
+  env = nz_envelope_parse (out, NULL);
+  ck_assert_ptr_null (env);
+  ck_assert_ptr_null (nz_json_parse_object ("{\"a\":\"}\"} {}", -1, NULL));
+  ck_assert_ptr_null (nz_json_parse_object ("[1]", -1, NULL));
+  {
+    g_autoptr (JsonObject) ok = nz_json_parse_object (" {\"a\":\"}{\\\"\",\"b\":[{}]}\r\n", -1, NULL);
+
+    ck_assert_ptr_nonnull (ok);
+    ck_assert_str_eq (nz_json_get_string (ok, "a"), "}{\"");
+  }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -141,6 +164,7 @@ main (void)
   tcase_add_test (tc, test_overflow_then_raise);
   tcase_add_test (tc, test_overflow_huge);
   tcase_add_test (tc, test_envelope);
+  tcase_add_test (tc, test_envelope_fuzz_finding);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
