@@ -1,5 +1,6 @@
 #include "nz-json.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "nz-errors.h"
@@ -202,6 +203,30 @@ nz_json_js_string (JsonNode *n)
         if (d == (double)(gint64)d && d > -1e15 && d < 1e15)
           return g_strdup_printf ("%" G_GINT64_FORMAT, (gint64)d);
         return g_strdup (g_ascii_dtostr (buf, sizeof buf, d));
+      }
+    }
+}
+
+gboolean
+nz_json_js_truthy (JsonNode *n)
+{
+  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
+    return FALSE;
+  if (!JSON_NODE_HOLDS_VALUE (n))
+    return TRUE;
+  switch (json_node_get_value_type (n))
+    {
+    case G_TYPE_STRING:
+      return json_node_get_string (n)[0] != '\0';
+    case G_TYPE_BOOLEAN:
+      return json_node_get_boolean (n);
+    case G_TYPE_INT64:
+      return json_node_get_int (n) != 0;
+    default:
+      {
+        double d = json_node_get_double (n);
+
+        return d != 0 && !isnan (d);
       }
     }
 }

@@ -24,4 +24,8 @@ JsonArray *nz_json_get_array (JsonObject *obj, const char *member);
  * "undefined", objects "[object Object]", arrays joined by ","). Returns a new string. */
 char *nz_json_js_string (JsonNode *node);
 
+/* JS truthiness of a JSON value, as the reference tests request fields: NULL (absent, i.e.
+ * undefined) and null, false, 0, NaN and "" are falsy; objects and arrays are truthy. */
+gboolean nz_json_js_truthy (JsonNode *node);
+
 G_END_DECLS

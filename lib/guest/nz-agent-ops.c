@@ -65,30 +65,6 @@ body_member (NzEnvelope *env, const char *name)
   return json_object_get_member (env->body, name);
 }
 
-/* JS truthiness of a JSON value (absent = undefined = falsy). */
-static gboolean
-js_truthy (JsonNode *n)
-{
-  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
-    return FALSE;
-  if (!JSON_NODE_HOLDS_VALUE (n))
-    return TRUE;
-  switch (json_node_get_value_type (n))
-    {
-    case G_TYPE_STRING:
-      return json_node_get_string (n)[0] != '\0';
-    case G_TYPE_BOOLEAN:
-      return json_node_get_boolean (n);
-    case G_TYPE_INT64:
-      return json_node_get_int (n) != 0;
-    default:
-      {
-        double d = json_node_get_double (n);
-
-        return d != 0 && !isnan (d);
-      }
-    }
-}
 
 static const char *
 node_string (JsonNode *n)
@@ -209,7 +185,7 @@ op_reserve (NzAgentConn *conn, NzEnvelope *env)
       return;
     }
   /* "Provided" is JS-truthy: an absent, null or empty id lets the guest mint one. */
-  if (js_truthy (id_node))
+  if (nz_json_js_truthy (id_node))
     {
       id = node_string (id_node);
       if (id == NULL || !nz_exec_id_is_valid (id))
@@ -340,7 +316,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_stream_error (conn, "retain_requires_execution_id");
       return;
     }
-  if (!js_truthy (cwd_node))
+  if (!nz_json_js_truthy (cwd_node))
     cwd = g_strdup (nz_jail_get_workspace (guest->jail));
   else if (node_string (cwd_node) == NULL)
     {
@@ -537,7 +513,7 @@ require_path (NzAgentConn *conn, NzEnvelope *env, const char *missing_error)
   JsonNode *path_node = body_member (env, "path");
   const char *path;
 
-  if (!js_truthy (path_node))
+  if (!nz_json_js_truthy (path_node))
     {
       nz_agent_conn_reply_error (conn, missing_error);
       return NULL;

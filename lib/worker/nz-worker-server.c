@@ -493,30 +493,6 @@ node_string (JsonNode *n)
   return json_node_get_string (n);
 }
 
-/* JS truthiness (absent = undefined = falsy). */
-static gboolean
-js_truthy (JsonNode *n)
-{
-  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
-    return FALSE;
-  if (!JSON_NODE_HOLDS_VALUE (n))
-    return TRUE;
-  switch (json_node_get_value_type (n))
-    {
-    case G_TYPE_STRING:
-      return json_node_get_string (n)[0] != '\0';
-    case G_TYPE_BOOLEAN:
-      return json_node_get_boolean (n);
-    case G_TYPE_INT64:
-      return json_node_get_int (n) != 0;
-    default:
-      {
-        double d = json_node_get_double (n);
-
-        return d != 0 && !isnan (d);
-      }
-    }
-}
 
 /* JS Number(value). */
 static double
@@ -797,7 +773,7 @@ route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
           return;
         }
     }
-  if (!js_truthy (cwd_node))
+  if (!nz_json_js_truthy (cwd_node))
     cwd = g_strdup (nz_jail_get_workspace (guest->jail));
   else if (node_string (cwd_node) == NULL)
     {
@@ -996,7 +972,7 @@ route_read_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bod
   gsize len = 0;
   const guint8 *data;
 
-  if (!js_truthy (path_node))
+  if (!nz_json_js_truthy (path_node))
     {
       reply_error (msg, SOUP_STATUS_BAD_REQUEST, "missing_path", NULL);
       return;
@@ -1048,7 +1024,7 @@ route_write_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bo
   gsize len = 0;
   const void *data;
 
-  if (!js_truthy (path_node) || content_node == NULL)
+  if (!nz_json_js_truthy (path_node) || content_node == NULL)
     {
       reply_error (msg, SOUP_STATUS_BAD_REQUEST, "missing_path_or_content", NULL);
       return;

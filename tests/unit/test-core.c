@@ -1,7 +1,8 @@
-/* Unit tests for lib/core (knobs, errors) and lib/tls (token compare, uuid). */
+/* Unit tests for lib/core (knobs, errors, JSON helpers) and lib/tls (token compare, uuid). */
 #include <string.h>
 
 #include "nz-errors.h"
+#include "nz-json.h"
 #include "nz-knobs.h"
 #include "nz-token.h"
 #include "../nz-test.h"
@@ -81,6 +82,32 @@ START_TEST (test_exit_codes)
 }
 END_TEST
 
+/* Truthiness of member @m of @json as the reference's JavaScript sees it (absent = undefined). */
+static gboolean
+truthy (const char *json, const char *m)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) obj = nz_json_parse_object (json, -1, &error);
+
+  ck_assert_msg (obj != NULL, "%s: %s", json, error ? error->message : "");
+  return nz_json_js_truthy (json_object_has_member (obj, m) ? json_object_get_member (obj, m)
+                                                             : NULL);
+}
+
+START_TEST (test_js_truthy)
+{
+  const char *falsy[] = { "{}", "{\"v\":null}", "{\"v\":false}", "{\"v\":0}",
+                          "{\"v\":0.0}", "{\"v\":-0}", "{\"v\":\"\"}" };
+  const char *truthy_[] = { "{\"v\":true}", "{\"v\":1}",   "{\"v\":-2.5}", "{\"v\":\"0\"}",
+                            "{\"v\":\" \"}", "{\"v\":{}}", "{\"v\":[]}" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (falsy); i++)
+    ck_assert_msg (!truthy (falsy[i], "v"), "%s should be falsy", falsy[i]);
+  for (gsize i = 0; i < G_N_ELEMENTS (truthy_); i++)
+    ck_assert_msg (truthy (truthy_[i], "v"), "%s should be truthy", truthy_[i]);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -91,6 +118,7 @@ main (void)
   tcase_add_test (tc, test_token_equal);
   tcase_add_test (tc, test_uuid);
   tcase_add_test (tc, test_exit_codes);
+  tcase_add_test (tc, test_js_truthy);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
