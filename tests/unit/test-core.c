@@ -91,14 +91,14 @@ truthy (const char *json, const char *m)
 
   ck_assert_msg (obj != NULL, "%s: %s", json, error ? error->message : "");
   return nz_json_js_truthy (json_object_has_member (obj, m) ? json_object_get_member (obj, m)
-                                                             : NULL);
+                                                            : NULL);
 }
 
 START_TEST (test_js_truthy)
 {
-  const char *falsy[] = { "{}", "{\"v\":null}", "{\"v\":false}", "{\"v\":0}",
-                          "{\"v\":0.0}", "{\"v\":-0}", "{\"v\":\"\"}" };
-  const char *truthy_[] = { "{\"v\":true}", "{\"v\":1}",   "{\"v\":-2.5}", "{\"v\":\"0\"}",
+  const char *falsy[] = { "{}",          "{\"v\":null}", "{\"v\":false}", "{\"v\":0}",
+                          "{\"v\":0.0}", "{\"v\":-0}",   "{\"v\":\"\"}" };
+  const char *truthy_[] = { "{\"v\":true}",  "{\"v\":1}",  "{\"v\":-2.5}", "{\"v\":\"0\"}",
                             "{\"v\":\" \"}", "{\"v\":{}}", "{\"v\":[]}" };
 
   for (gsize i = 0; i < G_N_ELEMENTS (falsy); i++)
