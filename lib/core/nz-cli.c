@@ -1,7 +1,10 @@
 #include "nz-cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <glib-unix.h>
 
 #include "nz-config.h"
 #include "nz-errors.h"
@@ -111,4 +114,79 @@ nz_cli_fail (const GError *error, gboolean json_on_stdout)
       nz_cli_print_object (outer);
     }
   return nz_error_to_exit_code (error);
+}
+
+typedef struct
+{
+  GThreadFunc func;
+  gpointer data;
+  GCancellable *cancellable;
+  GMainLoop *loop;
+  int signo;
+} CancellableRun;
+
+static gboolean
+run_quit (gpointer user_data)
+{
+  g_main_loop_quit (((CancellableRun *)user_data)->loop);
+  return G_SOURCE_REMOVE;
+}
+
+static gpointer
+run_thread (gpointer user_data)
+{
+  CancellableRun *run = user_data;
+
+  run->func (run->data);
+  g_idle_add (run_quit, run);
+  return NULL;
+}
+
+static gboolean
+run_signal (CancellableRun *run, int signo)
+{
+  if (run->signo == 0)
+    run->signo = signo;
+  g_cancellable_cancel (run->cancellable);
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+run_sigint (gpointer user_data)
+{
+  return run_signal (user_data, SIGINT);
+}
+
+static gboolean
+run_sigterm (gpointer user_data)
+{
+  return run_signal (user_data, SIGTERM);
+}
+
+/* A closed terminal ends a shell's foreground job; it ends the remote work too. */
+static gboolean
+run_sighup (gpointer user_data)
+{
+  return run_signal (user_data, SIGHUP);
+}
+
+int
+nz_cli_run_cancellable (const char *name, GThreadFunc func, gpointer data,
+                        GCancellable *cancellable)
+{
+  g_autoptr (GMainLoop) loop = g_main_loop_new (NULL, FALSE);
+  CancellableRun run = { func, data, cancellable, loop, 0 };
+  guint ids[3];
+  GThread *thread;
+
+  g_return_val_if_fail (func != NULL && G_IS_CANCELLABLE (cancellable), 0);
+  ids[0] = g_unix_signal_add (SIGINT, run_sigint, &run);
+  ids[1] = g_unix_signal_add (SIGTERM, run_sigterm, &run);
+  ids[2] = g_unix_signal_add (SIGHUP, run_sighup, &run);
+  thread = g_thread_new (name, run_thread, &run);
+  g_main_loop_run (loop);
+  g_thread_join (thread);
+  for (gsize i = 0; i < G_N_ELEMENTS (ids); i++)
+    g_source_remove (ids[i]);
+  return run.signo;
 }

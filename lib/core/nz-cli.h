@@ -2,6 +2,7 @@
  * usage errors -> exit 2 with "Try '--help'", data on stdout, diagnostics on stderr. */
 #pragma once
 
+#include <gio/gio.h>
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
@@ -29,5 +30,12 @@ gboolean nz_cli_print_object (JsonObject *obj);
 /* Reports @error: stderr line always; on stdout the `{"error":{"code","message"}}` object when
  * @json_on_stdout. Returns the exit code from nz_error_to_exit_code(). */
 int nz_cli_fail (const GError *error, gboolean json_on_stdout);
+
+/* Runs @func (@data) on a worker thread while the calling thread waits in a main loop that turns
+ * SIGINT, SIGTERM and SIGHUP into g_cancellable_cancel (@cancellable): @func notices, finishes
+ * what a cancel needs (a remote cancel confirmed, say) and returns. A later signal only waits
+ * with us. Returns the first signal's number, or 0 when none came. */
+int nz_cli_run_cancellable (const char *name, GThreadFunc func, gpointer data,
+                            GCancellable *cancellable);
 
 G_END_DECLS

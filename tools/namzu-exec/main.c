@@ -4,7 +4,6 @@
  * SIGINT/SIGTERM/SIGHUP sources: a signal cancels the remote execution by id and we wait for the agent's
  * confirmation before exiting 128+signal. */
 #include <errno.h>
-#include <glib-unix.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,7 +70,6 @@ typedef struct
   NzAgentClient *client;
   JsonObject *body;
   GCancellable *cancellable;
-  GMainLoop *loop;
   JsonObject *result;
   GError *error;
   char *execution_id;
@@ -130,13 +128,6 @@ on_output (NzExecStream stream, const char *data, gsize len, gpointer user_data)
     }
 }
 
-static gboolean
-quit_loop (gpointer user_data)
-{
-  g_main_loop_quit (((Run *)user_data)->loop);
-  return G_SOURCE_REMOVE;
-}
-
 static gpointer
 exec_thread (gpointer user_data)
 {
@@ -144,39 +135,7 @@ exec_thread (gpointer user_data)
 
   run->result = nz_agent_client_exec (run->client, run->body, on_output, run,
                                       &run->execution_id, run->cancellable, &run->error);
-  g_idle_add (quit_loop, run);
   return NULL;
-}
-
-static gboolean
-on_signal (gpointer user_data, int signo)
-{
-  Run *run = user_data;
-
-  /* The first signal wins; later ones wait with us for the cancel confirmation. */
-  if (run->signo == 0)
-    run->signo = signo;
-  g_cancellable_cancel (run->cancellable);
-  return G_SOURCE_CONTINUE;
-}
-
-static gboolean
-on_sigint (gpointer user_data)
-{
-  return on_signal (user_data, SIGINT);
-}
-
-static gboolean
-on_sigterm (gpointer user_data)
-{
-  return on_signal (user_data, SIGTERM);
-}
-
-/* A closed terminal ends a shell's foreground job; it ends the remote one too. */
-static gboolean
-on_sighup (gpointer user_data)
-{
-  return on_signal (user_data, SIGHUP);
 }
 
 /* Reports a failure: one stderr line, and in --json mode the closing error event. */
@@ -344,9 +303,7 @@ main (int argc, char **argv)
   g_autoptr (NzAgentClient) client = NULL;
   g_autoptr (JsonObject) body = NULL;
   g_autoptr (GCancellable) cancellable = g_cancellable_new ();
-  g_autoptr (GMainLoop) loop = NULL;
   g_autofree char *target = NULL;
-  GThread *thread;
   Run run = { 0 };
   int status;
 
@@ -403,14 +360,8 @@ main (int argc, char **argv)
 
   /* A vanished reader is noticed as a write error (then we cancel), not a silent death. */
   signal (SIGPIPE, SIG_IGN);
-  loop = g_main_loop_new (NULL, FALSE);
-  run = (Run){ .client = client, .body = body, .cancellable = cancellable, .loop = loop };
-  g_unix_signal_add (SIGINT, on_sigint, &run);
-  g_unix_signal_add (SIGTERM, on_sigterm, &run);
-  g_unix_signal_add (SIGHUP, on_sighup, &run);
-  thread = g_thread_new ("exec", exec_thread, &run);
-  g_main_loop_run (loop);
-  g_thread_join (thread);
+  run = (Run){ .client = client, .body = body, .cancellable = cancellable };
+  run.signo = nz_cli_run_cancellable ("exec", exec_thread, &run, cancellable);
 
   status = finish (&run, target);
   g_clear_pointer (&run.result, json_object_unref);

@@ -2,7 +2,6 @@
  *
  * The work runs on a thread so the main thread can turn SIGINT/SIGTERM/SIGHUP into a remote
  * cancel of the command in flight (a clone is stopped in the sandbox, not orphaned there). */
-#include <glib-unix.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,7 +58,6 @@ typedef struct
   const NzSeed *seed;
   NzSeedOptions opts;
   GCancellable *cancellable;
-  GMainLoop *loop;
   JsonObject *report;
   GError *error;
   gboolean ok;
@@ -72,13 +70,6 @@ on_progress (const char *message, gpointer user_data)
   nz_cli_warn ("%s", message);
 }
 
-static gboolean
-quit_loop (gpointer user_data)
-{
-  g_main_loop_quit (((Run *)user_data)->loop);
-  return G_SOURCE_REMOVE;
-}
-
 static gpointer
 seed_thread (gpointer user_data)
 {
@@ -86,35 +77,7 @@ seed_thread (gpointer user_data)
 
   run->ok = nz_seed_ensure (run->client, run->seed, &run->opts, &run->report, run->cancellable,
                             &run->error);
-  g_idle_add (quit_loop, run);
   return NULL;
-}
-
-static gboolean
-on_signal (Run *run, int signo)
-{
-  if (run->signo == 0)
-    run->signo = signo;
-  g_cancellable_cancel (run->cancellable);
-  return G_SOURCE_CONTINUE;
-}
-
-static gboolean
-on_sigint (gpointer user_data)
-{
-  return on_signal (user_data, SIGINT);
-}
-
-static gboolean
-on_sigterm (gpointer user_data)
-{
-  return on_signal (user_data, SIGTERM);
-}
-
-static gboolean
-on_sighup (gpointer user_data)
-{
-  return on_signal (user_data, SIGHUP);
 }
 
 /* One stderr line and one JSON document: the error, plus the report when the check ran. */
@@ -189,11 +152,9 @@ main (int argc, char **argv)
   g_autoptr (NzAgentClient) client = NULL;
   g_autoptr (NzSeed) seed = NULL;
   g_autoptr (GCancellable) cancellable = g_cancellable_new ();
-  g_autoptr (GMainLoop) loop = NULL;
   g_autofree char *data = NULL;
   const char *seed_arg;
   gsize len = 0;
-  GThread *thread;
   Run run = { 0 };
   int status;
 
@@ -231,20 +192,14 @@ main (int argc, char **argv)
   client = nz_agent_client_new (handle->endpoint, handle->token);
 
   signal (SIGPIPE, SIG_IGN);
-  loop = g_main_loop_new (NULL, FALSE);
-  run = (Run){ .client = client, .seed = seed, .cancellable = cancellable, .loop = loop };
+  run = (Run){ .client = client, .seed = seed, .cancellable = cancellable };
   run.opts.root = opt_root;
   run.opts.timeout_ms = opt_timeout_ms;
   run.opts.report_drift = g_strcmp0 (opt_on_drift, "report") == 0;
   /* Progress is for a person watching; a pipe or a log gets only the result. */
   if (isatty (STDERR_FILENO))
     run.opts.progress = on_progress;
-  g_unix_signal_add (SIGINT, on_sigint, &run);
-  g_unix_signal_add (SIGTERM, on_sigterm, &run);
-  g_unix_signal_add (SIGHUP, on_sighup, &run);
-  thread = g_thread_new ("seed", seed_thread, &run);
-  g_main_loop_run (loop);
-  g_thread_join (thread);
+  run.signo = nz_cli_run_cancellable ("seed", seed_thread, &run, cancellable);
 
   if (run.ok && run.report != NULL)
     {
