@@ -191,6 +191,16 @@ apply_credentials (NzCreateOptions *opts, GError **error)
   return TRUE;
 }
 
+/* A flag given on the command line replaces the config's value. */
+static void
+set_string (char **field, const char *flag)
+{
+  if (flag == NULL)
+    return;
+  g_free (*field);
+  *field = g_strdup (flag);
+}
+
 /* The config first, then the flags over it (DESIGN.md "Configuration"). */
 static gboolean
 build_options (NzCreateOptions *opts, GError **error)
@@ -203,16 +213,8 @@ build_options (NzCreateOptions *opts, GError **error)
       if (data == NULL || !nz_create_options_load_config (opts, data, (gssize)len, error))
         return FALSE;
     }
-  if (opt_backend != NULL)
-    {
-      g_free (opts->backend);
-      opts->backend = g_strdup (opt_backend);
-    }
-  if (opt_image != NULL)
-    {
-      g_free (opts->image);
-      opts->image = g_strdup (opt_image);
-    }
+  set_string (&opts->backend, opt_backend);
+  set_string (&opts->image, opt_image);
   if (opt_network != NULL)
     {
       if (strcmp (opt_network, "deny-all") == 0)
@@ -269,16 +271,8 @@ build_options (NzCreateOptions *opts, GError **error)
         return FALSE;
       opts->ready_timeout_ms = (guint)v;
     }
-  if (opt_docker_network != NULL)
-    {
-      g_free (opts->docker_network);
-      opts->docker_network = g_strdup (opt_docker_network);
-    }
-  if (opt_reachability != NULL)
-    {
-      g_free (opts->host_reachability);
-      opts->host_reachability = g_strdup (opt_reachability);
-    }
+  set_string (&opts->docker_network, opt_docker_network);
+  set_string (&opts->host_reachability, opt_reachability);
   for (char **l = opt_labels; l != NULL && *l != NULL; l++)
     {
       const char *eq = strchr (*l, '=');
