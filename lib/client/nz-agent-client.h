@@ -40,24 +40,27 @@ typedef enum
   NZ_AGENT_ENDPOINT_UNIX,
   NZ_AGENT_ENDPOINT_TCP,
   NZ_AGENT_ENDPOINT_VSOCK, /* Firecracker hybrid vsock: host-side UDS + CONNECT <port> */
+  NZ_AGENT_ENDPOINT_HTTP,  /* a namzu-worker: GET /v1/agent upgraded to namzu-agent/2 */
 } NzAgentEndpointKind;
 
 typedef struct
 {
   NzAgentEndpointKind kind;
   char *path; /* UNIX: absolute socket path; VSOCK: absolute path of the host-side UDS */
-  char *host; /* TCP: host name or address, without brackets */
+  char *host; /* TCP, HTTP: host name or address, without brackets */
   guint16 port;
   guint32 vsock_port; /* VSOCK: the guest port named in the CONNECT line */
 } NzAgentEndpoint;
 
-/* Parses "unix:/abs/path", "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6) or
- * "vsock:/abs/uds#PORT" (spec D.2.1). */
+/* Parses "unix:/abs/path", "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6),
+ * "vsock:/abs/uds#PORT" (spec D.2.1) or "http://HOST:PORT" (a namzu-worker: healthz is its
+ * unauthenticated GET /healthz, every other op goes over GET /v1/agent upgraded to
+ * namzu-agent/2 with the token as a bearer header, nz-worker-http.h). */
 NzAgentEndpoint *nz_agent_endpoint_parse (const char *endpoint, GError **error);
 void nz_agent_endpoint_free (NzAgentEndpoint *ep);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentEndpoint, nz_agent_endpoint_free)
-/* "unix:<path>" / "tcp:<host>:<port>" / "vsock:<uds>#<port>", for messages; never carries the
- * token. */
+/* "unix:<path>" / "tcp:<host>:<port>" / "vsock:<uds>#<port>" / "http://<host>:<port>", for
+ * messages; never carries the token. */
 char *nz_agent_endpoint_describe (const NzAgentEndpoint *ep);
 
 typedef struct _NzAgentClient NzAgentClient;
