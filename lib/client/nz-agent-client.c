@@ -1130,18 +1130,20 @@ cancel_and_confirm (NzAgentClient *c, const char *id, GError **error)
         return TRUE;
       /* The agent answered: whatever it said will not change by asking again. */
       err = nz_json_get_string (reply, "error");
-      return fail (c, error, NZ_ERROR_FAILED,
-                   "could not confirm that execution %s stopped (%s%s%s); treat the sandbox as "
-                   "unusable and recreate it",
-                   id, err != NULL ? err : "unknown error",
+      g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
+                   "agent %s: could not confirm that execution %s stopped (%s%s%s); treat the "
+                   "sandbox as unusable and recreate it",
+                   c->description, id, err != NULL ? err : "unknown error",
                    nz_json_get_string (reply, "message") != NULL ? ": " : "",
                    nz_json_get_string (reply, "message") != NULL
                        ? nz_json_get_string (reply, "message")
                        : "");
+      return FALSE;
     }
-  return nz_throw (error, NZ_ERROR_FAILED,
-                   "could not confirm that execution %s stopped within %ums: %s", id,
-                   CANCEL_CONFIRM_BUDGET_MS, last != NULL ? last->message : "no attempt");
+  g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
+               "could not confirm that execution %s stopped within %ums: %s", id,
+               CANCEL_CONFIRM_BUDGET_MS, last != NULL ? last->message : "no attempt");
+  return FALSE;
 }
 
 typedef struct

@@ -26,6 +26,10 @@ GQuark nz_agent_error_quark (void);
 typedef enum
 {
   NZ_AGENT_ERROR_DIAL_FAILED, /* connect (or the vsock handshake) failed; nothing was sent */
+  /* A cancellation the agent could not confirm (the reference's
+   * RemoteCancellationUnknownError, spec D.2): whatever ran may still run, so the sandbox
+   * must be retired (nz_backend_retire). */
+  NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
 } NzAgentErrorCode;
 
 /* The only protocol version the agent speaks and we admit (spec A.9). */
@@ -147,8 +151,8 @@ typedef void (*NzExecOutputFunc) (NzExecStream stream, const char *data, gsize l
  *
  * When @cancellable fires, the remote execution is cancelled by id (cancel-execution, retried
  * for up to ~8 s, each attempt bounded at 2 s) and the call returns G_IO_ERROR_CANCELLED once
- * the agent confirmed it; NZ_ERROR_FAILED if the agent could not confirm (the sandbox should
- * then be retired). */
+ * the agent confirmed it; NZ_AGENT_ERROR_CANCEL_UNCONFIRMED if the agent could not confirm
+ * (the sandbox must then be retired). */
 JsonObject *nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output,
                                   gpointer user_data, char **out_execution_id,
                                   GCancellable *cancellable, GError **error);
