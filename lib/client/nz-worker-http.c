@@ -151,8 +151,10 @@ exchange (GSocket *sock, char *request, gint64 deadline, Response *r,
       n = receive_some (sock, buf, deadline, cancellable, error);
       if (n < 0)
         return FALSE;
+      /* Not a protocol error: a port published before the worker listens (docker-proxy)
+       * accepts and closes, and a readiness loop must wait that out. */
       if (n == 0)
-        return nz_throw (error, NZ_ERROR_PROTOCOL,
+        return nz_throw (error, NZ_ERROR_FAILED,
                          "the peer closed the connection before a complete HTTP response");
     }
   r->head = g_strndup ((const char *)buf->data, end - buf->data);
