@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nz-json.h"
@@ -718,34 +717,8 @@ START_TEST (test_unconfirmed_cancel_retires)
   const char *id = nz_json_get_string (pub, "id");
   g_autofree char *dir = g_build_filename (state, id, NULL);
   g_autofree char *tool = nz_test_tool ("namzu-exec");
-  char *argv[] = { tool, "--sandbox", (char *)id, "--", "sh", "-c",
-                   "(trap '' TERM; echo started; exec sleep 30) & exec sleep 60", NULL };
-  g_autoptr (GString) err = g_string_new (NULL);
-  g_autoptr (GError) error = NULL;
-  char c, buf[4096];
-  GString *line = g_string_new (NULL);
-  int out_fd = -1, err_fd = -1, status = 0;
-  ssize_t n;
-  GPid pid;
 
-  ck_assert (g_spawn_async_with_pipes (NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
-                                       &pid, NULL, &out_fd, &err_fd, &error));
-  /* The member has set its trap once it prints. */
-  while (read (out_fd, &c, 1) == 1 && c != '\n')
-    g_string_append_c (line, c);
-  ck_assert_str_eq (line->str, "started");
-  g_string_free (line, TRUE);
-  kill (pid, SIGINT);
-  while ((n = read (err_fd, buf, sizeof buf)) > 0)
-    g_string_append_len (err, buf, n);
-  ck_assert (waitpid (pid, &status, 0) == pid);
-  close (out_fd);
-  close (err_fd);
-  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 125, "status %d: %s", status,
-                 err->str);
-  ck_assert_msg (strstr (err->str, "cancellation_unconfirmed") != NULL
-                     && strstr (err->str, "was retired") != NULL,
-                 "%s", err->str);
+  nz_test_exec_unconfirmed_cancel (tool, id, NULL);
   /* Retired like a destroy: nothing of the sandbox is left. */
   ck_assert_msg (!g_file_test (dir, G_FILE_TEST_EXISTS), "%s is still there", dir);
 }
