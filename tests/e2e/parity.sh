@@ -2,7 +2,7 @@
 # parity.sh BACKEND: the same end-to-end run on any backend, through the tools only:
 #   namzu-create -> namzu-exec (echo, exit codes, stderr, env, cwd) -> a file written and read
 #   back -> a multi-MiB namzu-cp round trip (parts up, streamed down) -> an interactive
-#   terminal and a detached session through namzu-attach -> namzu-destroy.
+#   terminal and a detached session through namzu-attach -> namzu-quiesce -> namzu-destroy.
 # Needs NZ_TOOLS_DIR (the built tools); NZ_PARITY_IMAGE for image backends (default
 # namzu-worker:latest). Prints "parity: ok" last; exits non-zero at the first difference.
 # Docker backends run on the bridge network with allow-all egress (a published port needs a
@@ -85,6 +85,11 @@ case $out in *in-the-42*) ;; *) fail "terminal output: $out" ;; esac
 rc=0; out=$("$tools/namzu-attach" --session job) || rc=$?
 [ $rc -eq 3 ] || fail "session follow exited $rc"
 case $out in *from-the-session*) ;; *) fail "session output: $out" ;; esac
+# quiesce stops what runs (a detached session here), and commands start again afterwards
+"$tools/namzu-attach" --start-detached idle -- sleep 300 >/dev/null || fail "start-detached idle"
+q=$("$tools/namzu-quiesce") || fail "namzu-quiesce: $q"
+case $q in *'"ok":true'*'"stopped":'*sleep*) ;; *) fail "quiesce result: $q" ;; esac
+[ "$(x -- echo after-quiesce)" = "after-quiesce" ] || fail "exec after quiesce"
 # destroy is checked and final
 "$tools/namzu-destroy" --sandbox "$id" >/dev/null || fail "namzu-destroy"
 rc=0; x -- true 2>/dev/null || rc=$?; [ $rc -ne 0 ] || fail "exec after destroy succeeded"
