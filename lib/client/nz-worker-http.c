@@ -238,8 +238,9 @@ read_body (GSocket *sock, Response *r, gint64 deadline, gboolean *complete,
 static char *
 shown_body (Response *r)
 {
-  g_autofree char *text = g_strndup ((const char *)r->rest->data,
-                                     MIN (r->rest->len, SHOWN_BODY_BYTES));
+  g_autofree char *text = r->rest->len > 0 ? g_strndup ((const char *)r->rest->data,
+                                                        MIN (r->rest->len, SHOWN_BODY_BYTES))
+                                            : g_strdup ("");
 
   return g_strdelimit (g_utf8_make_valid (text, -1), "\r\n\t", ' ');
 }
