@@ -44,7 +44,8 @@ static const GOptionEntry entries[] = {
     "Send our stdin to the command (at most 4 MiB of UTF-8 text, read before it starts)", NULL },
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
     "For testing and direct agent use: talk to the agent at unix:/PATH, tcp:HOST:PORT or "
-    "a namzu-worker's http://HOST:PORT instead of a sandbox; the token comes from $NAMZU_TOKEN", "ENDPOINT" },
+    "a namzu-worker's http://HOST:PORT instead of a sandbox; the token comes from $NAMZU_TOKEN",
+    "ENDPOINT" },
   { "detach", 'd', 0, G_OPTION_ARG_NONE, &opt_detach,
     "Start the command with retained output and return at once, printing "
     "{\"executionId\",\"state\"}; follow it later with namzu-attach --execution ID", NULL },
