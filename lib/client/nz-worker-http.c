@@ -127,7 +127,8 @@ response_clear (Response *r)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Response, response_clear)
 
-/* Sends @request (zeroed afterwards: it may carry the token) and reads the response head. */
+/* Sends @request (taken; zeroed and freed: it may carry the token) and reads the response
+ * head. */
 static gboolean
 exchange (GSocket *sock, char *request, gint64 deadline, Response *r,
           GCancellable *cancellable, GError **error)
@@ -138,6 +139,7 @@ exchange (GSocket *sock, char *request, gint64 deadline, Response *r,
   guint64 status = 0;
 
   explicit_bzero (request, strlen (request));
+  g_free (request);
   if (!sent)
     return FALSE;
   while ((end = buf->len >= 4 ? memmem (buf->data, buf->len, "\r\n\r\n", 4) : NULL) == NULL)
