@@ -1175,6 +1175,35 @@ START_TEST (test_agent_upgrade)
 }
 END_TEST
 
+/* A duplex op through namzu-attach over the upgrade: a terminal, input from our stdin. */
+START_TEST (test_terminal_over_worker)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *tool = nz_test_tool ("namzu-attach");
+  g_autofree char *endpoint = g_strdup_printf ("http://127.0.0.1:%u", w->port);
+  g_autofree char *in_path = g_build_filename (w->workspace, "stdin.txt", NULL);
+  g_autofree char *out_path = g_build_filename (w->workspace, "stdout.txt", NULL);
+  g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
+  g_autoptr (GSubprocess) p = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *out = NULL;
+
+  ck_assert (g_file_set_contents (in_path, "echo in-the-$((6*7)); exit 5\n", -1, NULL));
+  /* Files, not pipes: GLib 2.74's g_subprocess_communicate() leaks. */
+  g_subprocess_launcher_set_stdin_file_path (l, in_path);
+  g_subprocess_launcher_set_stdout_file_path (l, out_path);
+  g_subprocess_launcher_setenv (l, "NAMZU_TOKEN", TOKEN, TRUE);
+  p = g_subprocess_launcher_spawn (l, &error, tool, "--endpoint", endpoint, "--terminal", NULL);
+  ck_assert_msg (p != NULL, "%s", error ? error->message : "");
+  ck_assert (g_subprocess_wait (p, NULL, &error));
+  ck_assert (g_file_get_contents (out_path, &out, NULL, NULL));
+  ck_assert_msg (g_subprocess_get_if_exited (p) && g_subprocess_get_exit_status (p) == 5,
+                 "terminal: %s", out);
+  ck_assert_msg (strstr (out, "in-the-42") != NULL, "%s", out);
+  worker_stop (w);
+}
+END_TEST
+
 /* namzu-exec --detach and namzu-attach over the worker: retained output across requests. */
 START_TEST (test_detach_attach_over_worker)
 {
@@ -1228,6 +1257,7 @@ main (void)
   tcase_add_test (tc, test_namzu_exec_sigint_cancels);
   tcase_add_test (tc, test_agent_route);
   tcase_add_test (tc, test_agent_upgrade);
+  tcase_add_test (tc, test_terminal_over_worker);
   tcase_add_test (tc, test_detach_attach_over_worker);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
