@@ -807,7 +807,7 @@ START_TEST (test_poison_on_leftover_descendant)
   /* A longer poison delay than the reference's 50 ms, so the test can observe the window. */
   const char *extra[] = { "NAMZU_SANDBOX_POISON_EXIT_DELAY_MS", "4000", NULL };
   Worker *w = worker_start (extra);
-  GSocketConnection *pre[4];
+  GSocketConnection *pre[5];
   static const char *const requests[] = {
     /* /healthz answers the drain signal without a token ... */
     "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
@@ -816,8 +816,11 @@ START_TEST (test_poison_on_leftover_descendant)
     /* ... and with the token every route is 503. */
     "POST /executions/reserve HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" AUTH "\r\n",
     "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" AUTH "\r\n",
+    /* The agent upgrade too: a poisoned worker hands out no agent connection. */
+    "GET /v1/agent HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\n"
+    "Upgrade: namzu-agent/2\r\n" AUTH "\r\n",
   };
-  static const int want[] = { 503, 401, 503, 503 };
+  static const int want[] = { 503, 401, 503, 503, 503 };
   g_autoptr (Reply) r = NULL;
   g_autofree char *err = NULL;
   int status;
