@@ -4,7 +4,10 @@
  * (its own /proc/1/status, mounts, cgroup files); the token is looked for in every `ps`
  * sample taken while docker runs; a wrong token must get 401 and write nothing; teardown
  * failure is reported and retryable; runsc must really be gVisor; a daemon without the
- * runtime is refused; and one parity script runs on bwrap, docker and runsc.
+ * runtime is refused; the duplex verbs (a terminal with a resize, tcp-connect) and the
+ * upgrade's 401 work on docker and runsc; an unconfirmed cancel removes the container; and one
+ * parity script (exec, files, namzu-cp, terminal, session, quiesce) runs on bwrap, docker and
+ * runsc. The image is $NAMZU_TEST_WORKER_IMAGE, default namzu-worker:latest.
  *
  * One docker sandbox is created in main() (with `ps` sampled while it starts) and shared by
  * the read-only cases; cases that destroy or fail a sandbox make their own. Under CI=true a
