@@ -3,8 +3,12 @@
 
 #include <check.h>
 #include <glib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* Runs @s and returns the process exit status. Cases fork (CK_FORK), so GLib state stays in
  * the child. */
@@ -46,4 +50,43 @@ nz_test_tool (const char *name)
 
   ck_assert_msg (dir != NULL, "NZ_TOOLS_DIR is not set");
   return g_build_filename (dir, name, NULL);
+}
+
+/* namzu-exec (@exec_tool) in sandbox @id (@envp NULL: ours) runs a command whose cancel
+ * cannot be confirmed — the group leader dies on SIGTERM while a member that ignores it keeps
+ * the group, so the engine will not SIGKILL a reusable pgid and fences itself — and gets
+ * SIGINT once that member has set its trap. Asserts namzu-exec retired the sandbox and
+ * exited 125. */
+static inline void
+nz_test_exec_unconfirmed_cancel (const char *exec_tool, const char *id, char **envp)
+{
+  char *argv[] = { (char *)exec_tool, "--sandbox", (char *)id, "--", "sh", "-c",
+                   "(trap '' TERM; echo started; exec sleep 30) & exec sleep 60", NULL };
+  GString *first = g_string_new (NULL);
+  GString *err = g_string_new (NULL);
+  GError *error = NULL;
+  int out_fd = -1, err_fd = -1, status = 0;
+  char c, buf[4096];
+  ssize_t n;
+  GPid pid;
+
+  ck_assert_msg (g_spawn_async_with_pipes (NULL, argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                           NULL, &pid, NULL, &out_fd, &err_fd, &error),
+                 "spawn %s: %s", exec_tool, error != NULL ? error->message : "");
+  while (read (out_fd, &c, 1) == 1 && c != '\n')
+    g_string_append_c (first, c);
+  ck_assert_str_eq (first->str, "started");
+  g_string_free (first, TRUE);
+  kill (pid, SIGINT);
+  while ((n = read (err_fd, buf, sizeof buf)) > 0)
+    g_string_append_len (err, buf, n);
+  ck_assert (waitpid (pid, &status, 0) == pid);
+  close (out_fd);
+  close (err_fd);
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 125, "status %d: %s", status,
+                 err->str);
+  ck_assert_msg (strstr (err->str, "cancellation_unconfirmed") != NULL
+                     && strstr (err->str, "was retired") != NULL,
+                 "%s", err->str);
+  g_string_free (err, TRUE);
 }

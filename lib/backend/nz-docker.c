@@ -619,6 +619,9 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
 
 /* ---- destroy, status, describe ---------------------------------------------------------- */
 
+/* How often a teardown re-asks while the daemon is already removing the container. */
+#define RM_IN_PROGRESS_RETRY_MS 100
+
 /* Checked teardown (spec B.7): a non-zero `docker rm -f` is an error and the state stays, so
  * the destroy can be retried; only a confirmed removal drops the handle. */
 static gboolean
@@ -627,15 +630,33 @@ teardown (NzHandle *h, guint timeout_ms, GError **error)
   const char *name = nz_json_get_string (h->priv, "container");
   g_autofree char *docker = nz_docker_find_binary (error);
   g_autofree char *out = NULL;
+  gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
 
   if (docker == NULL)
     return nz_prefix_error (error, "sandbox '%s' is not removed", h->id);
   if (name == NULL || !g_str_has_prefix (name, NZ_DOCKER_NAME_PREFIX))
     return nz_throw (error, NZ_ERROR_FAILED, "sandbox '%s' names no container of ours", h->id);
-  out = DOCKER (docker, NULL, timeout_ms, error, "rm", "-f", name);
-  if (out == NULL)
-    return nz_prefix_error (error, "sandbox '%s' could not be confirmed removed (its state is "
-                            "kept; retry namzu-destroy)", h->id);
+  for (;;)
+    {
+      g_autoptr (GError) local = NULL;
+      gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+
+      out = DOCKER (docker, NULL, (guint)MAX (left_ms, 1), &local, "rm", "-f", name);
+      if (out != NULL)
+        break;
+      /* A worker that poisoned itself exits, and the daemon's own --rm removal of the
+       * container is then under way: wait for it (an `rm -f` of a gone container succeeds)
+       * rather than report a teardown that is in fact happening. */
+      left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+      if (strstr (local->message, "is already in progress") == NULL
+          || left_ms <= RM_IN_PROGRESS_RETRY_MS)
+        {
+          g_propagate_error (error, g_steal_pointer (&local));
+          return nz_prefix_error (error, "sandbox '%s' could not be confirmed removed (its "
+                                  "state is kept; retry namzu-destroy)", h->id);
+        }
+      g_usleep (RM_IN_PROGRESS_RETRY_MS * 1000);
+    }
   return nz_handle_remove_dir (h, error);
 }
 

@@ -10,9 +10,7 @@
 #include "nz-errors.h"
 #include "nz-frame.h"
 #include "nz-json.h"
-#ifdef NZ_WITH_WORKER_CLIENT
-#include "nz-worker-client.h"
-#endif
+#include "nz-worker-http.h"
 
 /* Timings from the reference host (spec D.2.2, D.2.4, D.2.5). */
 #define CONNECT_TIMEOUT_S 5
@@ -40,10 +38,6 @@ struct _NzAgentClient
   char *token;
   GStrv features;
   guint dial_retry_ms;
-#ifdef NZ_WITH_WORKER_CLIENT
-  /* "http://HOST:PORT": every op goes to a namzu-worker instead (nz-worker-client.h). */
-  NzWorkerClient *worker;
-#endif
 };
 
 /* ---- endpoints ---------------------------------------------------------------------------- */
@@ -56,6 +50,42 @@ nz_agent_endpoint_free (NzAgentEndpoint *ep)
   g_free (ep->path);
   g_free (ep->host);
   g_free (ep);
+}
+
+/* "HOST:PORT" (IPv6 hosts in brackets) into @ep->host and @ep->port. @form names the expected
+ * shape in errors. */
+static gboolean
+parse_host_port (NzAgentEndpoint *ep, const char *endpoint, const char *hostport,
+                 const char *form, GError **error)
+{
+  const char *colon = strrchr (hostport, ':');
+  g_autofree char *host = NULL;
+  guint64 port = 0;
+
+  if (colon == NULL || colon == hostport
+      || !g_ascii_string_to_unsigned (colon + 1, 10, 1, 65535, &port, NULL))
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "agent endpoint \"%s\": expected %s with a port in [1, 65535]", endpoint,
+                     form);
+  host = g_strndup (hostport, colon - hostport);
+  /* IPv6 literals come bracketed so the port separator stays unambiguous. */
+  if (host[0] == '[')
+    {
+      gsize n = strlen (host);
+
+      if (n < 3 || host[n - 1] != ']')
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "agent endpoint \"%s\": unterminated [IPv6] host", endpoint);
+      ep->host = g_strndup (host + 1, n - 2);
+    }
+  else if (strchr (host, ':') != NULL)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "agent endpoint \"%s\": write an IPv6 host in brackets, [::1]:PORT",
+                     endpoint);
+  else
+    ep->host = g_steal_pointer (&host);
+  ep->port = (guint16)port;
+  return TRUE;
 }
 
 NzAgentEndpoint *
@@ -79,44 +109,28 @@ nz_agent_endpoint_parse (const char *endpoint, GError **error)
     }
   else if (g_str_has_prefix (endpoint, "tcp:"))
     {
-      const char *hostport = endpoint + strlen ("tcp:");
-      const char *colon = strrchr (hostport, ':');
-      g_autofree char *host = NULL;
-      guint64 port = 0;
-
-      if (colon == NULL || colon == hostport
-          || !g_ascii_string_to_unsigned (colon + 1, 10, 1, 65535, &port, NULL))
-        {
-          nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                    "agent endpoint \"%s\": expected tcp:HOST:PORT with a port in [1, 65535]",
-                    endpoint);
-          return NULL;
-        }
-      host = g_strndup (hostport, colon - hostport);
-      /* IPv6 literals come bracketed so the port separator stays unambiguous. */
-      if (host[0] == '[')
-        {
-          gsize n = strlen (host);
-
-          if (n < 3 || host[n - 1] != ']')
-            {
-              nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                        "agent endpoint \"%s\": unterminated [IPv6] host", endpoint);
-              return NULL;
-            }
-          ep->host = g_strndup (host + 1, n - 2);
-        }
-      else if (strchr (host, ':') != NULL)
-        {
-          nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                    "agent endpoint \"%s\": write an IPv6 host in brackets, tcp:[::1]:PORT",
-                    endpoint);
-          return NULL;
-        }
-      else
-        ep->host = g_steal_pointer (&host);
+      if (!parse_host_port (ep, endpoint, endpoint + strlen ("tcp:"), "tcp:HOST:PORT", error))
+        return NULL;
       ep->kind = NZ_AGENT_ENDPOINT_TCP;
-      ep->port = (guint16)port;
+    }
+  else if (nz_worker_endpoint_is_http (endpoint))
+    {
+      /* A namzu-worker: its base URL, as the docker backend records it (spec B.6). */
+      g_autofree char *hostport = g_strdup (endpoint + strlen ("http://"));
+      gsize n = strlen (hostport);
+
+      while (n > 0 && hostport[n - 1] == '/')
+        hostport[--n] = '\0';
+      if (strchr (hostport, '/') != NULL || strchr (hostport, '@') != NULL)
+        {
+          nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                    "agent endpoint \"%s\": a worker endpoint is http://HOST:PORT, with no "
+                    "path or credentials", endpoint);
+          return NULL;
+        }
+      if (!parse_host_port (ep, endpoint, hostport, "http://HOST:PORT", error))
+        return NULL;
+      ep->kind = NZ_AGENT_ENDPOINT_HTTP;
     }
   else if (g_str_has_prefix (endpoint, "vsock:"))
     {
@@ -138,8 +152,8 @@ nz_agent_endpoint_parse (const char *endpoint, GError **error)
   else
     {
       nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                "agent endpoint \"%s\": expected unix:/ABSOLUTE/PATH, tcp:HOST:PORT or "
-                "vsock:/ABSOLUTE/UDS#PORT", endpoint);
+                "agent endpoint \"%s\": expected unix:/ABSOLUTE/PATH, tcp:HOST:PORT, "
+                "vsock:/ABSOLUTE/UDS#PORT or http://HOST:PORT", endpoint);
       return NULL;
     }
   return g_steal_pointer (&ep);
@@ -153,8 +167,10 @@ nz_agent_endpoint_describe (const NzAgentEndpoint *ep)
   if (ep->kind == NZ_AGENT_ENDPOINT_VSOCK)
     return g_strdup_printf ("vsock:%s#%u", ep->path, ep->vsock_port);
   if (strchr (ep->host, ':') != NULL)
-    return g_strdup_printf ("tcp:[%s]:%u", ep->host, ep->port);
-  return g_strdup_printf ("tcp:%s:%u", ep->host, ep->port);
+    return g_strdup_printf ("%s[%s]:%u", ep->kind == NZ_AGENT_ENDPOINT_HTTP ? "http://" : "tcp:",
+                            ep->host, ep->port);
+  return g_strdup_printf ("%s%s:%u", ep->kind == NZ_AGENT_ENDPOINT_HTTP ? "http://" : "tcp:",
+                          ep->host, ep->port);
 }
 
 /* ---- client ------------------------------------------------------------------------------- */
@@ -167,15 +183,6 @@ nz_agent_client_new (const char *endpoint, const char *token)
   g_return_val_if_fail (endpoint != NULL, NULL);
   c = g_new0 (NzAgentClient, 1);
   c->raw_endpoint = g_strdup (endpoint);
-#ifdef NZ_WITH_WORKER_CLIENT
-  if (nz_worker_endpoint_is_http (endpoint))
-    {
-      c->worker = nz_worker_client_new (endpoint, token);
-      c->description = g_strdup (endpoint);
-      c->token = g_strdup (token);
-      return c;
-    }
-#endif
   c->ep = nz_agent_endpoint_parse (endpoint, &c->parse_error);
   c->description = c->ep != NULL ? nz_agent_endpoint_describe (c->ep) : g_strdup (endpoint);
   c->token = g_strdup (token);
@@ -191,9 +198,6 @@ nz_agent_client_free (NzAgentClient *c)
   g_free (c->description);
   nz_agent_endpoint_free (c->ep);
   g_clear_error (&c->parse_error);
-#ifdef NZ_WITH_WORKER_CLIENT
-  nz_worker_client_free (c->worker);
-#endif
   if (c->token != NULL)
     explicit_bzero (c->token, strlen (c->token));
   g_free (c->token);
@@ -295,15 +299,7 @@ static gboolean
 conn_wait (Conn *k, GIOCondition cond, gint64 deadline, GCancellable *cancellable,
            GError **error)
 {
-  gint64 timeout_us = -1;
-
-  if (deadline != G_MAXINT64)
-    {
-      timeout_us = deadline - g_get_monotonic_time ();
-      if (timeout_us <= 0)
-        return g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "timed out"), FALSE;
-    }
-  return g_socket_condition_timed_wait (k->sock, cond, timeout_us, cancellable, error);
+  return nz_socket_wait_until (k->sock, cond, deadline, cancellable, error);
 }
 
 static gboolean
@@ -431,7 +427,7 @@ conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable
   /* Deadlines are ours (per phase, in µs), not the client's one-size socket timeout. */
   g_socket_set_timeout (k->sock, 0);
   g_socket_set_blocking (k->sock, FALSE);
-  if (c->ep->kind == NZ_AGENT_ENDPOINT_TCP)
+  if (c->ep->kind == NZ_AGENT_ENDPOINT_TCP || c->ep->kind == NZ_AGENT_ENDPOINT_HTTP)
     {
       int idle = TCP_KEEPALIVE_INITIAL_DELAY_S;
 
@@ -562,6 +558,66 @@ conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
     }
 }
 
+static char *
+http_authority (const NzAgentEndpoint *ep)
+{
+  if (strchr (ep->host, ':') != NULL)
+    return g_strdup_printf ("[%s]:%u", ep->host, ep->port);
+  return g_strdup_printf ("%s:%u", ep->host, ep->port);
+}
+
+/* A namzu-worker: GET /v1/agent upgraded to namzu-agent/2 (its bearer gate runs first), after
+ * which the connection is an agent connection like any other. */
+static gboolean
+conn_upgrade (Conn *k, const char *op, GCancellable *cancellable, GError **error)
+{
+  g_autofree char *authority = http_authority (k->client->ep);
+  g_autoptr (GByteArray) rest = g_byte_array_new ();
+  GError *local = NULL;
+
+  if (!nz_worker_http_upgrade (k->sock, authority, k->client->token, op,
+                               deadline_after (CONNECT_TIMEOUT_S * 1000), rest, cancellable,
+                               &local))
+    {
+      if (local->domain == NZ_ERROR)
+        {
+          g_prefix_error (&local, "agent %s: ", k->client->description);
+          g_propagate_error (error, local);
+          return FALSE;
+        }
+      return fail_io (k->client, error, local);
+    }
+  nz_frame_reader_push (k->reader, rest->data, rest->len);
+  return TRUE;
+}
+
+/* GET /healthz, the worker's unauthenticated probe (spec D.3). */
+static JsonObject *
+http_healthz (NzAgentClient *c, guint idle_ms, GCancellable *cancellable, GError **error)
+{
+  g_autoptr (Conn) k = conn_open (c, cancellable, error);
+  g_autofree char *authority = NULL;
+  JsonObject *reply;
+  GError *local = NULL;
+
+  if (k == NULL)
+    return NULL;
+  authority = http_authority (c->ep);
+  reply = nz_worker_http_healthz (k->sock, authority, deadline_after (idle_ms), cancellable,
+                                  &local);
+  if (reply == NULL)
+    {
+      if (local->domain == NZ_ERROR)
+        {
+          g_prefix_error (&local, "worker %s: ", c->description);
+          g_propagate_error (error, local);
+        }
+      else
+        fail_io (c, error, local);
+    }
+  return reply;
+}
+
 /* Frames, serialises and sends the request envelope {op, body?, token?} (the reference's key
  * order, spec D.2.4). */
 static Conn *
@@ -574,21 +630,11 @@ conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *
   gsize len = 0;
   const guint8 *data;
 
-#ifdef NZ_WITH_WORKER_CLIENT
-  if (c->worker != NULL)
-    {
-      nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                "%s is not available on the namzu-worker backend (%s): duplex ops (terminal, "
-                "attach-session, tcp-connect) need a two-way channel the worker's HTTP "
-                "routes do not carry yet",
-                op, c->description);
-      return NULL;
-    }
-#endif
   json_object_set_string_member (env, "op", op);
   if (body != NULL)
     json_object_set_object_member (env, "body", json_object_ref (body));
-  if (c->token != NULL)
+  /* A worker takes the token in its bearer header instead (the upgrade below). */
+  if (c->token != NULL && (c->ep == NULL || c->ep->kind != NZ_AGENT_ENDPOINT_HTTP))
     json_object_set_string_member (env, "token", c->token);
   frame = nz_frame_encode_object (env);
   data = g_bytes_get_data (frame, &len);
@@ -604,6 +650,8 @@ conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *
     }
   k = conn_open (c, cancellable, error);
   if (k == NULL)
+    return NULL;
+  if (c->ep->kind == NZ_AGENT_ENDPOINT_HTTP && !conn_upgrade (k, op, cancellable, error))
     return NULL;
   if (!conn_send_all (k, data, len, cancellable, error))
     return NULL;
@@ -652,10 +700,8 @@ call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms
   const char *data;
   GError *local = NULL;
 
-#ifdef NZ_WITH_WORKER_CLIENT
-  if (c->worker != NULL)
-    return nz_worker_client_call (c->worker, op, body, cancellable, error);
-#endif
+  if (c->ep != NULL && c->ep->kind == NZ_AGENT_ENDPOINT_HTTP && g_str_equal (op, "healthz"))
+    return http_healthz (c, idle_ms, cancellable, error);
   k = conn_request (c, op, body, cancellable, error);
   if (k == NULL)
     return NULL;
@@ -704,16 +750,6 @@ nz_agent_client_call (NzAgentClient *c, const char *op, JsonObject *body,
 }
 
 /* ---- healthz and readiness ---------------------------------------------------------------- */
-
-static gboolean
-client_is_worker (NzAgentClient *c)
-{
-#ifdef NZ_WITH_WORKER_CLIENT
-  return c->worker != NULL;
-#else
-  return FALSE;
-#endif
-}
 
 static char *
 member_json (JsonObject *obj, const char *name)
@@ -800,7 +836,7 @@ nz_agent_client_wait_ready (NzAgentClient *c, guint timeout_ms, GError **error)
       if (reply != NULL && admit_healthz (c, reply, &local))
         return TRUE;
       /* Neither a bad endpoint, a wrong protocol nor a fenced agent heals by waiting. */
-      if ((c->ep == NULL && !client_is_worker (c))
+      if (c->ep == NULL
           || g_error_matches (local, NZ_ERROR, NZ_ERROR_PROTOCOL)
           || g_error_matches (local, NZ_ERROR, NZ_ERROR_PERMISSION_DENIED)
           || strstr (local->message, "agent is retiring") != NULL)
@@ -898,13 +934,6 @@ nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
 
   g_return_val_if_fail (c != NULL, FALSE);
   g_return_val_if_fail (op != NULL && on_frame != NULL, FALSE);
-#ifdef NZ_WITH_WORKER_CLIENT
-  /* One-way stream ops ride the worker's additive route; the end of the response is the
-   * terminator. */
-  if (c->worker != NULL)
-    return nz_worker_client_agent_stream (c->worker, op, body, on_frame, user_data, cancellable,
-                                          error);
-#endif
   k = conn_request (c, op, body, cancellable, error);
   if (k == NULL)
     return FALSE;
@@ -921,6 +950,13 @@ nz_agent_client_open (NzAgentClient *c, const char *op, JsonObject *body,
   k = conn_request (c, op, body, cancellable, error);
   if (k == NULL)
     return NULL;
+  /* The caller reads the raw connection: nothing may sit in our buffer (a worker sends
+   * nothing before it has our request). */
+  if (nz_frame_reader_buffered (k->reader) > 0)
+    {
+      fail (c, error, NZ_ERROR_PROTOCOL, "%s: the peer spoke before it had the request", op);
+      return NULL;
+    }
   return g_steal_pointer (&k->conn);
 }
 
@@ -1000,17 +1036,6 @@ exec_frame (JsonObject *frame, gpointer user_data, gboolean *refused, GError **e
   return TRUE;
 }
 
-#ifdef NZ_WITH_WORKER_CLIENT
-/* The worker's NDJSON events are the agent's exec frames (without the terminator). */
-static gboolean
-worker_event (JsonObject *event, gpointer user_data, GError **error)
-{
-  gboolean refused = FALSE;
-
-  return exec_frame (event, user_data, &refused, error);
-}
-#endif
-
 static guint64
 observation_ms_for (JsonObject *body)
 {
@@ -1032,18 +1057,11 @@ nz_agent_client_execute (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on
 
   g_return_val_if_fail (c != NULL, NULL);
   g_return_val_if_fail (body != NULL, NULL);
-#ifdef NZ_WITH_WORKER_CLIENT
-  if (c->worker != NULL)
-    ok = nz_worker_client_execute (c->worker, body, worker_event, &es, cancellable, error);
-  else
-#endif
-    {
-      k = conn_request (c, "execute", body, cancellable, error);
-      if (k == NULL)
-        return NULL;
-      ok = run_stream (k, "exec stream", observation_ms_for (body), exec_frame, &es,
-                       cancellable, error);
-    }
+  k = conn_request (c, "execute", body, cancellable, error);
+  if (k == NULL)
+    return NULL;
+  ok = run_stream (k, "exec stream", observation_ms_for (body), exec_frame, &es, cancellable,
+                   error);
   if (ok && es.result == NULL && es.error_code == NULL)
     ok = fail (c, error, NZ_ERROR_PROTOCOL, "exec stream ended without a result event");
   if (ok && es.error_code != NULL)
@@ -1112,18 +1130,20 @@ cancel_and_confirm (NzAgentClient *c, const char *id, GError **error)
         return TRUE;
       /* The agent answered: whatever it said will not change by asking again. */
       err = nz_json_get_string (reply, "error");
-      return fail (c, error, NZ_ERROR_FAILED,
-                   "could not confirm that execution %s stopped (%s%s%s); treat the sandbox as "
-                   "unusable and recreate it",
-                   id, err != NULL ? err : "unknown error",
+      g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
+                   "agent %s: could not confirm that execution %s stopped (%s%s%s); treat the "
+                   "sandbox as unusable and recreate it",
+                   c->description, id, err != NULL ? err : "unknown error",
                    nz_json_get_string (reply, "message") != NULL ? ": " : "",
                    nz_json_get_string (reply, "message") != NULL
                        ? nz_json_get_string (reply, "message")
                        : "");
+      return FALSE;
     }
-  return nz_throw (error, NZ_ERROR_FAILED,
-                   "could not confirm that execution %s stopped within %ums: %s", id,
-                   CANCEL_CONFIRM_BUDGET_MS, last != NULL ? last->message : "no attempt");
+  g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
+               "could not confirm that execution %s stopped within %ums: %s", id,
+               CANCEL_CONFIRM_BUDGET_MS, last != NULL ? last->message : "no attempt");
+  return FALSE;
 }
 
 typedef struct

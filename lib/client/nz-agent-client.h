@@ -26,6 +26,10 @@ GQuark nz_agent_error_quark (void);
 typedef enum
 {
   NZ_AGENT_ERROR_DIAL_FAILED, /* connect (or the vsock handshake) failed; nothing was sent */
+  /* A cancellation the agent could not confirm (the reference's
+   * RemoteCancellationUnknownError, spec D.2): whatever ran may still run, so the sandbox
+   * must be retired (nz_backend_retire). */
+  NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
 } NzAgentErrorCode;
 
 /* The only protocol version the agent speaks and we admit (spec A.9). */
@@ -40,24 +44,27 @@ typedef enum
   NZ_AGENT_ENDPOINT_UNIX,
   NZ_AGENT_ENDPOINT_TCP,
   NZ_AGENT_ENDPOINT_VSOCK, /* Firecracker hybrid vsock: host-side UDS + CONNECT <port> */
+  NZ_AGENT_ENDPOINT_HTTP,  /* a namzu-worker: GET /v1/agent upgraded to namzu-agent/2 */
 } NzAgentEndpointKind;
 
 typedef struct
 {
   NzAgentEndpointKind kind;
   char *path; /* UNIX: absolute socket path; VSOCK: absolute path of the host-side UDS */
-  char *host; /* TCP: host name or address, without brackets */
+  char *host; /* TCP, HTTP: host name or address, without brackets */
   guint16 port;
   guint32 vsock_port; /* VSOCK: the guest port named in the CONNECT line */
 } NzAgentEndpoint;
 
-/* Parses "unix:/abs/path", "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6) or
- * "vsock:/abs/uds#PORT" (spec D.2.1). */
+/* Parses "unix:/abs/path", "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6),
+ * "vsock:/abs/uds#PORT" (spec D.2.1) or "http://HOST:PORT" (a namzu-worker: healthz is its
+ * unauthenticated GET /healthz, every other op goes over GET /v1/agent upgraded to
+ * namzu-agent/2 with the token as a bearer header, nz-worker-http.h). */
 NzAgentEndpoint *nz_agent_endpoint_parse (const char *endpoint, GError **error);
 void nz_agent_endpoint_free (NzAgentEndpoint *ep);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentEndpoint, nz_agent_endpoint_free)
-/* "unix:<path>" / "tcp:<host>:<port>" / "vsock:<uds>#<port>", for messages; never carries the
- * token. */
+/* "unix:<path>" / "tcp:<host>:<port>" / "vsock:<uds>#<port>" / "http://<host>:<port>", for
+ * messages; never carries the token. */
 char *nz_agent_endpoint_describe (const NzAgentEndpoint *ep);
 
 typedef struct _NzAgentClient NzAgentClient;
@@ -144,8 +151,8 @@ typedef void (*NzExecOutputFunc) (NzExecStream stream, const char *data, gsize l
  *
  * When @cancellable fires, the remote execution is cancelled by id (cancel-execution, retried
  * for up to ~8 s, each attempt bounded at 2 s) and the call returns G_IO_ERROR_CANCELLED once
- * the agent confirmed it; NZ_ERROR_FAILED if the agent could not confirm (the sandbox should
- * then be retired). */
+ * the agent confirmed it; NZ_AGENT_ERROR_CANCEL_UNCONFIRMED if the agent could not confirm
+ * (the sandbox must then be retired). */
 JsonObject *nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output,
                                   gpointer user_data, char **out_execution_id,
                                   GCancellable *cancellable, GError **error);

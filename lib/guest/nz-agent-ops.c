@@ -145,17 +145,26 @@ terminal_payload (NzGuest *guest, NzExecRecord *rec)
 
 /* ---- healthz ---- */
 
+JsonArray *
+nz_agent_ops_features (NzGuest *guest)
+{
+  JsonArray *features = json_array_new ();
+
+  g_return_val_if_fail (guest != NULL, features);
+  for (guint i = 0; i < G_N_ELEMENTS (agent_features); i++)
+    if (agent_features[i].available == FEATURE_ON
+        || (agent_features[i].available == FEATURE_FLUSH && nz_flush_available (guest)))
+      json_array_add_string_element (features, agent_features[i].name);
+  return features;
+}
+
 static void
 op_healthz (NzAgentConn *conn)
 {
   NzGuest *guest = conn_guest (conn);
   g_autoptr (JsonObject) reply = json_object_new ();
-  JsonArray *features = json_array_new ();
+  JsonArray *features = nz_agent_ops_features (guest);
 
-  for (guint i = 0; i < G_N_ELEMENTS (agent_features); i++)
-    if (agent_features[i].available == FEATURE_ON
-        || (agent_features[i].available == FEATURE_FLUSH && nz_flush_available (guest)))
-      json_array_add_string_element (features, agent_features[i].name);
   json_object_set_boolean_member (reply, "ok", !guest->retiring);
   json_object_set_int_member (reply, "protocolVersion", NZ_GUEST_PROTOCOL_VERSION);
   json_object_set_array_member (reply, "features", features);

@@ -13,4 +13,9 @@ void nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
  * C strings and would silently stop there, so ops that carry data refuse such requests. */
 gboolean nz_agent_ops_has_nul_escape (const char *json, gsize len);
 
+/* The features this engine serves right now, in the reference's order (spec A.9); a new
+ * array. namzu-worker lists the same ones in its /healthz, since every op reaches this engine
+ * through its upgrade route. */
+JsonArray *nz_agent_ops_features (NzGuest *guest);
+
 G_END_DECLS

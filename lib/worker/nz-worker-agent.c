@@ -61,6 +61,13 @@ nz_worker_agent_free (NzWorkerAgent *agent)
   g_free (agent);
 }
 
+void
+nz_worker_agent_accept (NzWorkerAgent *agent, GSocketConnection *connection)
+{
+  g_return_if_fail (agent != NULL && G_IS_SOCKET_CONNECTION (connection));
+  nz_agent_conn_start (agent->server, connection);
+}
+
 static void
 call_free (NzWorkerAgentCall *call)
 {

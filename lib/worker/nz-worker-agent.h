@@ -1,9 +1,14 @@
-/* nz-worker-agent.h: the additive route POST /v1/agent/<op>: one agent-protocol op run by the
- * agent's own dispatch (nz-agent-ops.c, over an in-process connection), its frames handed back
- * one by one. So every one-way agent op (attach-execution, read-file-stream, ranged reads,
- * parts writes, sessions, quiesce, flush, ...) works on a worker with no second copy of it. */
+/* nz-worker-agent.h: the worker's two additive agent routes, both served by the agent's own
+ * connection state machine and op dispatch (nz-agent-conn.c, nz-agent-ops.c) over the
+ * worker's engine, so no op has a second copy:
+ *   - GET /v1/agent upgraded to namzu-agent/2: the whole connection speaks the agent's framing,
+ *     one request per connection, every op including the duplex ones (terminal,
+ *     attach-session, tcp-connect) — nz_worker_agent_accept();
+ *   - POST /v1/agent/<op>: one one-way op, its frames handed back one by one as NDJSON —
+ *     nz_worker_agent_call(). */
 #pragma once
 
+#include <gio/gio.h>
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
@@ -28,6 +33,10 @@ typedef struct
   /* The op ended (terminator, the agent closed, or a transport error); called once, last. */
   void (*end) (gpointer user_data);
 } NzWorkerAgentFuncs;
+
+/* Serves @connection (a new reference is taken) exactly as the agent serves an accepted unix
+ * socket, minus the token check (the bearer gate already ran). */
+void nz_worker_agent_accept (NzWorkerAgent *agent, GSocketConnection *connection);
 
 /* Sends {op, body} as the first frame of a fresh in-process connection. The call frees itself
  * after `end`, or when cancelled. */

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gio/gio.h>
 #include <libsoup/soup.h>
@@ -13,6 +14,7 @@
 #include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-knobs.h"
+#include "nz-agent-ops.h"
 #include "nz-token.h"
 #include "nz-worker-agent.h"
 
@@ -28,7 +30,8 @@ struct _NzWorkerServer
   SoupServer *soup;
   GSocketService *service;
   guint16 port;
-  NzWorkerAgent *agent; /* POST /v1/agent/<op>; NULL when the agent knobs did not parse */
+  NzWorkerAgent *agent; /* the /v1/agent routes; NULL when the agent knobs did not parse */
+  GPtrArray *upgraded;  /* live upgraded connections (weak), each holding an activity lease */
   guint activity; /* held leases: requests in flight and running commands (spec C.6) */
   guint idle_id;
   guint exit_id;
@@ -46,10 +49,16 @@ typedef enum
   ROUTE_CANCEL,
   ROUTE_READ_FILE,
   ROUTE_WRITE_FILE,
-  ROUTE_AGENT, /* additive: POST /v1/agent/<op> */
+  ROUTE_AGENT,   /* additive: POST /v1/agent/<op> */
+  ROUTE_UPGRADE, /* additive: GET /v1/agent, Upgrade: namzu-agent/2 */
 } Route;
 
 #define AGENT_ROUTE_PREFIX "/v1/agent/"
+#define UPGRADE_ROUTE "/v1/agent"
+/* The protocol named in Upgrade: the agent's framing at its protocol version (spec A.9). */
+#define UPGRADE_PROTOCOL "namzu-agent/2"
+/* What this worker serves beyond the agent engine's own features, for GET /healthz. */
+#define UPGRADE_FEATURE "agent-upgrade"
 
 /* ---- idle timer and activity leases (spec C.6) ---- */
 
@@ -189,6 +198,8 @@ route_of (SoupServerMessage *msg)
     return ROUTE_NONE;
   if (method == SOUP_METHOD_GET && g_strcmp0 (path, "/healthz") == 0)
     return ROUTE_HEALTHZ;
+  if (method == SOUP_METHOD_GET && g_strcmp0 (path, UPGRADE_ROUTE) == 0)
+    return ROUTE_UPGRADE;
   if (method != SOUP_METHOD_POST)
     return ROUTE_NONE;
   if (g_strcmp0 (path, "/execute") == 0)
@@ -352,28 +363,69 @@ taken_written (GObject *source, GAsyncResult *res, gpointer user_data)
                              G_PRIORITY_DEFAULT, NULL, taken_drained, t);
 }
 
+/* Takes the connection away from libsoup: its stream (*@stream, new reference) and the socket
+ * under it (new reference, NULL if there is none). */
+static GSocket *
+steal_connection (SoupServerMessage *msg, GIOStream **stream)
+{
+  GSocket *socket = soup_server_message_get_socket (msg);
+
+  socket = socket != NULL ? g_object_ref (socket) : NULL;
+  *stream = soup_server_message_steal_connection (msg);
+  if (socket == NULL && g_object_class_find_property (G_OBJECT_GET_CLASS (*stream),
+                                                      "base-iostream") != NULL)
+    {
+      g_autoptr (GIOStream) base = NULL;
+
+      /* libsoup hands back its SoupIOStream around the connection we accepted. */
+      g_object_get (*stream, "base-iostream", &base, NULL);
+      if (G_IS_SOCKET_CONNECTION (base))
+        socket = g_object_ref (g_socket_connection_get_socket (G_SOCKET_CONNECTION (base)));
+    }
+  return socket;
+}
+
 /* Answers @response on the raw connection, which libsoup gives up. */
 static void
 refuse_raw (SoupServerMessage *msg, const char *response)
 {
   Taken *t = g_new0 (Taken, 1);
-  GSocket *socket = soup_server_message_get_socket (msg);
 
-  t->socket = socket != NULL ? g_object_ref (socket) : NULL;
-  t->stream = soup_server_message_steal_connection (msg);
-  if (t->socket == NULL && g_object_class_find_property (G_OBJECT_GET_CLASS (t->stream),
-                                                         "base-iostream") != NULL)
-    {
-      g_autoptr (GIOStream) base = NULL;
-
-      /* libsoup hands back its SoupIOStream around the connection we accepted. */
-      g_object_get (t->stream, "base-iostream", &base, NULL);
-      if (G_IS_SOCKET_CONNECTION (base))
-        t->socket = g_object_ref (g_socket_connection_get_socket (G_SOCKET_CONNECTION (base)));
-    }
+  t->socket = steal_connection (msg, &t->stream);
   g_output_stream_write_all_async (g_io_stream_get_output_stream (t->stream), response,
                                    strlen (response), G_PRIORITY_DEFAULT, NULL, taken_written,
                                    t);
+}
+
+/* GET /v1/agent must ask for exactly our protocol, and carry no body (the agent's first frame
+ * comes after the 101). Anything else is answered here. */
+static gboolean
+upgrade_acceptable (NzWorkerServer *server, SoupServerMessage *msg)
+{
+  SoupMessageHeaders *headers = soup_server_message_get_request_headers (msg);
+  SoupMessageHeaders *response = soup_server_message_get_response_headers (msg);
+
+  if (server->agent == NULL)
+    {
+      reply_error (msg, SOUP_STATUS_NOT_FOUND, "not_found", NULL);
+      return FALSE;
+    }
+  if (!soup_message_headers_header_contains (headers, "Connection", "upgrade")
+      || !soup_message_headers_header_contains (headers, "Upgrade", UPGRADE_PROTOCOL))
+    {
+      soup_message_headers_replace (response, "Upgrade", UPGRADE_PROTOCOL);
+      soup_message_headers_replace (response, "Connection", "Upgrade");
+      reply_error (msg, 426 /* Upgrade Required */, "upgrade_required",
+                   "GET " UPGRADE_ROUTE " needs Connection: Upgrade and Upgrade: " UPGRADE_PROTOCOL);
+      return FALSE;
+    }
+  if (has_body (headers))
+    {
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body",
+                   "send the agent request after the 101, not as a request body");
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* Runs once the request headers are in and before any body byte is read: a status set here
@@ -416,6 +468,8 @@ early_handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHash
       return;
     }
   if (route == ROUTE_HEALTHZ)
+    return;
+  if (route == ROUTE_UPGRADE && !upgrade_acceptable (server, msg))
     return;
   /* The body cap, before reading a byte of a body we would refuse anyway. */
   length = soup_message_headers_get_content_length (headers);
@@ -575,6 +629,15 @@ route_healthz (NzWorkerServer *server, SoupServerMessage *msg)
 
   json_object_set_boolean_member (reply, "ok", TRUE);
   json_object_set_int_member (reply, "protocolVersion", NZ_GUEST_PROTOCOL_VERSION);
+  /* Additive (a reference host reads only ok and protocolVersion, spec D.3): what this worker
+   * serves through GET /v1/agent, named as the agent names it (spec A.9). */
+  if (server->agent != NULL)
+    {
+      JsonArray *features = nz_agent_ops_features (server->guest);
+
+      json_array_add_string_element (features, UPGRADE_FEATURE);
+      json_object_set_array_member (reply, "features", features);
+    }
   reply_object (msg, SOUP_STATUS_OK, reply);
 }
 
@@ -1154,6 +1217,57 @@ route_agent (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
   as->call = nz_worker_agent_call (server->agent, op, body, &agent_funcs, as);
 }
 
+/* ---- GET /v1/agent upgraded to namzu-agent/2 (additive) ---- */
+
+static void
+upgraded_gone (gpointer user_data, GObject *where_the_object_was)
+{
+  NzWorkerServer *server = user_data;
+
+  g_ptr_array_remove_fast (server->upgraded, where_the_object_was);
+  lease_release (server);
+}
+
+/* After the 101 is on the wire: the connection leaves libsoup and becomes an agent
+ * connection, exactly as if the agent had accepted it on its socket. */
+static void
+upgrade_complete (SoupServerMessage *msg, gpointer user_data)
+{
+  NzWorkerServer *server = user_data;
+  g_autoptr (GIOStream) stream = NULL;
+  g_autoptr (GSocket) socket = steal_connection (msg, &stream);
+  g_autoptr (GSocket) own = NULL;
+  g_autoptr (GSocketConnection) conn = NULL;
+  int fd = socket != NULL ? dup (g_socket_get_fd (socket)) : -1;
+
+  /* A descriptor of our own, so closing libsoup's stream (which owns the accepted socket)
+   * leaves the connection open; nothing is buffered in that stream, since the client sends
+   * its first frame only after reading the 101. */
+  if (fd >= 0 && (own = g_socket_new_from_fd (fd, NULL)) == NULL)
+    close (fd);
+  g_io_stream_close (stream, NULL, NULL);
+  if (own == NULL || server->agent == NULL || server->stopped)
+    return;
+  conn = g_socket_connection_factory_create_connection (own);
+  /* The worker stays up while an upgraded connection (a terminal, a tunnel) is open. */
+  lease_acquire (server);
+  g_ptr_array_add (server->upgraded, conn);
+  g_object_weak_ref (G_OBJECT (conn), upgraded_gone, server);
+  nz_worker_agent_accept (server->agent, conn);
+}
+
+static void
+route_upgrade (NzWorkerServer *server, SoupServerMessage *msg)
+{
+  SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
+
+  soup_server_message_set_status (msg, SOUP_STATUS_SWITCHING_PROTOCOLS, NULL);
+  soup_message_headers_replace (headers, "Upgrade", UPGRADE_PROTOCOL);
+  soup_message_headers_replace (headers, "Connection", "Upgrade");
+  /* libsoup's own WebSocket upgrade takes the connection at the same point. */
+  g_signal_connect (msg, "wrote-informational", G_CALLBACK (upgrade_complete), server);
+}
+
 /* ---- dispatch ---- */
 
 static void
@@ -1180,6 +1294,11 @@ handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable 
   if (req == NULL || route == ROUTE_NONE)
     {
       reply_error (msg, SOUP_STATUS_NOT_FOUND, "not_found", NULL);
+      return;
+    }
+  if (route == ROUTE_UPGRADE)
+    {
+      route_upgrade (server, msg);
       return;
     }
   if (route == ROUTE_RESERVE)
@@ -1211,6 +1330,7 @@ handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable 
     case ROUTE_NONE:
     case ROUTE_HEALTHZ:
     case ROUTE_RESERVE:
+    case ROUTE_UPGRADE:
     default:
       reply_error (msg, SOUP_STATUS_NOT_FOUND, "not_found", NULL);
       break;
@@ -1255,6 +1375,7 @@ nz_worker_server_new (const NzWorkerConfig *config, NzGuest *guest, NzWorkerExit
   nz_guest_set_retire_func (guest, on_retire, server);
   /* A bad NAMZU_AGENT_* knob only disables the additive route (it answers 404). */
   server->agent = nz_worker_agent_new (guest, NULL);
+  server->upgraded = g_ptr_array_new ();
   return server;
 }
 
@@ -1284,6 +1405,10 @@ nz_worker_server_free (NzWorkerServer *server)
     soup_server_disconnect (server->soup);
   g_clear_object (&server->soup);
   g_clear_object (&server->service);
+  /* Connections still open outlive us only until the process exits; they must not call back. */
+  for (guint i = 0; i < server->upgraded->len; i++)
+    g_object_weak_unref (server->upgraded->pdata[i], upgraded_gone, server);
+  g_ptr_array_unref (server->upgraded);
   nz_worker_agent_free (server->agent);
   g_free (server);
 }

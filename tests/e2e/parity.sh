@@ -1,7 +1,8 @@
 #!/bin/sh
 # parity.sh BACKEND: the same end-to-end run on any backend, through the tools only:
 #   namzu-create -> namzu-exec (echo, exit codes, stderr, env, cwd) -> a file written and read
-#   back -> namzu-destroy.
+#   back -> a multi-MiB namzu-cp round trip (parts up, streamed down) -> an interactive
+#   terminal and a detached session through namzu-attach -> namzu-quiesce -> namzu-destroy.
 # Needs NZ_TOOLS_DIR (the built tools); NZ_PARITY_IMAGE for image backends (default
 # namzu-worker:latest). Prints "parity: ok" last; exits non-zero at the first difference.
 # Docker backends run on the bridge network with allow-all egress (a published port needs a
@@ -66,6 +67,29 @@ ws=$(x -- pwd)
 x -- sh -c 'printf "line1\nline2\n" > parity.txt' || fail "write"
 [ "$(x -- cat parity.txt)" = "$(printf 'line1\nline2')" ] || fail "read back"
 [ "$(cat "$work/out/parity.txt")" = "$(printf 'line1\nline2')" ] || fail "not in outputs"
+# a multi-MiB file goes in (in parts) and comes out (streamed) with the same sha256
+head -c 5243011 /dev/urandom >"$work/big.bin"
+sum=$(sha256sum <"$work/big.bin" | cut -d' ' -f1)
+"$tools/namzu-cp" --part-kib 512 "$work/big.bin" :big.bin >/dev/null || fail "namzu-cp up"
+[ "$(x -- sha256sum big.bin | cut -d' ' -f1)" = "$sum" ] || fail "sha256 inside after namzu-cp up"
+"$tools/namzu-cp" :big.bin "$work/big.back" >/dev/null || fail "namzu-cp down"
+[ "$(sha256sum <"$work/big.back" | cut -d' ' -f1)" = "$sum" ] || fail "namzu-cp round trip differs"
+# an interactive terminal: our stdin is its input, its shell's status is ours; the $((...))
+# shows the shell ran the line (the terminal's echo only repeats it)
+rc=0; out=$(printf 'echo in-the-$((6*7)); exit 5\n' | "$tools/namzu-attach" --terminal) || rc=$?
+[ $rc -eq 5 ] || fail "terminal exited $rc"
+case $out in *in-the-42*) ;; *) fail "terminal output: $out" ;; esac
+# a session started detached is followed to its end by another process
+"$tools/namzu-attach" --start-detached job -- sh -c 'echo from-the-session; exit 3' >/dev/null \
+  || fail "start-detached"
+rc=0; out=$("$tools/namzu-attach" --session job) || rc=$?
+[ $rc -eq 3 ] || fail "session follow exited $rc"
+case $out in *from-the-session*) ;; *) fail "session output: $out" ;; esac
+# quiesce stops what runs (a detached session here), and commands start again afterwards
+"$tools/namzu-attach" --start-detached idle -- sleep 300 >/dev/null || fail "start-detached idle"
+q=$("$tools/namzu-quiesce") || fail "namzu-quiesce: $q"
+case $q in *'"ok":true'*'"stopped":'*sleep*) ;; *) fail "quiesce result: $q" ;; esac
+[ "$(x -- echo after-quiesce)" = "after-quiesce" ] || fail "exec after quiesce"
 # destroy is checked and final
 "$tools/namzu-destroy" --sandbox "$id" >/dev/null || fail "namzu-destroy"
 rc=0; x -- true 2>/dev/null || rc=$?; [ $rc -ne 0 ] || fail "exec after destroy succeeded"

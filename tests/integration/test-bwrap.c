@@ -708,6 +708,22 @@ START_TEST (test_destroy_unconfirmed_keeps_state)
 END_TEST
 
 /* Runs in the parent after every case (no GLib here): destroys what failed cases left. */
+/* A cancel the agent cannot confirm (the leader died on SIGTERM, a member ignoring it keeps
+ * the group: the agent will not SIGKILL a reusable pgid and fences itself) leaves an outcome
+ * nobody knows: namzu-exec retires the sandbox through the backend and exits 125. */
+START_TEST (test_unconfirmed_cancel_retires)
+{
+  g_autoptr (JsonObject) pub = create (NULL, NULL);
+  const char *id = nz_json_get_string (pub, "id");
+  g_autofree char *dir = g_build_filename (state, id, NULL);
+  g_autofree char *tool = nz_test_tool ("namzu-exec");
+
+  nz_test_exec_unconfirmed_cancel (tool, id, NULL);
+  /* Retired like a destroy: nothing of the sandbox is left. */
+  ck_assert_msg (!g_file_test (dir, G_FILE_TEST_EXISTS), "%s is still there", dir);
+}
+END_TEST
+
 static void
 destroy_leftovers (void)
 {
@@ -741,6 +757,7 @@ bwrap_suite (void)
   tcase_add_test (tc, test_failed_create_leaves_nothing);
   tcase_add_test (tc, test_interrupted_create_leaves_nothing);
   tcase_add_test (tc, test_destroy_unconfirmed_keeps_state);
+  tcase_add_test (tc, test_unconfirmed_cancel_retires);
   suite_add_tcase (s, tc);
   return s;
 }

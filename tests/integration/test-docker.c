@@ -4,13 +4,17 @@
  * (its own /proc/1/status, mounts, cgroup files); the token is looked for in every `ps`
  * sample taken while docker runs; a wrong token must get 401 and write nothing; teardown
  * failure is reported and retryable; runsc must really be gVisor; a daemon without the
- * runtime is refused; and one parity script runs on bwrap, docker and runsc.
+ * runtime is refused; the duplex verbs (a terminal with a resize, tcp-connect) and the
+ * upgrade's 401 work on docker and runsc; an unconfirmed cancel removes the container; and one
+ * parity script (exec, files, namzu-cp, terminal, session, quiesce) runs on bwrap, docker and
+ * runsc. The image is $NAMZU_TEST_WORKER_IMAGE, default namzu-worker:latest.
  *
  * One docker sandbox is created in main() (with `ps` sampled while it starts) and shared by
  * the read-only cases; cases that destroy or fail a sandbox make their own. Under CI=true a
  * missing daemon or image is a failure. */
 #include <errno.h>
 #include <gio/gio.h>
+#include <poll.h>
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +23,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "nz-agent-sessions.h"
 #include "nz-backend.h"
 #include "nz-json.h"
 #include "../nz-test.h"
 
-#define WORKER_IMAGE "namzu-worker:latest"
+/* NAMZU_TEST_WORKER_IMAGE overrides it, so a branch can test its own build of the image. */
+#define DEFAULT_WORKER_IMAGE "namzu-worker:latest"
 #define TEST_LABEL "ai.namzu.test=test-docker"
 
 static char base[] = "/tmp/nz-docker-e2e-XXXXXX";
@@ -34,6 +40,14 @@ static char *ps_samples; /* every `ps` line seen while the shared sandbox was cr
 static int ps_docker_run_seen;
 
 /* ---- helpers ------------------------------------------------------------------------------ */
+
+static const char *
+worker_image (void)
+{
+  const char *image = g_getenv ("NAMZU_TEST_WORKER_IMAGE");
+
+  return image != NULL && *image != '\0' ? image : DEFAULT_WORKER_IMAGE;
+}
 
 /* main() uses these too, outside any test, where Check's ck_assert cannot report (it marks
  * progress even when it passes): they abort through g_error instead. */
@@ -150,7 +164,7 @@ create (const char *const *env, const char *backend, const char *out_dir, char *
 {
   g_autofree char *out = NULL;
   g_autoptr (JsonObject) pub = NULL;
-  int rc = tool (env, &out, err, "namzu-create", "--backend", backend, "--image", WORKER_IMAGE,
+  int rc = tool (env, &out, err, "namzu-create", "--backend", backend, "--image", worker_image (),
                  "--network", "allow-all", "--docker-network", "bridge", "--outputs", out_dir,
                  "--label", TEST_LABEL, extra1, extra2, NULL);
 
@@ -504,12 +518,12 @@ START_TEST (test_refusals_read_back_from_the_daemon)
 
   /* The default network 'none' publishes nothing. */
   ck_assert_int_eq (tool (NULL, NULL, &err1, "namzu-create", "--backend", "container:docker",
-                          "--image", WORKER_IMAGE, "--network", "allow-all", "--outputs", out_dir,
+                          "--image", worker_image (), "--network", "allow-all", "--outputs", out_dir,
                           NULL), 1);
   ck_assert_ptr_nonnull (strstr (err1, "cannot publish the worker's port on network 'none'"));
   /* deny-all on a network the daemon says is not internal, whatever it is called. */
   ck_assert_int_eq (tool (NULL, NULL, &err2, "namzu-create", "--backend", "container:docker",
-                          "--image", WORKER_IMAGE, "--network", "deny-all", "--docker-network",
+                          "--image", worker_image (), "--network", "deny-all", "--docker-network",
                           "bridge", "--host-reachability", "container-network", "--outputs",
                           out_dir, NULL), 1);
   ck_assert_ptr_nonnull (strstr (err2, "docker network create --internal"));
@@ -544,7 +558,7 @@ START_TEST (test_deny_all_on_internal_network)
   r = docker_out (mk);
   ck_assert_ptr_nonnull (r);
   rc = tool (NULL, &out, &err, "namzu-create", "--backend", "container:docker", "--image",
-             WORKER_IMAGE, "--network", "deny-all", "--docker-network", net,
+             worker_image (), "--network", "deny-all", "--docker-network", net,
              "--host-reachability", "container-network", "--outputs", out_dir, "--label",
              TEST_LABEL, NULL);
   ck_assert_msg (rc == 0, "create on an internal network failed: %s", err);
@@ -583,6 +597,267 @@ START_TEST (test_runsc_is_gvisor)
 }
 END_TEST
 
+/* ---- every verb over the worker's upgrade route (docker and runsc) ------------------------- */
+
+static const char *const upgrade_backends[] = { "container:docker", "container:runsc" };
+
+/* The next frame of a duplex stream, waiting for it; NULL at EOF. */
+static JsonObject *
+duplex_next (NzAgentDuplex *d)
+{
+  for (gboolean may_read = FALSE;; may_read = TRUE)
+    {
+      g_autoptr (GError) error = NULL;
+      JsonObject *frame = NULL;
+      struct pollfd p = { nz_agent_duplex_get_fd (d), POLLIN, 0 };
+
+      switch (nz_agent_duplex_next (d, may_read, &frame, &error))
+        {
+        case NZ_DUPLEX_FRAME:
+          return frame;
+        case NZ_DUPLEX_AGAIN:
+          ck_assert_int_ge (poll (&p, 1, -1), 0);
+          break;
+        case NZ_DUPLEX_TERMINATOR:
+        case NZ_DUPLEX_EOF:
+          return NULL;
+        case NZ_DUPLEX_ERROR:
+        default:
+          ck_abort_msg ("duplex: %s", error != NULL ? error->message : "?");
+        }
+    }
+}
+
+static void
+duplex_send (NzAgentDuplex *d, const char *json)
+{
+  g_autoptr (JsonObject) frame = nz_json_parse_object (json, -1, NULL);
+  g_autoptr (GError) error = NULL;
+
+  ck_assert_ptr_nonnull (frame);
+  ck_assert_msg (nz_agent_duplex_send (d, frame, &error), "%s", error ? error->message : "");
+}
+
+static NzAgentClient *
+client_for (const char *id)
+{
+  g_autoptr (JsonObject) h = private_handle (id);
+
+  ck_assert_ptr_nonnull (h);
+  ck_assert (g_str_has_prefix (nz_json_get_string (h, "endpoint"), "http://"));
+  return nz_agent_client_new (nz_json_get_string (h, "endpoint"), nz_json_get_string (h, "token"));
+}
+
+/* An interactive terminal through the worker: input reaches the shell, a resize reaches the
+ * pty (the shell waits until stty sees it), the shell's status comes back. */
+static void
+check_terminal (NzAgentClient *c)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (NzAgentDuplex) d = NULL;
+  g_autoptr (JsonObject) body = nz_json_parse_object ("{\"cols\":80,\"rows\":24}", -1, NULL);
+  g_autoptr (GString) out = g_string_new (NULL);
+  g_autoptr (JsonObject) ready = NULL;
+  JsonObject *frame;
+  double code = -1;
+
+  d = nz_agent_duplex_open (c, "terminal", body, &error);
+  ck_assert_msg (d != NULL, "terminal: %s", error ? error->message : "");
+  ready = duplex_next (d);
+  ck_assert_ptr_nonnull (ready);
+  ck_assert_str_eq (nz_json_get_string (ready, "type"), "ready");
+  duplex_send (d, "{\"type\":\"resize\",\"cols\":132,\"rows\":43}");
+  duplex_send (d, "{\"type\":\"input\",\"data\":\"until [ \\\"$(stty size)\\\" = "
+                  "'43 132' ]; do sleep 0.05; done; echo size-$(stty size | tr ' ' x) "
+                  "in-the-$((6*7)); exit 5\\n\"}");
+  while ((frame = duplex_next (d)) != NULL)
+    {
+      const char *type = nz_json_get_string (frame, "type");
+
+      if (g_strcmp0 (type, "data") == 0)
+        g_string_append (out, nz_json_get_string (frame, "data"));
+      if (g_strcmp0 (type, "exit") == 0)
+        {
+          ck_assert (nz_json_get_number (frame, "exitCode", &code));
+          json_object_unref (frame);
+          break;
+        }
+      json_object_unref (frame);
+    }
+  ck_assert_msg (strstr (out->str, "size-43x132 in-the-42") != NULL, "terminal said: %s",
+                 out->str);
+  ck_assert_msg (code == 5, "terminal exit %g: %s", code, out->str);
+}
+
+/* tcp-connect to a service started in the sandbox (a one-shot python echo server). */
+static void
+check_tcp_connect (const char *id, NzAgentClient *c, const char *out_dir)
+{
+  g_autofree char *ready_file = g_build_filename (out_dir, "srv-ready", NULL);
+  g_autofree char *err = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (NzAgentDuplex) d = NULL;
+  g_autoptr (JsonObject) body = nz_json_parse_object ("{\"host\":\"127.0.0.1\",\"port\":7007}",
+                                                      -1, NULL);
+  g_autoptr (JsonObject) ready = NULL;
+  g_autoptr (GString) got = g_string_new (NULL);
+  JsonObject *frame;
+  int rc;
+
+  rc = tool (NULL, NULL, &err, "namzu-attach", "--sandbox", id, "--start-detached", "srv", "--",
+             "python3", "-c",
+             "import socket\n"
+             "s = socket.socket()\n"
+             "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+             "s.bind(('127.0.0.1', 7007))\n"
+             "s.listen(1)\n"
+             "open('srv-ready', 'w').close()\n"
+             "c, _ = s.accept()\n"
+             "c.sendall(b'echo:' + c.recv(100))\n"
+             "c.close()\n",
+             NULL);
+  ck_assert_msg (rc == 0, "start-detached: %s", err);
+  /* The server says it listens through the shared outputs dir; bounded, not timed. */
+  for (int i = 0; i < 1000 && !g_file_test (ready_file, G_FILE_TEST_EXISTS); i++)
+    g_usleep (20 * 1000);
+  ck_assert_msg (g_file_test (ready_file, G_FILE_TEST_EXISTS), "the echo server never listened");
+  d = nz_agent_duplex_open (c, "tcp-connect", body, &error);
+  ck_assert_msg (d != NULL, "tcp-connect: %s", error ? error->message : "");
+  ready = duplex_next (d);
+  ck_assert_ptr_nonnull (ready);
+  ck_assert_str_eq (nz_json_get_string (ready, "type"), "ready");
+  duplex_send (d, "{\"type\":\"data\",\"data\":\"cGluZw==\"}"); /* "ping" */
+  while ((frame = duplex_next (d)) != NULL)
+    {
+      const char *type = nz_json_get_string (frame, "type");
+
+      if (g_strcmp0 (type, "data") == 0)
+        {
+          gsize n = 0;
+          g_autofree guchar *bytes = g_base64_decode (nz_json_get_string (frame, "data"), &n);
+
+          g_string_append_len (got, (const char *)bytes, (gssize)n);
+        }
+      ck_assert_msg (g_strcmp0 (type, "error") != 0, "tcp-connect error: %s",
+                     nz_json_get_string (frame, "error"));
+      json_object_unref (frame);
+      if (g_strcmp0 (type, "end") == 0)
+        break;
+    }
+  ck_assert_str_eq (got->str, "echo:ping");
+}
+
+START_TEST (test_terminal_and_tcp_connect)
+{
+  const char *backend = upgrade_backends[_i];
+  g_autofree char *out_dir = new_outputs ();
+  g_autofree char *err = NULL;
+  g_autofree char *id = create (NULL, backend, out_dir, &err, NULL, NULL);
+  g_autoptr (NzAgentClient) c = NULL;
+
+  ck_assert_msg (id != NULL, "%s create failed: %s", backend, err);
+  c = client_for (id);
+  check_terminal (c);
+  check_tcp_connect (id, c, out_dir);
+  ck_assert_int_eq (tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", id, NULL), 0);
+}
+END_TEST
+
+/* A wrong token on the upgrade route: the exact 401, and nothing it carried runs — neither a
+ * frame pipelined behind the request nor what namzu-exec asks for. */
+START_TEST (test_upgrade_wrong_token)
+{
+  const char *backend = upgrade_backends[_i];
+  g_autofree char *out_dir = new_outputs ();
+  g_autofree char *err = NULL, *out = NULL, *raw = NULL;
+  g_autofree char *id = create (NULL, backend, out_dir, &err, NULL, NULL);
+  g_autofree char *pwned = g_build_filename (out_dir, "pwned", NULL);
+  g_autofree char *pwned2 = g_build_filename (out_dir, "pwned2", NULL);
+  g_autofree char *token_env = NULL, *endpoint = NULL;
+  g_autoptr (JsonObject) h = NULL;
+  g_autoptr (GSocketClient) sc = g_socket_client_new ();
+  g_autoptr (GSocketConnection) conn = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) reply = g_string_new (NULL);
+  const char *frame_json = "{\"op\":\"execute\",\"body\":{\"command\":\"touch\",\"args\":[\"pwned\"]}}";
+  g_autofree char *req = NULL;
+  guint port;
+  char buf[4096];
+  gssize n;
+  int rc;
+
+  ck_assert_msg (id != NULL, "%s create failed: %s", backend, err);
+  h = private_handle (id);
+  endpoint = g_strdup (nz_json_get_string (h, "endpoint"));
+  port = (guint)atoi (strrchr (endpoint, ':') + 1);
+  req = g_strdup_printf ("GET /v1/agent HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: Upgrade\r\n"
+                         "Upgrade: namzu-agent/2\r\nAuthorization: Bearer not-%s\r\n\r\n"
+                         "%08zx\n%s",
+                         port, nz_json_get_string (h, "token"), strlen (frame_json), frame_json);
+  conn = g_socket_client_connect_to_host (sc, "127.0.0.1", (guint16)port, NULL, &error);
+  ck_assert_msg (conn != NULL, "%s", error ? error->message : "");
+  ck_assert (g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (conn)), req,
+                                        strlen (req), NULL, NULL, NULL));
+  /* The 401 has a Content-Length; read until it is whole or the worker closes. */
+  while (strstr (reply->str, "{\"error\":\"unauthorized\"}") == NULL
+         && (n = g_input_stream_read (g_io_stream_get_input_stream (G_IO_STREAM (conn)), buf,
+                                      sizeof buf, NULL, NULL)) > 0)
+    g_string_append_len (reply, buf, n);
+  ck_assert_msg (g_str_has_prefix (reply->str, "HTTP/1.1 401"), "%s", reply->str);
+  ck_assert (strstr (reply->str, "WWW-Authenticate: Bearer realm=\"namzu-sandbox-worker\"") != NULL);
+  ck_assert (strstr (reply->str, "\r\n\r\n{\"error\":\"unauthorized\"}") != NULL);
+  g_io_stream_close (G_IO_STREAM (conn), NULL, NULL);
+
+  token_env = g_strdup ("NAMZU_TOKEN=wrong-token-value");
+  {
+    const char *const env[] = { token_env, NULL };
+
+    rc = tool (env, &out, &raw, "namzu-exec", "--endpoint", endpoint, "--", "touch", "pwned2",
+               NULL);
+  }
+  ck_assert_msg (rc == 125, "namzu-exec with a wrong token exited %d: %s", rc, raw);
+  ck_assert_msg (strstr (raw, "HTTP 401") != NULL, "%s", raw);
+  ck_assert (strstr (raw, "wrong-token-value") == NULL);
+  ck_assert (strstr (raw, nz_json_get_string (h, "token")) == NULL);
+  /* The right token then works, so the files' absence means nothing ran, not a dead worker. */
+  {
+    int src = -1;
+    g_autofree char *seen = sh (id, "ls -a", &src);
+
+    ck_assert_int_eq (src, 0);
+    ck_assert_msg (strstr (seen, "pwned") == NULL, "%s", seen);
+  }
+  ck_assert (!g_file_test (pwned, G_FILE_TEST_EXISTS) && !g_file_test (pwned2, G_FILE_TEST_EXISTS));
+  ck_assert_int_eq (tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", id, NULL), 0);
+}
+END_TEST
+
+/* A cancel the worker cannot confirm (the leader dies on SIGTERM, a group member ignoring it
+ * keeps the group: the engine will not SIGKILL a reusable pgid and fences itself) leaves an
+ * unknown outcome: namzu-exec retires the sandbox, and the container is gone. */
+START_TEST (test_unconfirmed_cancel_retires_the_container)
+{
+  g_autofree char *out_dir = new_outputs ();
+  g_autofree char *err = NULL;
+  g_autofree char *id = create (NULL, "container:docker", out_dir, &err, NULL, NULL);
+  g_autofree char *exec_bin = tool_path ("namzu-exec");
+  g_autofree char *name = NULL, *dir = NULL, *gone = NULL;
+  g_auto (GStrv) env = g_environ_setenv (g_get_environ (), "NAMZU_STATE_DIR", state, TRUE);
+
+  ck_assert_msg (id != NULL, "create failed: %s", err);
+  name = g_strconcat ("namzu-sandbox-", id, NULL);
+  dir = g_build_filename (state, id, NULL);
+  nz_test_exec_unconfirmed_cancel (exec_bin, id, env);
+  ck_assert_msg (!g_file_test (dir, G_FILE_TEST_EXISTS), "%s is still there", dir);
+  {
+    const char *const a[] = { "inspect", "--format", "{{.State.Running}}", name, NULL };
+
+    gone = docker_out (a);
+    ck_assert_msg (gone == NULL, "container %s still exists: %s", name, gone);
+  }
+}
+END_TEST
+
 /* ---- parity ------------------------------------------------------------------------------- */
 
 static void
@@ -591,7 +866,7 @@ parity (const char *backend)
   g_autofree char *script = g_build_filename (g_getenv ("NZ_SOURCE_DIR"), "tests", "e2e",
                                               "parity.sh", NULL);
   g_autofree char *env0 = g_strconcat ("NZ_TOOLS_DIR=", g_getenv ("NZ_TOOLS_DIR"), NULL);
-  g_autofree char *env1 = g_strconcat ("NZ_PARITY_IMAGE=", WORKER_IMAGE, NULL);
+  g_autofree char *env1 = g_strconcat ("NZ_PARITY_IMAGE=", worker_image (), NULL);
   const char *const env[] = { env0, env1, NULL };
   const char *const argv[] = { "sh", script, backend, NULL };
   g_autofree char *out = NULL, *err = NULL;
@@ -620,10 +895,10 @@ create_shared (void)
   g_autofree char *create_bin = tool_path ("namzu-create");
   g_autofree char *out_path = g_build_filename (base, "shared.json", NULL);
   g_autofree char *cmd = g_strdup_printf (
-    "NAMZU_STATE_DIR='%s' '%s' --backend container:docker --image " WORKER_IMAGE
+    "NAMZU_STATE_DIR='%s' '%s' --backend container:docker --image '%s'"
     " --network allow-all --docker-network bridge --outputs '%s' --label " TEST_LABEL
     " --memory-mb 256 --max-processes 64 --cpus 0.5 > '%s'",
-    state, create_bin, outputs, out_path);
+    state, create_bin, worker_image (), outputs, out_path);
   GString *samples = g_string_new (NULL);
   g_autofree char *text = NULL;
   g_autoptr (JsonObject) pub = NULL;
@@ -672,6 +947,7 @@ suite (void)
   TCase *token = tcase_create ("token");
   TCase *life = tcase_create ("lifecycle");
   TCase *par = tcase_create ("parity");
+  TCase *verbs = tcase_create ("verbs");
 
   tcase_set_timeout (inside, 60);
   tcase_add_test (inside, test_caps_and_no_new_privs);
@@ -690,6 +966,11 @@ suite (void)
   tcase_add_test (life, test_deny_all_on_internal_network);
   tcase_add_test (life, test_runsc_is_gvisor);
   suite_add_tcase (s, life);
+  tcase_set_timeout (verbs, 120);
+  tcase_add_loop_test (verbs, test_terminal_and_tcp_connect, 0, G_N_ELEMENTS (upgrade_backends));
+  tcase_add_loop_test (verbs, test_upgrade_wrong_token, 0, G_N_ELEMENTS (upgrade_backends));
+  tcase_add_test (verbs, test_unconfirmed_cancel_retires_the_container);
+  suite_add_tcase (s, verbs);
   tcase_set_timeout (par, 180);
   tcase_add_test (par, test_parity_bwrap);
   tcase_add_test (par, test_parity_docker);
@@ -703,6 +984,7 @@ main (void)
 {
   g_autofree char *info = NULL;
   g_autofree char *img = NULL;
+  g_autofree char *inspect = NULL, *what = NULL;
   g_autofree char *docker = g_find_program_in_path ("docker");
   int rc;
   gboolean have_docker = docker != NULL
@@ -710,9 +992,9 @@ main (void)
                                   &rc, NULL) && rc == 0;
 
   nz_test_require (have_docker, "a running docker daemon (scripts/start-dockerd)");
-  nz_test_require (g_spawn_command_line_sync ("docker image inspect --format '{{.Id}}' "
-                                              WORKER_IMAGE, &img, NULL, &rc, NULL) && rc == 0,
-                   "the " WORKER_IMAGE " image (scripts/build-images)");
+  inspect = g_strdup_printf ("docker image inspect --format '{{.Id}}' '%s'", worker_image ());
+  what = g_strdup_printf ("the %s image (scripts/build-images)", worker_image ());
+  nz_test_require (g_spawn_command_line_sync (inspect, &img, NULL, &rc, NULL) && rc == 0, what);
   REQUIRE (g_mkdtemp (base) != NULL, "mkdtemp");
   /* The image's uid 1001 must be able to reach the outputs dirs below. */
   REQUIRE (chmod (base, 0755) == 0, "chmod %s", base);

@@ -807,7 +807,7 @@ START_TEST (test_poison_on_leftover_descendant)
   /* A longer poison delay than the reference's 50 ms, so the test can observe the window. */
   const char *extra[] = { "NAMZU_SANDBOX_POISON_EXIT_DELAY_MS", "4000", NULL };
   Worker *w = worker_start (extra);
-  GSocketConnection *pre[4];
+  GSocketConnection *pre[5];
   static const char *const requests[] = {
     /* /healthz answers the drain signal without a token ... */
     "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
@@ -816,8 +816,11 @@ START_TEST (test_poison_on_leftover_descendant)
     /* ... and with the token every route is 503. */
     "POST /executions/reserve HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" AUTH "\r\n",
     "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" AUTH "\r\n",
+    /* The agent upgrade too: a poisoned worker hands out no agent connection. */
+    "GET /v1/agent HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\n"
+    "Upgrade: namzu-agent/2\r\n" AUTH "\r\n",
   };
-  static const int want[] = { 503, 401, 503, 503 };
+  static const int want[] = { 503, 401, 503, 503, 503 };
   g_autoptr (Reply) r = NULL;
   g_autofree char *err = NULL;
   int status;
@@ -1082,6 +1085,128 @@ START_TEST (test_agent_route)
 }
 END_TEST
 
+/* ---- the additive upgrade GET /v1/agent -> namzu-agent/2 ---- */
+
+#define UPGRADE "Connection: Upgrade\r\nUpgrade: namzu-agent/2\r\n"
+
+/* One agent frame's payload (empty for the terminator), NULL at EOF. */
+static char *
+read_frame (GInputStream *in)
+{
+  char header[10] = { 0 };
+  gsize got = 0;
+  char *payload;
+  unsigned long len;
+
+  if (!g_input_stream_read_all (in, header, 9, &got, NULL, NULL) || got == 0)
+    return NULL;
+  ck_assert_int_eq (got, 9);
+  ck_assert_int_eq (header[8], '\n');
+  len = strtoul (header, NULL, 16);
+  payload = g_malloc0 (len + 1);
+  ck_assert (g_input_stream_read_all (in, payload, len, &got, NULL, NULL) && got == len);
+  return payload;
+}
+
+START_TEST (test_agent_upgrade)
+{
+  Worker *w = worker_start (NULL);
+  g_autoptr (Reply) r = NULL;
+  g_autoptr (JsonObject) o = NULL;
+  g_autoptr (GSocketConnection) conn = NULL;
+  g_autoptr (GString) head = g_string_new (NULL);
+  g_autoptr (GString) out = g_string_new (NULL);
+  const char *frame = "{\"op\":\"execute\",\"body\":{\"command\":\"sh\",\"args\":[\"-c\","
+                      "\"echo via-upgrade; exit 4\"]}}";
+  g_autofree char *req = NULL;
+  GInputStream *in;
+  JsonArray *features;
+  double code = -1;
+  char *payload;
+  char c;
+
+  /* /healthz lists what the worker serves through the upgrade, in the agent's order. */
+  r = http (w->port, "GET", "/healthz", NULL, NULL);
+  o = parse (r->body);
+  features = json_object_get_array_member (o, "features");
+  ck_assert_ptr_nonnull (features);
+  ck_assert_str_eq (json_array_get_string_element (features, 0), "write-file-parts");
+  ck_assert_str_eq (json_array_get_string_element (features, json_array_get_length (features) - 1),
+                    "agent-upgrade");
+  g_clear_pointer (&r, reply_free);
+
+  /* The gate first, like every route: a wrong token is the plain 401. */
+  r = http (w->port, "GET", "/v1/agent", UPGRADE "Authorization: Bearer nope\r\n", NULL);
+  assert_unauthorized (r);
+  g_clear_pointer (&r, reply_free);
+  /* Authenticated but not asking for the protocol. */
+  r = http (w->port, "GET", "/v1/agent", AUTH, NULL);
+  assert_error (r, 426, "upgrade_required");
+  ck_assert_msg (strstr (r->head, "\r\nUpgrade: namzu-agent/2") != NULL, "%s", r->head);
+  g_clear_pointer (&r, reply_free);
+
+  /* 101, then the agent's framing: an execute stream up to its terminator. */
+  conn = dial (w->port);
+  in = g_io_stream_get_input_stream (G_IO_STREAM (conn));
+  req = g_strdup_printf ("GET /v1/agent HTTP/1.1\r\nHost: 127.0.0.1\r\n" UPGRADE AUTH "\r\n");
+  send_raw (conn, req, strlen (req));
+  while (!g_str_has_suffix (head->str, "\r\n\r\n")
+         && g_input_stream_read (in, &c, 1, NULL, NULL) == 1)
+    g_string_append_c (head, c);
+  ck_assert_msg (g_str_has_prefix (head->str, "HTTP/1.1 101"), "%s", head->str);
+  ck_assert_msg (strstr (head->str, "\r\nUpgrade: namzu-agent/2\r\n") != NULL, "%s", head->str);
+  g_free (req);
+  req = g_strdup_printf ("%08zx\n%s", strlen (frame), frame);
+  send_raw (conn, req, strlen (req));
+  while ((payload = read_frame (in)) != NULL && *payload != '\0')
+    {
+      g_autoptr (JsonObject) ev = parse (payload);
+
+      if (g_strcmp0 (str (ev, "type"), "stdout_delta") == 0)
+        g_string_append (out, str (ev, "data"));
+      if (g_strcmp0 (str (ev, "type"), "result") == 0)
+        code = json_object_get_double_member (ev, "exitCode");
+      g_free (payload);
+    }
+  ck_assert_msg (payload != NULL, "the stream ended without its terminator");
+  g_free (payload);
+  ck_assert_str_eq (out->str, "via-upgrade\n");
+  ck_assert (code == 4);
+  /* One request per connection: the agent closes after the terminator. */
+  ck_assert_ptr_null (read_frame (in));
+  worker_stop (w);
+}
+END_TEST
+
+/* A duplex op through namzu-attach over the upgrade: a terminal, input from our stdin. */
+START_TEST (test_terminal_over_worker)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *tool = nz_test_tool ("namzu-attach");
+  g_autofree char *endpoint = g_strdup_printf ("http://127.0.0.1:%u", w->port);
+  g_autofree char *in_path = g_build_filename (w->workspace, "stdin.txt", NULL);
+  g_autofree char *out_path = g_build_filename (w->workspace, "stdout.txt", NULL);
+  g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
+  g_autoptr (GSubprocess) p = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *out = NULL;
+
+  ck_assert (g_file_set_contents (in_path, "echo in-the-$((6*7)); exit 5\n", -1, NULL));
+  /* Files, not pipes: GLib 2.74's g_subprocess_communicate() leaks. */
+  g_subprocess_launcher_set_stdin_file_path (l, in_path);
+  g_subprocess_launcher_set_stdout_file_path (l, out_path);
+  g_subprocess_launcher_setenv (l, "NAMZU_TOKEN", TOKEN, TRUE);
+  p = g_subprocess_launcher_spawn (l, &error, tool, "--endpoint", endpoint, "--terminal", NULL);
+  ck_assert_msg (p != NULL, "%s", error ? error->message : "");
+  ck_assert (g_subprocess_wait (p, NULL, &error));
+  ck_assert (g_file_get_contents (out_path, &out, NULL, NULL));
+  ck_assert_msg (g_subprocess_get_if_exited (p) && g_subprocess_get_exit_status (p) == 5,
+                 "terminal: %s", out);
+  ck_assert_msg (strstr (out, "in-the-42") != NULL, "%s", out);
+  worker_stop (w);
+}
+END_TEST
+
 /* namzu-exec --detach and namzu-attach over the worker: retained output across requests. */
 START_TEST (test_detach_attach_over_worker)
 {
@@ -1134,6 +1259,8 @@ main (void)
   tcase_add_test (tc, test_namzu_exec);
   tcase_add_test (tc, test_namzu_exec_sigint_cancels);
   tcase_add_test (tc, test_agent_route);
+  tcase_add_test (tc, test_agent_upgrade);
+  tcase_add_test (tc, test_terminal_over_worker);
   tcase_add_test (tc, test_detach_attach_over_worker);
   suite_add_tcase (s, tc);
   return nz_test_run (s);

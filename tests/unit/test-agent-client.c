@@ -4,6 +4,7 @@
  * peer that misbehaves on purpose: a scripted unix-socket peer in a thread, which says so
  * here. Everything the real agent does is tested against it in tests/integration/test-exec.c. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -169,6 +170,161 @@ peer_client (Peer *p, const char *token)
   return nz_agent_client_new (ep, token);
 }
 
+/* ---- http:// endpoints: a scripted worker on loopback TCP --------------------------------- */
+
+typedef struct
+{
+  GSocket *listener;
+  guint16 port;
+  const char *const *replies; /* one raw HTTP response per connection */
+  GPtrArray *heads;           /* each request's head, as received */
+  GPtrArray *frames;          /* after a 101: the agent frame that followed */
+  GThread *thread;
+} HttpPeer;
+
+static gpointer
+http_peer_thread (gpointer data)
+{
+  HttpPeer *p = data;
+
+  for (guint i = 0; p->replies[i] != NULL; i++)
+    {
+      g_autoptr (GSocket) s = g_socket_accept (p->listener, NULL, NULL);
+      GString *head = g_string_new (NULL);
+      char ch;
+
+      if (s == NULL)
+        break;
+      while (!g_str_has_suffix (head->str, "\r\n\r\n")
+             && g_socket_receive (s, &ch, 1, NULL, NULL) == 1)
+        g_string_append_c (head, ch);
+      g_ptr_array_add (p->heads, g_string_free (head, FALSE));
+      g_socket_send (s, p->replies[i], strlen (p->replies[i]), NULL, NULL);
+      /* Take the request frame before closing, so the close is not a reset. */
+      if (g_str_has_prefix (p->replies[i], "HTTP/1.1 101"))
+        {
+          int fd = g_socket_get_fd (s);
+
+          /* GSocket keeps its fd non-blocking; read_request() blocks. */
+          fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) & ~O_NONBLOCK);
+          g_ptr_array_add (p->frames, read_request (fd));
+        }
+      g_socket_close (s, NULL);
+    }
+  return NULL;
+}
+
+static HttpPeer *
+http_peer_start (const char *const *replies)
+{
+  HttpPeer *p = g_new0 (HttpPeer, 1);
+  g_autoptr (GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+  g_autoptr (GSocketAddress) addr = g_inet_socket_address_new (lo, 0);
+  g_autoptr (GSocketAddress) bound = NULL;
+
+  p->listener = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM,
+                              G_SOCKET_PROTOCOL_TCP, NULL);
+  ck_assert (g_socket_bind (p->listener, addr, TRUE, NULL) && g_socket_listen (p->listener, NULL));
+  bound = g_socket_get_local_address (p->listener, NULL);
+  p->port = g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+  p->replies = replies;
+  p->heads = g_ptr_array_new_with_free_func (g_free);
+  p->frames = g_ptr_array_new_with_free_func (g_free);
+  p->thread = g_thread_new ("http-peer", http_peer_thread, p);
+  return p;
+}
+
+static void
+http_peer_free (HttpPeer *p)
+{
+  if (p->thread != NULL)
+    g_thread_join (p->thread);
+  g_object_unref (p->listener);
+  g_ptr_array_unref (p->heads);
+  g_ptr_array_unref (p->frames);
+  g_free (p);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HttpPeer, http_peer_free)
+
+#define HEALTHZ_BODY "{\"ok\":true,\"protocolVersion\":2,\"features\":[\"sessions\",\"agent-upgrade\"]}"
+
+/* The upgrade's refusals, mapped to errors a tool can act on, and never the token. */
+START_TEST (test_worker_upgrade_refusals)
+{
+  static const char *const replies[] = {
+    "HTTP/1.1 200 OK\r\nContent-Length: 71\r\n\r\n" HEALTHZ_BODY,
+    "HTTP/1.1 401 Unauthorized\r\nContent-Length: 24\r\n\r\n{\"error\":\"unauthorized\"}",
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 27\r\n\r\n{\"error\":\"worker_retiring\"}",
+    "HTTP/1.1 404 Not Found\r\nContent-Length: 21\r\n\r\n{\"error\":\"not_found\"}",
+    "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n",
+    NULL,
+  };
+  static const struct { guint code; const char *needle; } want[] = {
+    { NZ_ERROR_PERMISSION_DENIED, "HTTP 401" },
+    { NZ_ERROR_FAILED, "worker_retiring" },
+    { NZ_ERROR_UNSUPPORTED, "no GET /v1/agent upgrade route" },
+    { NZ_ERROR_PROTOCOL, "namzu-agent/2" },
+    { NZ_ERROR_FAILED, "HTTP 502" },
+  };
+  g_autoptr (HttpPeer) p = http_peer_start (replies);
+  g_autofree char *ep = g_strdup_printf ("http://127.0.0.1:%u/", p->port);
+  g_autoptr (NzAgentClient) c = nz_agent_client_new (ep, "s3cret-tok");
+  g_autoptr (JsonObject) h = NULL;
+  g_autoptr (GError) error = NULL;
+
+  h = nz_agent_client_healthz (c, NULL, &error);
+  ck_assert_msg (h != NULL, "%s", error ? error->message : "");
+  ck_assert (nz_agent_client_has_feature (c, "agent-upgrade"));
+  for (gsize i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      g_autoptr (GError) e = NULL;
+      g_autoptr (JsonObject) r = nz_agent_client_call (c, "list-sessions", NULL, NULL, &e);
+
+      ck_assert_ptr_null (r);
+      ck_assert_msg (g_error_matches (e, NZ_ERROR, (gint)want[i].code), "%zu: %s", i, e->message);
+      ck_assert_msg (strstr (e->message, want[i].needle) != NULL, "%zu: %s", i, e->message);
+      ck_assert (strstr (e->message, "s3cret") == NULL);
+    }
+}
+END_TEST
+
+/* What goes on the wire: healthz without a credential, the upgrade with the bearer header,
+ * and an agent frame without the token member. */
+START_TEST (test_worker_upgrade_request)
+{
+  static const char *const replies[] = {
+    "HTTP/1.1 200 OK\r\nContent-Length: 71\r\n\r\n" HEALTHZ_BODY,
+    "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: namzu-agent/2\r\n\r\n"
+    "00000023\n{\"ok\":true,\"sessions\":[],\"extra\":1}",
+    NULL,
+  };
+  g_autoptr (HttpPeer) p = http_peer_start (replies);
+  g_autofree char *ep = g_strdup_printf ("http://127.0.0.1:%u", p->port);
+  g_autoptr (NzAgentClient) c = nz_agent_client_new (ep, "s3cret-tok");
+  g_autoptr (JsonObject) h = NULL;
+  g_autoptr (JsonObject) r = NULL;
+  g_autoptr (GError) error = NULL;
+  const char *upgrade;
+
+  h = nz_agent_client_healthz (c, NULL, &error);
+  ck_assert_msg (h != NULL, "%s", error ? error->message : "");
+  r = nz_agent_client_call (c, "list-sessions", NULL, NULL, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  ck_assert (nz_json_get_bool (r, "ok", FALSE));
+  g_thread_join (g_steal_pointer (&p->thread));
+  ck_assert (g_str_has_prefix (p->heads->pdata[0], "GET /healthz HTTP/1.1\r\n"));
+  ck_assert (strstr (p->heads->pdata[0], "Authorization") == NULL);
+  upgrade = p->heads->pdata[1];
+  ck_assert_msg (g_str_has_prefix (upgrade, "GET /v1/agent HTTP/1.1\r\n"), "%s", upgrade);
+  ck_assert (strstr (upgrade, "\r\nUpgrade: namzu-agent/2\r\n") != NULL);
+  ck_assert (strstr (upgrade, "\r\nAuthorization: Bearer s3cret-tok\r\n") != NULL);
+  ck_assert_msg (strstr (upgrade, "\r\nHost: 127.0.0.1:") != NULL, "%s", upgrade);
+  /* The bearer header carried the credential; the frame does not. */
+  ck_assert_str_eq (p->frames->pdata[0], "{\"op\":\"list-sessions\"}");
+}
+END_TEST
+
 /* ---- endpoints --------------------------------------------------------------------------- */
 
 START_TEST (test_endpoint_parse)
@@ -179,11 +335,15 @@ START_TEST (test_endpoint_parse)
     { "tcp:agent.example:1", "tcp:agent.example:1" },
     { "tcp:[::1]:65535", "tcp:[::1]:65535" },
     { "vsock:/srv/fc/v.sock#1024", "vsock:/srv/fc/v.sock#1024" },
+    { "http://127.0.0.1:2024", "http://127.0.0.1:2024" },
+    { "HTTP://worker.example:80/", "http://worker.example:80" },
+    { "http://[::1]:8080", "http://[::1]:8080" },
   };
   static const char *const bad[] = {
     "unix:relative/path", "unix:", "tcp:127.0.0.1", "tcp:127.0.0.1:0", "tcp:127.0.0.1:65536",
     "tcp::80", "tcp:::1:80", "tcp:[::1:80", "tcp:host:80x", "vsock:3:1024", "vsock:/v.sock", "vsock:rel#1",
-    "vsock:/v.sock#x", "/abs/path", "",
+    "vsock:/v.sock#x", "/abs/path", "", "http://127.0.0.1", "http://h:80/path",
+    "http://u:p@h:80", "http://[::1:80", "http://h:0",
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS (good); i++)
@@ -587,6 +747,8 @@ main (void)
   signal (SIGPIPE, SIG_IGN);
   tcase_set_timeout (tc, 20);
   tcase_add_test (tc, test_endpoint_parse);
+  tcase_add_test (tc, test_worker_upgrade_refusals);
+  tcase_add_test (tc, test_worker_upgrade_request);
   tcase_add_test (tc, test_bad_endpoint_reported_by_call);
   tcase_add_test (tc, test_envelope_and_features);
   tcase_add_test (tc, test_healthz_admission);

@@ -49,8 +49,8 @@ static const GOptionEntry entries[] = {
   { "signal", 0, 0, G_OPTION_ARG_STRING, &opt_signal,
     "With --kill: SIGTERM, SIGKILL (default), SIGINT or SIGHUP", "SIG" },
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
-    "For testing and direct agent use: unix:/PATH or tcp:HOST:PORT instead of a sandbox; "
-    "the token comes from $NAMZU_TOKEN",
+    "For testing and direct agent use: unix:/PATH, tcp:HOST:PORT or a namzu-worker's "
+    "http://HOST:PORT instead of a sandbox; the token comes from $NAMZU_TOKEN",
     "ENDPOINT" },
   { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_command, NULL, NULL },
   { NULL }

@@ -27,8 +27,9 @@ static const GOptionEntry entries[] = {
   { "part-kib", 0, 0, G_OPTION_ARG_INT, &opt_part_kib,
     "Upload part size in KiB (default 256)", "KIB" },
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
-    "For testing and direct agent use: talk to the agent at unix:/PATH or tcp:HOST:PORT "
-    "instead of a sandbox; the token comes from $NAMZU_TOKEN", "ENDPOINT" },
+    "For testing and direct agent use: talk to the agent at unix:/PATH, tcp:HOST:PORT or "
+    "a namzu-worker's http://HOST:PORT instead of a sandbox; the token comes from $NAMZU_TOKEN",
+    "ENDPOINT" },
   { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_args, NULL, NULL },
   { NULL }
 };

@@ -10,6 +10,7 @@
 
 #include "nz-agent-client.h"
 #include "nz-agent-sessions.h"
+#include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-exec-status.h"
@@ -41,8 +42,9 @@ static const GOptionEntry entries[] = {
   { "stdin", 'i', 0, G_OPTION_ARG_NONE, &opt_stdin,
     "Send our stdin to the command (at most 4 MiB of UTF-8 text, read before it starts)", NULL },
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
-    "For testing and direct agent use: talk to the agent at unix:/PATH or tcp:HOST:PORT "
-    "instead of a sandbox; the token comes from $NAMZU_TOKEN", "ENDPOINT" },
+    "For testing and direct agent use: talk to the agent at unix:/PATH, tcp:HOST:PORT or "
+    "a namzu-worker's http://HOST:PORT instead of a sandbox; the token comes from $NAMZU_TOKEN",
+    "ENDPOINT" },
   { "detach", 'd', 0, G_OPTION_ARG_NONE, &opt_detach,
     "Start the command with retained output and return at once, printing "
     "{\"executionId\",\"state\"}; follow it later with namzu-attach --execution ID", NULL },
@@ -63,7 +65,8 @@ static const char description[] =
   "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 126 if it could\n"
   "not be executed, 127 if it was not found; 125 if namzu itself failed. SIGINT, SIGTERM\n"
   "and SIGHUP cancel the command in the sandbox, wait for that to be confirmed, and exit\n"
-  "128+N.";
+  "128+N. When the sandbox cannot confirm that the command stopped, the sandbox is retired\n"
+  "(torn down, as namzu-destroy would) and namzu-exec exits 125.";
 
 typedef struct
 {
@@ -166,8 +169,29 @@ fail_with (int status, const char *code, const char *fmt, ...)
   return status;
 }
 
+/* The remote outcome is unknown (spec D.2 RemoteCancellationUnknownError): what ran may still
+ * run, so the sandbox is retired (spec B.7 retire(): the container is removed) rather than
+ * left to be reused. */
 static int
-finish (Run *run, const char *target)
+retire_unconfirmed (NzHandle *handle, const GError *e)
+{
+  g_autoptr (GError) local = NULL;
+
+  if (handle == NULL)
+    return fail_with (EXIT_NAMZU, "cancellation_unconfirmed",
+                      "%s; no sandbox to retire with --endpoint: stop that agent yourself",
+                      e->message);
+  if (!nz_backend_retire (handle, &local))
+    return fail_with (EXIT_NAMZU, "cancellation_unconfirmed",
+                      "%s; retiring sandbox %s failed too: %s; tear it down with namzu-destroy",
+                      e->message, handle->id, local->message);
+  return fail_with (EXIT_NAMZU, "cancellation_unconfirmed",
+                    "%s; sandbox %s was retired (torn down), since what ran in it may still run",
+                    e->message, handle->id);
+}
+
+static int
+finish (Run *run, NzHandle *handle, const char *target)
 {
   const GError *e = run->error;
   int status;
@@ -184,6 +208,8 @@ finish (Run *run, const char *target)
         return status;
       return fail_with (EXIT_NAMZU, "protocol", "the agent reported no usable exit status");
     }
+  if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED))
+    return retire_unconfirmed (handle, e);
   if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     {
       int signo = run->signo != 0 ? run->signo : SIGPIPE;
@@ -363,7 +389,7 @@ main (int argc, char **argv)
   run = (Run){ .client = client, .body = body, .cancellable = cancellable };
   run.signo = nz_cli_run_cancellable ("exec", exec_thread, &run, cancellable);
 
-  status = finish (&run, target);
+  status = finish (&run, handle, target);
   g_clear_pointer (&run.result, json_object_unref);
   g_clear_error (&run.error);
   g_free (run.execution_id);

@@ -21,8 +21,9 @@ static const GOptionEntry entries[] = {
   { "flush", 'f', 0, G_OPTION_ARG_NONE, &opt_flush,
     "Then flush the workspace filesystem (syncfs) and report that too", NULL },
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
-    "For testing and direct agent use: talk to the agent at unix:/PATH or tcp:HOST:PORT "
-    "instead of a sandbox; the token comes from $NAMZU_TOKEN", "ENDPOINT" },
+    "For testing and direct agent use: talk to the agent at unix:/PATH, tcp:HOST:PORT or "
+    "a namzu-worker's http://HOST:PORT instead of a sandbox; the token comes from $NAMZU_TOKEN",
+    "ENDPOINT" },
   { NULL }
 };
 
