@@ -16,6 +16,7 @@
 #include "nz-errors.h"
 #include "nz-fileio.h"
 #include "nz-jstext.h"
+#include "nz-spawn.h"
 
 #define READ_CHUNK_BYTES 65536
 
@@ -470,19 +471,6 @@ timeout_fired (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-static void
-child_setup (gpointer user_data)
-{
-  sigset_t none;
-
-  /* A new session and process group: pgid = sid = pid, so the group can be signalled whole. */
-  setsid ();
-  /* The agent ignores SIGPIPE; ignored dispositions survive exec, so restore the default. */
-  signal (SIGPIPE, SIG_DFL);
-  sigemptyset (&none);
-  sigprocmask (SIG_SETMASK, &none, NULL);
-}
-
 static int
 spawn_error_errno (const GError *error)
 {
@@ -561,7 +549,7 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
   NzExecProc *p;
   GPid pid = 0;
   int in_fd = -1, out_fd = -1, err_fd = -1;
-  GSpawnFlags flags = G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH_FROM_ENVP;
+  int errsv;
 
   g_return_val_if_fail (guest != NULL && rec != NULL && spec != NULL, FALSE);
   g_return_val_if_fail (spec->command != NULL && spec->cwd != NULL, FALSE);
@@ -578,18 +566,16 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
   for (guint i = 0; spec->args != NULL && spec->args[i] != NULL; i++)
     g_ptr_array_add (argv, (gpointer)spec->args[i]);
   g_ptr_array_add (argv, NULL);
-  if (spec->stdin_data == NULL)
-    flags |= G_SPAWN_STDIN_FROM_DEV_NULL;
 
-  if (!g_spawn_async_with_pipes_and_fds (
-          spec->cwd, (const char *const *)argv->pdata, (const char *const *)spec->envp, flags,
-          child_setup, NULL, -1, -1, -1, NULL, NULL, 0, &pid,
-          spec->stdin_data != NULL ? &in_fd : NULL, &out_fd, &err_fd, &local_error))
+  errsv = nz_spawn_session (spec->cwd, (const char *const *)argv->pdata,
+                            (const char *const *)spec->envp,
+                            spec->stdin_data != NULL ? &in_fd : NULL, &out_fd, &err_fd, &pid);
+  if (errsv != 0)
     {
-      g_debug ("spawn %s: %s", spec->command, local_error->message);
+      g_debug ("spawn %s: %s", spec->command, g_strerror (errsv));
       /* Node's message for an async spawn error: "spawn <file> <CODE>". */
       return start_fail (guest, rec, error, "spawn %s %s", spec->command,
-                         nz_jstext_errno_name (spawn_error_errno (local_error)));
+                         nz_jstext_errno_name (errsv));
     }
 
   p = g_new0 (NzExecProc, 1);
