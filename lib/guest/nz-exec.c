@@ -471,55 +471,10 @@ timeout_fired (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-static int
-spawn_error_errno (const GError *error)
-{
-  if (error->domain != G_SPAWN_ERROR)
-    return EINVAL;
-  switch (error->code)
-    {
-    case G_SPAWN_ERROR_NOENT:
-    case G_SPAWN_ERROR_CHDIR:
-      return ENOENT;
-    case G_SPAWN_ERROR_ACCES:
-      return EACCES;
-    case G_SPAWN_ERROR_PERM:
-      return EPERM;
-    case G_SPAWN_ERROR_TOO_BIG:
-      return E2BIG;
-    case G_SPAWN_ERROR_NOEXEC:
-      return ENOEXEC;
-    case G_SPAWN_ERROR_NAMETOOLONG:
-      return ENAMETOOLONG;
-    case G_SPAWN_ERROR_NOTDIR:
-      return ENOTDIR;
-    case G_SPAWN_ERROR_LOOP:
-      return ELOOP;
-    case G_SPAWN_ERROR_TXTBUSY:
-      return ETXTBSY;
-    case G_SPAWN_ERROR_IO:
-      return EIO;
-    case G_SPAWN_ERROR_NFILE:
-      return ENFILE;
-    case G_SPAWN_ERROR_MFILE:
-      return EMFILE;
-    case G_SPAWN_ERROR_ISDIR:
-      return EISDIR;
-    case G_SPAWN_ERROR_LIBBAD:
-      return ELIBBAD;
-    case G_SPAWN_ERROR_FORK:
-    case G_SPAWN_ERROR_NOMEM:
-      return ENOMEM;
-    default:
-      return EINVAL;
-    }
-}
-
 char *
-nz_exec_spawn_error_message (const char *command, const GError *error)
+nz_exec_spawn_error_message (const char *command, int errsv)
 {
-  return g_strdup_printf ("spawn %s %s", command,
-                          nz_jstext_errno_name (spawn_error_errno (error)));
+  return g_strdup_printf ("spawn %s %s", command, nz_jstext_errno_name (errsv));
 }
 
 static gboolean start_fail (NzGuest *guest, NzExecRecord *rec, GError **error, const char *fmt, ...)
@@ -572,10 +527,10 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
                             spec->stdin_data != NULL ? &in_fd : NULL, &out_fd, &err_fd, &pid);
   if (errsv != 0)
     {
+      g_autofree char *msg = nz_exec_spawn_error_message (spec->command, errsv);
+
       g_debug ("spawn %s: %s", spec->command, g_strerror (errsv));
-      /* Node's message for an async spawn error: "spawn <file> <CODE>". */
-      return start_fail (guest, rec, error, "spawn %s %s", spec->command,
-                         nz_jstext_errno_name (errsv));
+      return start_fail (guest, rec, error, "%s", msg);
     }
 
   p = g_new0 (NzExecProc, 1);
