@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench-run.h"
 #include "nz-json.h"
 
 static int opt_iterations = 30;
@@ -36,56 +37,22 @@ tool (const char *name)
   return g_build_filename (opt_tools_dir, name, NULL);
 }
 
-/* Runs @argv; returns wall µs (or -1 on failure); stdout in @out when non-NULL. */
+/* Runs @argv; returns wall µs (or -1 on failure); stdout in @out when non-NULL (then through
+ * g_spawn_sync, which forks: only the create timings capture, and both of their sides do). */
 static gint64
 time_run (const char *const *argv, char **envp, char **out)
 {
   gint64 t0 = g_get_monotonic_time ();
   int status = 0;
 
+  if (out == NULL)
+    return bench_run_us (argv, envp);
   if (!g_spawn_sync (NULL, (char **)argv, envp,
-                     G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL
-                       | (out == NULL ? G_SPAWN_STDOUT_TO_DEV_NULL : 0),
+                     G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL,
                      NULL, NULL, out, NULL, &status, NULL)
       || !g_spawn_check_wait_status (status, NULL))
     return -1;
   return g_get_monotonic_time () - t0;
-}
-
-static int
-cmp_gint64 (gconstpointer a, gconstpointer b)
-{
-  gint64 x = *(const gint64 *)a, y = *(const gint64 *)b;
-
-  return x < y ? -1 : x > y;
-}
-
-static double
-median_ms (GArray *samples)
-{
-  if (samples->len == 0)
-    return -1;
-  g_array_sort (samples, cmp_gint64);
-  return g_array_index (samples, gint64, samples->len / 2) / 1000.0;
-}
-
-/* Median of N runs of @argv after one warm-up. */
-static double
-bench (const char *const *argv, int n)
-{
-  g_autoptr (GArray) s = g_array_new (FALSE, FALSE, sizeof (gint64));
-
-  if (time_run (argv, NULL, NULL) < 0)
-    return -1;
-  for (int i = 0; i < n; i++)
-    {
-      gint64 t = time_run (argv, NULL, NULL);
-
-      if (t < 0)
-        return -1;
-      g_array_append_val (s, t);
-    }
-  return median_ms (s);
 }
 
 /* Until GET / on 127.0.0.1:@port gets any answer: the worker listens (docker's port proxy
@@ -222,8 +189,8 @@ main (int argc, char **argv)
       if (b >= 0)
         g_array_append_val (bares, b);
     }
-  cm = median_ms (creates);
-  bm = median_ms (bares);
+  cm = bench_median_ms (creates);
+  bm = bench_median_ms (bares);
   printf ("create to ready, median of %d:\n", opt_creates);
   printf ("  namzu-create --backend container:docker: %8.1f ms\n", cm);
   printf ("  docker run -d + port answers:            %8.1f ms\n", bm);
@@ -239,10 +206,10 @@ main (int argc, char **argv)
     const char *const n_argv[] = { exec, "--sandbox", warm, "--", "true", NULL };
     const char *const d_argv[] = { "docker", "exec", name, "true", NULL };
 
-    ns = bench (n_argv, opt_iterations);
-    ds = bench (d_argv, opt_iterations);
+    bench_interleaved (n_argv, d_argv, opt_iterations, &ns, &ds);
   }
-  printf ("exec on a warm sandbox, median of %d after one warm-up:\n", opt_iterations);
+  printf ("exec on a warm sandbox, median of %d alternating runs after one warm-up:\n",
+          opt_iterations);
   if (ns < 0)
     printf ("  namzu-exec -- true:                      failed\n");
   else

@@ -14,6 +14,7 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
+#include "bench-run.h"
 #include "nz-agent-client.h"
 #include "nz-json.h"
 #include "nz-state.h"
@@ -43,42 +44,29 @@ die_with_parent (gpointer user_data)
   prctl (PR_SET_PDEATHSIG, SIGKILL);
 }
 
-/* Runs @argv to completion with stdio discarded; returns the wall time in µs, or -1. */
-static gint64
-time_run (const char *const *argv)
-{
-  gint64 t0 = g_get_monotonic_time ();
-  int status = 0;
-
-  if (!g_spawn_sync (NULL, (char **)argv, NULL,
-                     G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, NULL,
-                     NULL, &status, NULL)
-      || !g_spawn_check_wait_status (status, NULL))
-    return -1;
-  return g_get_monotonic_time () - t0;
-}
-
-static int
-cmp_i64 (const void *a, const void *b)
-{
-  gint64 x = *(const gint64 *)a, y = *(const gint64 *)b;
-
-  return x < y ? -1 : x > y;
-}
-
-/* Median of @n timings of @argv, after one untimed warm-up run. */
+/* Median of @n in-process reserve + execute round trips of `true` through lib/client, after
+ * one warm-up: the agent's share of a namzu-exec, without starting a process for the client. */
 static double
-median_ms (const char *const *argv, int n)
+inprocess_ms (NzAgentClient *client, int n)
 {
-  g_autofree gint64 *t = g_new (gint64, n);
+  g_autoptr (GArray) t = g_array_new (FALSE, FALSE, sizeof (gint64));
 
-  if (time_run (argv) < 0)
-    return -1;
-  for (int i = 0; i < n; i++)
-    if ((t[i] = time_run (argv)) < 0)
-      return -1;
-  qsort (t, n, sizeof *t, cmp_i64);
-  return t[n / 2] / 1000.0;
+  for (int i = -1; i < n; i++)
+    {
+      g_autoptr (JsonObject) body = json_object_new ();
+      g_autoptr (JsonObject) result = NULL;
+      gint64 t0 = g_get_monotonic_time (), dt;
+
+      json_object_set_string_member (body, "command", "true");
+      json_object_set_array_member (body, "args", json_array_new ());
+      result = nz_agent_client_exec (client, body, NULL, NULL, NULL, NULL, NULL);
+      if (result == NULL)
+        return -1;
+      dt = g_get_monotonic_time () - t0;
+      if (i >= 0)
+        g_array_append_val (t, dt);
+    }
+  return bench_median_ms (t);
 }
 
 /* VmRSS of @pid in KiB, or -1. */
@@ -141,7 +129,7 @@ main (int argc, char **argv)
   g_autofree char *dir = NULL, *exec = NULL, *endpoint = NULL, *sandbox = NULL, *how = NULL;
   const char *baseline[] = { opt_bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/",
                              "/", "--dev", "/dev", "--proc", "/proc", "true", NULL };
-  double warm, fresh, create_ms = -1;
+  double warm, fresh, start_ms, inproc_ms = -1, create_ms = -1;
   long rss;
   GPid pid;
 
@@ -231,12 +219,17 @@ main (int argc, char **argv)
     const char *sandbox_argv[] = { exec, "--sandbox", sandbox, "--", "true", NULL };
     const char *endpoint_argv[] = { exec, "--endpoint", endpoint, "--", "true", NULL };
 
-    warm = median_ms (sandbox != NULL ? sandbox_argv : endpoint_argv, opt_iterations);
-    fresh = median_ms (baseline, opt_iterations);
+    const char *version_argv[] = { exec, "--version", NULL };
+
+    bench_interleaved (sandbox != NULL ? sandbox_argv : endpoint_argv, baseline, opt_iterations,
+                       &warm, &fresh);
+    start_ms = bench_run_median_ms (version_argv, opt_iterations);
+    if (client != NULL)
+      inproc_ms = inprocess_ms (client, opt_iterations);
   }
 
   printf ("measured: %s\n", how);
-  printf ("iterations: %d per side (median, after one warm-up)\n", opt_iterations);
+  printf ("iterations: %d per side, alternating (median, after one warm-up)\n", opt_iterations);
   printf ("namzu-exec -- true, warm sandbox:        %8.2f ms\n", warm);
   printf ("bwrap --unshare-all ... true, fresh:      %8.2f ms\n", fresh);
   if (warm > 0 && fresh > 0)
@@ -244,6 +237,15 @@ main (int argc, char **argv)
       printf ("ratio fresh bwrap / warm namzu-exec:      %8.2f\n", fresh / warm);
       printf ("ratio warm namzu-exec / fresh bwrap:      %8.2f (target <= 0.50: %s)\n",
               warm / fresh, warm / fresh <= 0.5 ? "met" : "over");
+    }
+  /* Where a namzu-exec goes: starting the tool, the agent's work, and the rest (handle
+   * lookup, GIO type setup, threads and connections in a fresh process). */
+  if (warm > 0 && start_ms > 0 && inproc_ms > 0)
+    {
+      printf ("breakdown of the warm namzu-exec:\n");
+      printf ("  namzu-exec --version (process start):   %8.2f ms\n", start_ms);
+      printf ("  reserve + execute of true, in-process:  %8.2f ms\n", inproc_ms);
+      printf ("  the rest (handle, setup, connections):  %8.2f ms\n", warm - start_ms - inproc_ms);
     }
   if (create_ms >= 0)
     printf ("namzu-create to ready (container:bwrap):  %8.2f ms\n", create_ms);

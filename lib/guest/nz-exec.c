@@ -16,6 +16,7 @@
 #include "nz-errors.h"
 #include "nz-fileio.h"
 #include "nz-jstext.h"
+#include "nz-spawn.h"
 
 #define READ_CHUNK_BYTES 65536
 
@@ -470,68 +471,10 @@ timeout_fired (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-static void
-child_setup (gpointer user_data)
-{
-  sigset_t none;
-
-  /* A new session and process group: pgid = sid = pid, so the group can be signalled whole. */
-  setsid ();
-  /* The agent ignores SIGPIPE; ignored dispositions survive exec, so restore the default. */
-  signal (SIGPIPE, SIG_DFL);
-  sigemptyset (&none);
-  sigprocmask (SIG_SETMASK, &none, NULL);
-}
-
-static int
-spawn_error_errno (const GError *error)
-{
-  if (error->domain != G_SPAWN_ERROR)
-    return EINVAL;
-  switch (error->code)
-    {
-    case G_SPAWN_ERROR_NOENT:
-    case G_SPAWN_ERROR_CHDIR:
-      return ENOENT;
-    case G_SPAWN_ERROR_ACCES:
-      return EACCES;
-    case G_SPAWN_ERROR_PERM:
-      return EPERM;
-    case G_SPAWN_ERROR_TOO_BIG:
-      return E2BIG;
-    case G_SPAWN_ERROR_NOEXEC:
-      return ENOEXEC;
-    case G_SPAWN_ERROR_NAMETOOLONG:
-      return ENAMETOOLONG;
-    case G_SPAWN_ERROR_NOTDIR:
-      return ENOTDIR;
-    case G_SPAWN_ERROR_LOOP:
-      return ELOOP;
-    case G_SPAWN_ERROR_TXTBUSY:
-      return ETXTBSY;
-    case G_SPAWN_ERROR_IO:
-      return EIO;
-    case G_SPAWN_ERROR_NFILE:
-      return ENFILE;
-    case G_SPAWN_ERROR_MFILE:
-      return EMFILE;
-    case G_SPAWN_ERROR_ISDIR:
-      return EISDIR;
-    case G_SPAWN_ERROR_LIBBAD:
-      return ELIBBAD;
-    case G_SPAWN_ERROR_FORK:
-    case G_SPAWN_ERROR_NOMEM:
-      return ENOMEM;
-    default:
-      return EINVAL;
-    }
-}
-
 char *
-nz_exec_spawn_error_message (const char *command, const GError *error)
+nz_exec_spawn_error_message (const char *command, int errsv)
 {
-  return g_strdup_printf ("spawn %s %s", command,
-                          nz_jstext_errno_name (spawn_error_errno (error)));
+  return g_strdup_printf ("spawn %s %s", command, nz_jstext_errno_name (errsv));
 }
 
 static gboolean start_fail (NzGuest *guest, NzExecRecord *rec, GError **error, const char *fmt, ...)
@@ -561,7 +504,7 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
   NzExecProc *p;
   GPid pid = 0;
   int in_fd = -1, out_fd = -1, err_fd = -1;
-  GSpawnFlags flags = G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH_FROM_ENVP;
+  int errsv;
 
   g_return_val_if_fail (guest != NULL && rec != NULL && spec != NULL, FALSE);
   g_return_val_if_fail (spec->command != NULL && spec->cwd != NULL, FALSE);
@@ -578,18 +521,16 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
   for (guint i = 0; spec->args != NULL && spec->args[i] != NULL; i++)
     g_ptr_array_add (argv, (gpointer)spec->args[i]);
   g_ptr_array_add (argv, NULL);
-  if (spec->stdin_data == NULL)
-    flags |= G_SPAWN_STDIN_FROM_DEV_NULL;
 
-  if (!g_spawn_async_with_pipes_and_fds (
-          spec->cwd, (const char *const *)argv->pdata, (const char *const *)spec->envp, flags,
-          child_setup, NULL, -1, -1, -1, NULL, NULL, 0, &pid,
-          spec->stdin_data != NULL ? &in_fd : NULL, &out_fd, &err_fd, &local_error))
+  errsv = nz_spawn_session (spec->cwd, (const char *const *)argv->pdata,
+                            (const char *const *)spec->envp,
+                            spec->stdin_data != NULL ? &in_fd : NULL, &out_fd, &err_fd, &pid);
+  if (errsv != 0)
     {
-      g_debug ("spawn %s: %s", spec->command, local_error->message);
-      /* Node's message for an async spawn error: "spawn <file> <CODE>". */
-      return start_fail (guest, rec, error, "spawn %s %s", spec->command,
-                         nz_jstext_errno_name (spawn_error_errno (local_error)));
+      g_autofree char *msg = nz_exec_spawn_error_message (spec->command, errsv);
+
+      g_debug ("spawn %s: %s", spec->command, g_strerror (errsv));
+      return start_fail (guest, rec, error, "%s", msg);
     }
 
   p = g_new0 (NzExecProc, 1);

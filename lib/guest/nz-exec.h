@@ -75,8 +75,9 @@ void nz_exec_terminate (NzGuest *guest, NzExecRecord *rec, NzExecCause cause,
  * each tracked execution's process group is an owned kernel session (spec C.13). */
 void nz_exec_add_process_provider (NzGuest *guest);
 
-/* Node's message for a failed spawn of @command: "spawn <command> <CODE>". New string. */
-char *nz_exec_spawn_error_message (const char *command, const GError *error);
+/* Node's message for a failed spawn of @command with errno @errsv: "spawn <command> <CODE>".
+ * New string. */
+char *nz_exec_spawn_error_message (const char *command, int errsv);
 
 /* "SIGTERM" for SIGTERM. */
 const char *nz_exec_signal_name (int signum);

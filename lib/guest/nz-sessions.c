@@ -12,6 +12,7 @@
 #include "nz-errors.h"
 #include "nz-exec.h"
 #include "nz-fileio.h"
+#include "nz-spawn.h"
 
 #define READ_CHUNK_BYTES 65536
 
@@ -398,25 +399,12 @@ session_finish (NzSession *s, int wait_status)
     }
 }
 
-static void
-detached_child_setup (gpointer user_data)
-{
-  sigset_t none;
-
-  /* Its own kernel session and process group: pid = sid = pgid (spec C.10). */
-  setsid ();
-  signal (SIGPIPE, SIG_DFL);
-  sigemptyset (&none);
-  sigprocmask (SIG_SETMASK, &none, NULL);
-}
-
 NzSession *
 nz_session_start (NzSessionRegistry *reg, NzSessionKind kind, const char *id, const char *command,
                   const char *const *args, const char *cwd, char **envp, guint cols, guint rows,
                   GError **error)
 {
   g_autoptr (NzSession) s = g_new0 (NzSession, 1);
-  g_autoptr (GError) local_error = NULL;
 
   g_return_val_if_fail (reg != NULL && nz_session_id_is_valid (id), NULL);
   g_return_val_if_fail (command != NULL && cwd != NULL, NULL);
@@ -447,19 +435,18 @@ nz_session_start (NzSessionRegistry *reg, NzSessionKind kind, const char *id, co
     {
       g_autoptr (GPtrArray) argv = g_ptr_array_new ();
       GPid pid = 0;
+      int errsv;
 
       g_ptr_array_add (argv, (gpointer)command);
       for (guint i = 0; args != NULL && args[i] != NULL; i++)
         g_ptr_array_add (argv, (gpointer)args[i]);
       g_ptr_array_add (argv, NULL);
-      if (!g_spawn_async_with_pipes_and_fds (
-              cwd, (const char *const *)argv->pdata, (const char *const *)envp,
-              G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH_FROM_ENVP
-                  | G_SPAWN_STDIN_FROM_DEV_NULL,
-              detached_child_setup, NULL, -1, -1, -1, NULL, NULL, 0, &pid, NULL, &s->out_fd,
-              &s->err_fd, &local_error))
+      /* Its own kernel session and process group: pid = sid = pgid (spec C.10). */
+      errsv = nz_spawn_session (cwd, (const char *const *)argv->pdata, (const char *const *)envp,
+                                NULL, &s->out_fd, &s->err_fd, &pid);
+      if (errsv != 0)
         {
-          g_autofree char *msg = nz_exec_spawn_error_message (command, local_error);
+          g_autofree char *msg = nz_exec_spawn_error_message (command, errsv);
 
           nz_throw (error, NZ_ERROR_FAILED, "%s", msg);
           return NULL;
