@@ -403,6 +403,10 @@ conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable
     }
   k->client = c;
   g_socket_client_set_timeout (sc, CONNECT_TIMEOUT_S);
+  /* A control channel that carries the token goes straight to the sandbox, never through a
+   * proxy named by the environment; it also spares every call loading libproxy, the GNOME
+   * proxy module and GSettings (about half of namzu-exec's start on this path). */
+  g_socket_client_set_enable_proxy (sc, FALSE);
   if (c->ep->kind == NZ_AGENT_ENDPOINT_UNIX || c->ep->kind == NZ_AGENT_ENDPOINT_VSOCK)
     {
       g_autoptr (GSocketAddress) addr = g_unix_socket_address_new (c->ep->path);

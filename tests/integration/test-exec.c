@@ -135,6 +135,15 @@ exec_spawn (Agent *a, const char *token, GSubprocessFlags flags, const char *con
   if (a != NULL)
     g_subprocess_launcher_unsetenv (l, "NAMZU_SANDBOX");
   g_subprocess_launcher_unsetenv (l, "NAMZU_TOKEN");
+  /* A proxy the environment names (nothing listens there) must not see the control channel,
+   * which carries the token: namzu-exec connects to the sandbox directly. */
+  for (const char *const *v
+       = (const char *const[]){ "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
+                                "HTTPS_PROXY", "ALL_PROXY", NULL };
+       *v != NULL; v++)
+    g_subprocess_launcher_setenv (l, *v, "http://127.0.0.1:9", TRUE);
+  g_subprocess_launcher_unsetenv (l, "no_proxy");
+  g_subprocess_launcher_unsetenv (l, "NO_PROXY");
   if (token != NULL)
     g_subprocess_launcher_setenv (l, "NAMZU_TOKEN", token, TRUE);
   p = g_subprocess_launcher_spawnv (l, (const char *const *)argv->pdata, &error);
@@ -147,11 +156,11 @@ static int
 exec_run (Agent *a, const char *token, const char *stdin_text, char **out, char **err,
           const char *const *args)
 {
-  g_autoptr (GSubprocess) p = exec_spawn (
-      a, token,
-      G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE
-          | G_SUBPROCESS_FLAGS_STDERR_PIPE,
-      args);
+  g_autoptr (GSubprocess) p
+      = exec_spawn (a, token,
+                    G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE
+                        | G_SUBPROCESS_FLAGS_STDERR_PIPE,
+                    args);
   g_autoptr (GError) error = NULL;
 
   ck_assert_msg (g_subprocess_communicate_utf8 (p, stdin_text, NULL, out, err, &error),
@@ -168,14 +177,13 @@ START_TEST (test_echo_and_stderr_separation)
   g_autoptr (Agent) a = agent_start (FALSE);
   g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
 
-  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err, ARGS ("--", "echo", "hello", "world")),
-                    0);
+  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err, ARGS ("--", "echo", "hello", "world")), 0);
   ck_assert_str_eq (out, "hello world\n");
   ck_assert_str_eq (err, "");
   /* Options end at COMMAND even without "--": -c belongs to sh. */
-  ck_assert_int_eq (exec_run (a, NULL, "", &out2, &err2,
-                              ARGS ("sh", "-c", "echo out; echo err >&2; echo out2")),
-                    0);
+  ck_assert_int_eq (
+      exec_run (a, NULL, "", &out2, &err2, ARGS ("sh", "-c", "echo out; echo err >&2; echo out2")),
+      0);
   ck_assert_str_eq (out2, "out\nout2\n");
   ck_assert_str_eq (err2, "err\n");
 }
@@ -184,7 +192,11 @@ END_TEST
 START_TEST (test_exit_statuses)
 {
   g_autoptr (Agent) a = agent_start (FALSE);
-  static const struct { const char *script; int status; } cases[] = {
+  static const struct
+  {
+    const char *script;
+    int status;
+  } cases[] = {
     { "exit 0", 0 },
     { "exit 3", 3 },
     { "exit 255", 255 },
@@ -209,10 +221,11 @@ START_TEST (test_timeout)
   g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
   gint64 t0 = g_get_monotonic_time ();
 
-  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err, ARGS ("--timeout", "300", "--", "sleep", "30")),
-                    124);
+  ck_assert_int_eq (
+      exec_run (a, NULL, "", &out, &err, ARGS ("--timeout", "300", "--", "sleep", "30")), 124);
   ck_assert_int_lt (g_get_monotonic_time () - t0, 5 * G_USEC_PER_SEC);
-  ck_assert_int_eq (exec_run (a, NULL, "", &out2, &err2, ARGS ("--timeout", "1s", "--", "true")), 0);
+  ck_assert_int_eq (exec_run (a, NULL, "", &out2, &err2, ARGS ("--timeout", "1s", "--", "true")),
+                    0);
 }
 END_TEST
 
@@ -297,14 +310,11 @@ START_TEST (test_stdin)
   g_autoptr (Agent) a = agent_start (FALSE);
   g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
 
-  ck_assert_int_eq (exec_run (a, NULL, "line one\nline two\n", &out, &err,
-                              ARGS ("-i", "--", "sort", "-r")),
-                    0);
+  ck_assert_int_eq (
+      exec_run (a, NULL, "line one\nline two\n", &out, &err, ARGS ("-i", "--", "sort", "-r")), 0);
   ck_assert_str_eq (out, "line two\nline one\n");
   /* Without -i the command's stdin is empty, even when ours is not. */
-  ck_assert_int_eq (exec_run (a, NULL, "ignored\n", &out2, &err2,
-                              ARGS ("--", "wc", "-c")),
-                    0);
+  ck_assert_int_eq (exec_run (a, NULL, "ignored\n", &out2, &err2, ARGS ("--", "wc", "-c")), 0);
   ck_assert_str_eq (g_strstrip (out2), "0");
 }
 END_TEST
@@ -328,9 +338,9 @@ assert_signal_cancels (int signo)
 {
   g_autoptr (Agent) a = agent_start (FALSE);
   g_autofree char *pidfile = g_build_filename (a->workspace, "pid", NULL);
-  g_autoptr (GSubprocess) p = exec_spawn (
-      a, NULL, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE,
-      ARGS ("--", "sh", "-c", "echo $$ > pid; echo started; exec sleep 60"));
+  g_autoptr (GSubprocess) p
+      = exec_spawn (a, NULL, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE,
+                    ARGS ("--", "sh", "-c", "echo $$ > pid; echo started; exec sleep 60"));
   g_autoptr (GDataInputStream) in = g_data_input_stream_new (g_subprocess_get_stdout_pipe (p));
   g_autofree char *line = g_data_input_stream_read_line_utf8 (in, NULL, NULL, NULL);
   g_autofree char *pidtext = NULL;
@@ -374,9 +384,9 @@ START_TEST (test_closed_stdout_cancels_remote)
 {
   g_autoptr (Agent) a = agent_start (FALSE);
   g_autofree char *pidfile = g_build_filename (a->workspace, "pid", NULL);
-  g_autoptr (GSubprocess) p = exec_spawn (
-      a, NULL, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_SILENCE,
-      ARGS ("--", "sh", "-c", "echo $$ > pid; while :; do echo y; done"));
+  g_autoptr (GSubprocess) p
+      = exec_spawn (a, NULL, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_SILENCE,
+                    ARGS ("--", "sh", "-c", "echo $$ > pid; while :; do echo y; done"));
   GInputStream *out = g_subprocess_get_stdout_pipe (p);
   g_autofree char *pidtext = NULL;
   char buf[2];
@@ -495,8 +505,7 @@ START_TEST (test_sandbox_handles)
                  "%s", e4);
 
   destroyed = run_tool ("namzu-destroy", "--sandbox", id);
-  ck_assert_int_eq (exec_run (NULL, NULL, "", &o5, &e5, ARGS ("--sandbox", id, "--", "true")),
-                    125);
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &o5, &e5, ARGS ("--sandbox", id, "--", "true")), 125);
   ck_assert_msg (g_str_has_prefix (e5, "namzu-exec: ") && strstr (e5, "namzu-ls"), "%s", e5);
   /* Nothing to say where to run: a clear refusal, not a hang on a terminal. */
   ck_assert_int_eq (exec_run (NULL, NULL, "", &o6, &e6, ARGS ("--", "true")), 125);
@@ -515,8 +524,7 @@ START_TEST (test_client_wait_ready)
   g_autoptr (GError) error = NULL;
   g_autoptr (JsonObject) h = NULL;
 
-  ck_assert_msg (nz_agent_client_wait_ready (c, 10000, &error), "%s",
-                 error ? error->message : "");
+  ck_assert_msg (nz_agent_client_wait_ready (c, 10000, &error), "%s", error ? error->message : "");
   h = nz_agent_client_healthz (c, NULL, &error);
   ck_assert_msg (h != NULL, "%s", error ? error->message : "");
   ck_assert_ptr_nonnull (nz_agent_client_get_features (c));
@@ -559,10 +567,9 @@ START_TEST (test_client_exec_cancel)
   json_array_add_string_element (args, "echo $$ > pid; echo started; exec sleep 60");
   json_object_set_string_member (body, "command", "sh");
   json_object_set_array_member (body, "args", json_array_ref (args));
-  ck_assert_ptr_null (nz_agent_client_exec (c, body, cancel_on_start, &cs, &id, cancellable,
-                                            &error));
-  ck_assert_msg (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED), "%s",
-                 error->message);
+  ck_assert_ptr_null (
+      nz_agent_client_exec (c, body, cancel_on_start, &cs, &id, cancellable, &error));
+  ck_assert_msg (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED), "%s", error->message);
   ck_assert (g_str_has_prefix (id, "exec_"));
   ck_assert (g_file_get_contents (pidfile, &pidtext, NULL, NULL));
   ck_assert (g_ascii_string_to_unsigned (g_strstrip (pidtext), 10, 2, G_MAXINT, &pid, NULL));
@@ -603,9 +610,9 @@ START_TEST (test_client_stream)
 
   /* An untracked execute is a plain stream: deltas, result, terminator, close. */
   json_object_set_string_member (body, "command", "pwd");
-  ck_assert_msg (nz_agent_client_stream (c, "execute", body, 10000, collect_types, types, NULL,
-                                         &error),
-                 "%s", error ? error->message : "");
+  ck_assert_msg (
+      nz_agent_client_stream (c, "execute", body, 10000, collect_types, types, NULL, &error), "%s",
+      error ? error->message : "");
   ck_assert_str_eq (types->str, "stdout_delta,result,");
 }
 END_TEST
