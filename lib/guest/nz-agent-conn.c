@@ -427,8 +427,13 @@ conn_handle_first_frame (NzAgentConn *conn, GBytes *payload)
         conn_stream_bytes (conn, data, len);
     }
   conn->in_dispatch = FALSE;
+  /* The peer hung up while the op answered: frames it sent after the request (a terminal's
+   * input, say) may still sit unread in the socket; apply them before the connection goes. */
   if (conn->send_failed)
-    nz_agent_conn_destroy (conn);
+    {
+      conn_drain_received (conn);
+      nz_agent_conn_destroy (conn);
+    }
   nz_agent_conn_unref (conn);
 }
 
