@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nz-base64.h"
 #include "nz-errors.h"
 #include "nz-frame.h"
 #include "nz-json.h"
@@ -280,46 +281,38 @@ write_all (int fd, const guint8 *data, gsize len, GError **error)
 #define DATA_SUFFIX "\"}"
 
 /* The agent builds data frames byte-exactly (spec A.2), so they are decoded straight from the
- * frame: a JSON parse of every 256 KiB chunk would cost more than everything else here. */
+ * frame: a JSON parse of every 256 KiB chunk would cost more than everything else here.
+ * FALSE with no error when the frame is not plain base64 of that shape (the JSON path then
+ * takes it); FALSE with @error when the output cannot be written. */
 static gboolean
 fast_data_frame (Download *d, const char *p, gsize len, guint8 **buf, gsize *buf_len,
                  GError **error)
 {
   const gsize pre = strlen (DATA_PREFIX), suf = strlen (DATA_SUFFIX);
-  gsize b64_len, need, n;
-  gint state = 0;
-  guint save = 0;
+  gsize b64_len, need;
+  gssize n;
 
-  b64_len = len - pre - suf;
+  if (len < pre + suf || memcmp (p, DATA_PREFIX, pre) != 0
+      || memcmp (p + len - suf, DATA_SUFFIX, suf) != 0)
+    return FALSE;
   if (!d->have_meta)
     return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream sent data before its meta frame");
-  need = b64_len / 4 * 3 + 3;
+  b64_len = len - pre - suf;
+  need = NZ_BASE64_DECODED_MAX (b64_len);
   if (*buf_len < need)
     {
       g_free (*buf);
       *buf = g_malloc (need);
       *buf_len = need;
     }
-  n = g_base64_decode_step (p + pre, b64_len, *buf, &state, &save);
-  if (!write_all (d->fd, *buf, n, error))
+  /* Strict: anything but plain base64 between the quotes takes the JSON path. */
+  if ((n = nz_base64_decode (p + pre, b64_len, *buf)) < 0)
+    return FALSE;
+  if (!write_all (d->fd, *buf, (gsize)n, error))
     return FALSE;
   d->received += (gint64)n;
   if (d->progress != NULL)
     d->progress (d->received, d->length, d->user_data);
-  return TRUE;
-}
-
-static gboolean
-is_fast_data_frame (const char *p, gsize len)
-{
-  const gsize pre = strlen (DATA_PREFIX), suf = strlen (DATA_SUFFIX);
-
-  if (len < pre + suf || memcmp (p, DATA_PREFIX, pre) != 0 || memcmp (p + len - suf, DATA_SUFFIX, suf) != 0)
-    return FALSE;
-  /* Only plain base64 between the quotes; anything else takes the JSON path. */
-  for (gsize i = pre; i < len - suf; i++)
-    if (!g_ascii_isalnum (p[i]) && p[i] != '+' && p[i] != '/' && p[i] != '=')
-      return FALSE;
   return TRUE;
 }
 
@@ -355,11 +348,12 @@ download_raw (NzAgentClient *c, JsonObject *body, Download *d, GCancellable *can
 
             if (len == 0)
               return TRUE; /* the terminator */
-            if (is_fast_data_frame (p, len))
+            if (fast_data_frame (d, p, len, &decoded, &decoded_len, &local))
+              continue;
+            if (local != NULL)
               {
-                if (!fast_data_frame (d, p, len, &decoded, &decoded_len, error))
-                  return FALSE;
-                continue;
+                g_propagate_error (error, g_steal_pointer (&local));
+                return FALSE;
               }
             frame = nz_json_parse_object (p, (gssize)len, error);
             if (frame == NULL || !download_frame (frame, d, error))

@@ -1,6 +1,7 @@
 /* nz-base64.h: standard base64 (RFC 4648, padded, no line breaks) for the file paths that
- * move every byte through it (read-file-stream data frames, write-file parts). Table-driven:
- * GLib's g_base64_* step functions are several times slower and dominated those transfers. */
+ * move every byte through it (read-file-stream data frames, write-file parts): AVX2 where the
+ * CPU has it, tables otherwise. GLib's g_base64_* step functions are several times slower
+ * and dominated those transfers. */
 #pragma once
 
 #include <glib.h>

@@ -128,6 +128,20 @@ START_TEST (test_base64_refuses)
 
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     ck_assert_msg (nz_base64_decode (bad[i], strlen (bad[i]), out) == -1, "%s", bad[i]);
+  /* One stray character anywhere in a long text, vector loop included. */
+  for (guint pos = 0; pos < 100; pos++)
+    {
+      const char stray[] = { '-', '_', ' ', '=', '\n', (char)0xc3, (char)0x80, '@', '[', '{' };
+      char text[101];
+      guint8 big[128];
+
+      memset (text, 'Q', 100);
+      text[100] = '\0';
+      text[pos] = stray[pos % G_N_ELEMENTS (stray)];
+      ck_assert_msg (nz_base64_decode (text, 100, big) == -1, "stray at %u", pos);
+      text[pos] = 'z';
+      ck_assert_int_eq (nz_base64_decode (text, 100, big), 75);
+    }
   ck_assert_int_eq (nz_base64_decode ("aGk=", 4, out), 2);
   ck_assert_int_eq (memcmp (out, "hi", 2), 0);
   ck_assert_int_eq (nz_base64_decode ("", 0, out), 0);
