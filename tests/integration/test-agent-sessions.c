@@ -616,6 +616,61 @@ START_TEST (test_heartbeat)
 }
 END_TEST
 
+/* Paused reading does not count as silence (spec C.11): when the terminal's program does not
+ * read its input, the agent stops reading the socket and suspends the watchdog, so a peer
+ * whose input is stuck behind that pause for many intervals stays connected; bytes count as
+ * life again once reading resumes. Here the program sleeps for ~20 intervals while a 1 MiB
+ * paste waits; without the suspension the agent would cut the stream after three. */
+START_TEST (test_heartbeat_suspended_while_paused)
+{
+  Agent *a = agent_start (FALSE);
+  g_autoptr (Stream) s = stream_op (
+      a, "terminal",
+      "{\"cols\":80,\"rows\":24,\"heartbeatMs\":100,\"command\":\"sh\",\"args\":[\"-c\","
+      "\"stty raw -echo; echo READY; sleep 2; head -c 1048576 >/dev/null; echo DONE\"]}");
+  g_autoptr (JsonObject) ready = stream_next_object (s, 10000);
+  g_autoptr (GString) acc = g_string_new (NULL);
+  g_autofree char *chunk = g_strnfill (65536, 'x');
+  g_autofree char *input
+      = g_strdup_printf ("{\"type\":\"input\",\"data\":\"%s\"}", chunk);
+  gint64 exit_code = -1;
+
+  ck_assert_int_eq (member_int (ready, "heartbeatMs"), 100);
+  read_until (s, acc, "READY");
+  /* 16 x 64 KiB: far more than the terminal buffers, so the agent pauses reading us and our
+   * sends block until the program reads, two seconds from now. */
+  for (int i = 0; i < 16; i++)
+    send_event (s, input);
+  /* Reading resumed: from here on we must show life ourselves. */
+  while (exit_code < 0)
+    {
+      struct pollfd p = { .fd = s->fd, .events = POLLIN };
+      g_autofree char *f = NULL;
+      g_autoptr (JsonObject) o = NULL;
+      const char *type;
+
+      if (s->buf->len == 0 && poll (&p, 1, 50) == 0)
+        {
+          send_event (s, "{\"type\":\"heartbeat\"}");
+          continue;
+        }
+      f = stream_next (s, 10000);
+      ck_assert_msg (f != NULL, "the stream ended before the program did");
+      o = parse (f);
+      type = member_str (o, "type");
+      if (strcmp (type, "data") == 0)
+        g_string_append (acc, member_str (o, "data"));
+      else if (strcmp (type, "exit") == 0)
+        exit_code = member_int (o, "exitCode");
+      else
+        ck_assert_str_eq (type, "heartbeat");
+    }
+  ck_assert_ptr_nonnull (strstr (acc->str, "DONE"));
+  ck_assert_int_eq (exit_code, 0);
+  agent_stop (a);
+}
+END_TEST
+
 /* A session attachment whose reader falls behind SESSION_LOG_BYTES is dropped; the program
  * is never paused and its ring keeps everything it can. */
 START_TEST (test_session_slow_reader)
@@ -678,6 +733,7 @@ main (void)
   tcase_add_test (tc, test_persistent_input_then_hangup);
   tcase_add_test (tc, test_persistent_input_then_hangup_loop);
   tcase_add_test (tc, test_heartbeat);
+  tcase_add_test (tc, test_heartbeat_suspended_while_paused);
   tcase_add_test (tc, test_session_slow_reader);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
