@@ -1,5 +1,9 @@
 /* Integration tests for terminals and sessions (spec A.6.10-A.6.14, C.9-C.11) against the real
  * agent, over unix and over TCP + token. */
+#include <pty.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+
 #include "nz-agent-harness.h"
 
 /* Reads frames until the accumulated terminal data contains @needle; returns the last frame's
@@ -671,6 +675,84 @@ START_TEST (test_heartbeat_suspended_while_paused)
 }
 END_TEST
 
+/* Reads the pty master into @acc until it holds @needle; FALSE after ~@timeout_ms or EOF. */
+static gboolean
+pty_read_until (int master, GString *acc, const char *needle, int timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
+
+  while (strstr (acc->str, needle) == NULL)
+    {
+      struct pollfd p = { .fd = master, .events = POLLIN };
+      gint64 left = (deadline - g_get_monotonic_time ()) / 1000;
+      char buf[4096];
+      ssize_t n;
+
+      if (left <= 0 || poll (&p, 1, (int)left) <= 0)
+        return FALSE;
+      n = read (master, buf, sizeof buf);
+      if (n <= 0)
+        return FALSE;
+      g_string_append_len (acc, buf, n);
+    }
+  return TRUE;
+}
+
+/* namzu-attach --terminal on a real TTY (a pty this test opens): it puts the terminal in raw
+ * mode, forwards keys, sends its size at start and again on SIGWINCH (the inner `stty size`
+ * sees both), and Ctrl-] detaches, exiting 0 with the terminal restored. The detach key
+ * reaching it alone, without a newline, is itself proof of raw mode. */
+START_TEST (test_attach_tool_on_a_tty)
+{
+  Agent *a = agent_start (FALSE);
+  g_autofree char *tool = nz_test_tool ("namzu-attach");
+  g_autofree char *endpoint = g_strdup_printf ("unix:%s", a->sock_path);
+  struct winsize ws = { .ws_row = 24, .ws_col = 80 };
+  g_autoptr (GString) acc = g_string_new (NULL);
+  struct termios tio;
+  gboolean raw = FALSE, resized = FALSE;
+  int master = -1, status = 0;
+  pid_t pid;
+
+  pid = forkpty (&master, NULL, NULL, &ws);
+  ck_assert_int_ge (pid, 0);
+  if (pid == 0)
+    {
+      execl (tool, tool, "--endpoint", endpoint, "--terminal", "--", "/bin/sh", NULL);
+      _exit (127);
+    }
+  /* termios requests on the master act on the slave, the tool's terminal. */
+  for (int i = 0; i < 200 && !raw; i++)
+    {
+      ck_assert_int_eq (tcgetattr (master, &tio), 0);
+      raw = !(tio.c_lflag & (ICANON | ECHO | ISIG));
+      if (!raw)
+        g_usleep (20000);
+    }
+  ck_assert_msg (raw, "namzu-attach left its terminal in cooked mode");
+  ck_assert_int_eq (write (master, "stty size\r", 10), 10);
+  ck_assert_msg (pty_read_until (master, acc, "24 80", 10000), "no initial size: %s", acc->str);
+  /* Resize the tool's terminal: the kernel sends it SIGWINCH. The shell may read the next
+   * line before the resize event lands, so ask until the new size shows. */
+  ws = (struct winsize){ .ws_row = 33, .ws_col = 111 };
+  ck_assert_int_eq (ioctl (master, TIOCSWINSZ, &ws), 0);
+  for (int i = 0; i < 50 && !resized; i++)
+    {
+      ck_assert_int_eq (write (master, "stty size\r", 10), 10);
+      resized = pty_read_until (master, acc, "33 111", 200);
+    }
+  ck_assert_msg (resized, "the resize did not reach the terminal: %s", acc->str);
+  /* Ctrl-] alone: the tool detaches and exits 0, its terminal back in cooked mode. */
+  ck_assert_int_eq (write (master, "\x1d", 1), 1);
+  ck_assert_int_eq (waitpid (pid, &status, 0), pid);
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "status %d", status);
+  ck_assert_int_eq (tcgetattr (master, &tio), 0);
+  ck_assert (tio.c_lflag & ICANON);
+  close (master);
+  agent_stop (a);
+}
+END_TEST
+
 /* A session attachment whose reader falls behind SESSION_LOG_BYTES is dropped; the program
  * is never paused and its ring keeps everything it can. */
 START_TEST (test_session_slow_reader)
@@ -734,6 +816,7 @@ main (void)
   tcase_add_test (tc, test_persistent_input_then_hangup_loop);
   tcase_add_test (tc, test_heartbeat);
   tcase_add_test (tc, test_heartbeat_suspended_while_paused);
+  tcase_add_test (tc, test_attach_tool_on_a_tty);
   tcase_add_test (tc, test_session_slow_reader);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
