@@ -13,6 +13,9 @@ static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv
  * alphabet). Built once; both are small enough to stay in the cache across a transfer. */
 static char pair_table[4096][2];
 static guint8 value_table[256];
+/* Which high nibbles (bit h for 0xh_) are base64 characters, by low nibble (the vector
+ * decoder's validation); built from value_table so the two cannot disagree. */
+static guint8 valid_by_low_nibble[16];
 
 static void
 tables_init (void)
@@ -29,6 +32,11 @@ tables_init (void)
   memset (value_table, 0xff, sizeof value_table);
   for (guint i = 0; i < 64; i++)
     value_table[(guint8)alphabet[i]] = (guint8)i;
+#ifdef NZ_BASE64_AVX2
+  for (guint c = 0; c < 128; c++)
+    if (value_table[c] != 0xff)
+      valid_by_low_nibble[c & 15] |= (guint8)(1u << (c >> 4));
+#endif
   g_once_init_leave (&done, 1);
 }
 
@@ -68,42 +76,41 @@ encode_avx2 (const guint8 *in, gsize len, char *out)
   return i;
 }
 
-__attribute__ ((target ("avx2"))) static __m256i
-in_range256 (__m256i c, char lo, char hi)
-{
-  return _mm256_and_si256 (_mm256_cmpgt_epi8 (c, _mm256_set1_epi8 ((char)(lo - 1))),
-                           _mm256_cmpgt_epi8 (_mm256_set1_epi8 ((char)(hi + 1)), c));
-}
-
 /* 32 characters per step into 24 bytes (a 32-byte store: the caller leaves 8 bytes of room).
- * Returns the characters consumed, or -1 on a character outside the alphabet. */
+ * Returns the characters consumed, or -1 on a character outside the alphabet. Validation and
+ * translation are nibble lookups (Wojciech Mula's pshufb bitmask method). */
 __attribute__ ((target ("avx2"))) static gssize
 decode_avx2 (const guint8 *in, gsize len, guint8 *out)
 {
   const __m256i pack = _mm256_broadcastsi128_si256 (
       _mm_setr_epi8 (2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1));
   const __m256i lanes = _mm256_setr_epi32 (0, 1, 2, 4, 5, 6, 3, 7);
+  /* Added to a character by its high nibble: '+' 0x2b -> 62 (and '/' 0x2f, 3 less, below),
+   * '0'.. -> 52.., 'A'.. -> 0.., 'a'.. -> 26... */
+  const __m256i shift_lut = _mm256_broadcastsi128_si256 (
+      _mm_setr_epi8 (0, 0, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0));
+  const __m256i mask_lut
+      = _mm256_broadcastsi128_si256 (_mm_loadu_si128 ((const __m128i *)valid_by_low_nibble));
+  const __m256i bit_lut = _mm256_broadcastsi128_si256 (_mm_setr_epi8 (
+      1, 2, 4, 8, 16, 32, 64, (char)128, 0, 0, 0, 0, 0, 0, 0, 0));
+  const __m256i nibble = _mm256_set1_epi8 (0x0f);
   gsize i = 0;
 
   for (; i + 32 <= len; i += 32, out += 24)
     {
       __m256i c = _mm256_loadu_si256 ((const __m256i *)(in + i));
-      __m256i up = in_range256 (c, 'A', 'Z'), low = in_range256 (c, 'a', 'z');
-      __m256i dig = in_range256 (c, '0', '9');
-      __m256i plus = _mm256_cmpeq_epi8 (c, _mm256_set1_epi8 ('+'));
+      __m256i hi = _mm256_and_si256 (_mm256_srli_epi32 (c, 4), nibble);
+      __m256i lo = _mm256_and_si256 (c, nibble);
+      __m256i ok = _mm256_and_si256 (_mm256_shuffle_epi8 (mask_lut, lo),
+                                     _mm256_shuffle_epi8 (bit_lut, hi));
       __m256i slash = _mm256_cmpeq_epi8 (c, _mm256_set1_epi8 ('/'));
-      __m256i ok = _mm256_or_si256 (_mm256_or_si256 (up, low),
-                                    _mm256_or_si256 (dig, _mm256_or_si256 (plus, slash)));
       __m256i shift, v;
 
-      if ((guint32)_mm256_movemask_epi8 (ok) != 0xffffffffu)
+      /* A zero byte: a character outside the alphabet (bytes >= 0x80 have no bit at all). */
+      if (_mm256_movemask_epi8 (_mm256_cmpeq_epi8 (ok, _mm256_setzero_si256 ())) != 0)
         return -1;
-      shift = _mm256_or_si256 (
-          _mm256_or_si256 (_mm256_and_si256 (up, _mm256_set1_epi8 (-'A')),
-                           _mm256_and_si256 (low, _mm256_set1_epi8 (26 - 'a'))),
-          _mm256_or_si256 (_mm256_and_si256 (dig, _mm256_set1_epi8 (52 - '0')),
-                           _mm256_or_si256 (_mm256_and_si256 (plus, _mm256_set1_epi8 (62 - '+')),
-                                            _mm256_and_si256 (slash, _mm256_set1_epi8 (63 - '/')))));
+      shift = _mm256_add_epi8 (_mm256_shuffle_epi8 (shift_lut, hi),
+                               _mm256_and_si256 (slash, _mm256_set1_epi8 (-3)));
       v = _mm256_add_epi8 (c, shift);
       /* Four 6-bit values -> one 24-bit group per 32-bit lane, then the bytes in order. */
       v = _mm256_maddubs_epi16 (v, _mm256_set1_epi32 (0x01400140));

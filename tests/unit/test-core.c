@@ -142,6 +142,28 @@ START_TEST (test_base64_refuses)
       text[pos] = 'z';
       ck_assert_int_eq (nz_base64_decode (text, 100, big), 75);
     }
+  /* Every byte value, in the vector part (position 5) and the scalar tail (position 70). */
+  for (guint b = 0; b < 256; b++)
+    for (guint pos = 5; pos < 80; pos += 65)
+      {
+        char text[73];
+        guint8 big[80];
+        gboolean valid = g_ascii_isalnum (b) || b == '+' || b == '/';
+
+        memset (text, 'Q', 72);
+        text[72] = '\0';
+        text[pos] = (char)b;
+        ck_assert_msg (nz_base64_decode (text, 72, big) == (valid ? 54 : -1), "byte %u at %u", b,
+                       pos);
+        if (valid)
+          {
+            gsize n = 0;
+            g_autofree guchar *want = g_base64_decode (text, &n);
+
+            ck_assert_uint_eq (n, 54);
+            ck_assert_int_eq (memcmp (big, want, 54), 0);
+          }
+      }
   ck_assert_int_eq (nz_base64_decode ("aGk=", 4, out), 2);
   ck_assert_int_eq (memcmp (out, "hi", 2), 0);
   ck_assert_int_eq (nz_base64_decode ("", 0, out), 0);
