@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nz-base64.h"
 #include "nz-errors.h"
 #include "nz-frame.h"
 #include "nz-json.h"
@@ -280,28 +281,34 @@ write_all (int fd, const guint8 *data, gsize len, GError **error)
 #define DATA_SUFFIX "\"}"
 
 /* The agent builds data frames byte-exactly (spec A.2), so they are decoded straight from the
- * frame: a JSON parse of every 256 KiB chunk would cost more than everything else here. */
+ * frame: a JSON parse of every 256 KiB chunk would cost more than everything else here.
+ * FALSE with no error when the frame is not plain base64 of that shape (the JSON path then
+ * takes it); FALSE with @error when the output cannot be written. */
 static gboolean
 fast_data_frame (Download *d, const char *p, gsize len, guint8 **buf, gsize *buf_len,
                  GError **error)
 {
   const gsize pre = strlen (DATA_PREFIX), suf = strlen (DATA_SUFFIX);
-  gsize b64_len, need, n;
-  gint state = 0;
-  guint save = 0;
+  gsize b64_len, need;
+  gssize n;
 
-  b64_len = len - pre - suf;
+  if (len < pre + suf || memcmp (p, DATA_PREFIX, pre) != 0
+      || memcmp (p + len - suf, DATA_SUFFIX, suf) != 0)
+    return FALSE;
   if (!d->have_meta)
     return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream sent data before its meta frame");
-  need = b64_len / 4 * 3 + 3;
+  b64_len = len - pre - suf;
+  need = NZ_BASE64_DECODED_MAX (b64_len);
   if (*buf_len < need)
     {
       g_free (*buf);
       *buf = g_malloc (need);
       *buf_len = need;
     }
-  n = g_base64_decode_step (p + pre, b64_len, *buf, &state, &save);
-  if (!write_all (d->fd, *buf, n, error))
+  /* Strict: anything but plain base64 between the quotes takes the JSON path. */
+  if ((n = nz_base64_decode (p + pre, b64_len, *buf)) < 0)
+    return FALSE;
+  if (!write_all (d->fd, *buf, (gsize)n, error))
     return FALSE;
   d->received += (gint64)n;
   if (d->progress != NULL)
@@ -309,30 +316,36 @@ fast_data_frame (Download *d, const char *p, gsize len, guint8 **buf, gsize *buf
   return TRUE;
 }
 
-static gboolean
-is_fast_data_frame (const char *p, gsize len)
+/* One frame header (spec A.2): eight hex digits and a newline; the payload length, or -1. */
+static gint64
+frame_header_length (const guint8 *h)
 {
-  const gsize pre = strlen (DATA_PREFIX), suf = strlen (DATA_SUFFIX);
+  gint64 len = 0;
 
-  if (len < pre + suf || memcmp (p, DATA_PREFIX, pre) != 0 || memcmp (p + len - suf, DATA_SUFFIX, suf) != 0)
-    return FALSE;
-  /* Only plain base64 between the quotes; anything else takes the JSON path. */
-  for (gsize i = pre; i < len - suf; i++)
-    if (!g_ascii_isalnum (p[i]) && p[i] != '+' && p[i] != '/' && p[i] != '=')
-      return FALSE;
-  return TRUE;
+  if (h[8] != '\n')
+    return -1;
+  for (int i = 0; i < 8; i++)
+    {
+      int v = g_ascii_xdigit_value (h[i]);
+
+      if (v < 0)
+        return -1;
+      len = (len << 4) | v;
+    }
+  return len;
 }
 
-/* read-file-stream on a raw connection: frames read here, data frames decoded in place. */
+/* read-file-stream on a raw connection. Each frame is read whole, header then payload, into
+ * one buffer that data frames are decoded from in place: no copy between the socket and the
+ * decoder, which at these rates costs as much as the decode. */
 static gboolean
 download_raw (NzAgentClient *c, JsonObject *body, Download *d, GCancellable *cancellable,
               GError **error)
 {
   g_autoptr (GSocketConnection) conn = NULL;
-  g_autoptr (NzFrameReader) reader = nz_frame_reader_new (NZ_AGENT_REPLY_FRAME_LIMIT);
-  g_autofree guint8 *chunk = g_malloc (262144);
+  g_autofree guint8 *frame = NULL;
   g_autofree guint8 *decoded = NULL;
-  gsize decoded_len = 0;
+  gsize frame_cap = 0, decoded_len = 0;
   GInputStream *in;
 
   conn = nz_agent_client_open (c, "read-file-stream", body, cancellable, error);
@@ -341,47 +354,45 @@ download_raw (NzAgentClient *c, JsonObject *body, Download *d, GCancellable *can
   in = g_io_stream_get_input_stream (G_IO_STREAM (conn));
   for (;;)
     {
-      g_autoptr (GBytes) payload = NULL;
       g_autoptr (GError) local = NULL;
-      gssize n;
+      g_autoptr (JsonObject) obj = NULL;
+      guint8 header[NZ_FRAME_HEADER_BYTES];
+      gsize got = 0;
+      gint64 len;
 
-      switch (nz_frame_reader_next (reader, &payload, &local))
-        {
-        case NZ_FRAME_OK:
-          {
-            gsize len = 0;
-            const char *p = g_bytes_get_data (payload, &len);
-            g_autoptr (JsonObject) frame = NULL;
-
-            if (len == 0)
-              return TRUE; /* the terminator */
-            if (is_fast_data_frame (p, len))
-              {
-                if (!fast_data_frame (d, p, len, &decoded, &decoded_len, error))
-                  return FALSE;
-                continue;
-              }
-            frame = nz_json_parse_object (p, (gssize)len, error);
-            if (frame == NULL || !download_frame (frame, d, error))
-              return FALSE;
-            continue;
-          }
-        case NZ_FRAME_MALFORMED:
-          return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream: %s", local->message);
-        case NZ_FRAME_OVERFLOW:
-          return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream sent an oversized frame");
-        case NZ_FRAME_NONE:
-        default:
-          break;
-        }
-      n = g_input_stream_read (in, chunk, 262144, cancellable, error);
-      if (n < 0)
+      if (!g_input_stream_read_all (in, header, sizeof header, &got, cancellable, error))
         return FALSE;
-      if (n == 0)
+      if (got < sizeof header)
         return nz_throw (error, NZ_ERROR_PROTOCOL,
                          d->have_end ? "read-file-stream socket closed before its terminator"
                                      : "read-file-stream socket closed before its end frame");
-      nz_frame_reader_push (reader, chunk, (gsize)n);
+      if ((len = frame_header_length (header)) < 0)
+        return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream: malformed frame header");
+      if (len == 0)
+        return TRUE; /* the terminator */
+      if ((guint64)len > NZ_AGENT_REPLY_FRAME_LIMIT)
+        return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream sent an oversized frame");
+      if (frame_cap < (gsize)len)
+        {
+          g_free (frame);
+          frame = g_malloc ((gsize)len);
+          frame_cap = (gsize)len;
+        }
+      if (!g_input_stream_read_all (in, frame, (gsize)len, &got, cancellable, error))
+        return FALSE;
+      if (got < (gsize)len)
+        return nz_throw (error, NZ_ERROR_PROTOCOL,
+                         "read-file-stream socket closed in the middle of a frame");
+      if (fast_data_frame (d, (const char *)frame, (gsize)len, &decoded, &decoded_len, &local))
+        continue;
+      if (local != NULL)
+        {
+          g_propagate_error (error, g_steal_pointer (&local));
+          return FALSE;
+        }
+      obj = nz_json_parse_object ((const char *)frame, (gssize)len, error);
+      if (obj == NULL || !download_frame (obj, d, error))
+        return FALSE;
     }
 }
 

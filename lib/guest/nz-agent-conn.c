@@ -1,6 +1,7 @@
 #include "nz-agent-conn.h"
 
 #include <string.h>
+#include <sys/socket.h>
 
 #include "nz-agent-ops.h"
 #include "nz-errors.h"
@@ -268,14 +269,25 @@ conn_writable (GSocket *sock, GIOCondition cond, gpointer user_data)
 }
 
 void
-nz_agent_conn_write_frame (NzAgentConn *conn, const void *payload, gsize len)
+nz_agent_conn_write_framed (NzAgentConn *conn, GBytes *framed)
 {
   if (conn->closed || conn->end_requested || conn->destroy_requested)
     return;
-  g_queue_push_tail (&conn->out, nz_frame_encode (payload, len));
-  conn->queued_bytes += NZ_FRAME_HEADER_BYTES + len;
+  g_queue_push_tail (&conn->out, g_bytes_ref (framed));
+  conn->queued_bytes += g_bytes_get_size (framed);
   if (conn->write_source == NULL)
     conn_flush (conn);
+}
+
+void
+nz_agent_conn_write_frame (NzAgentConn *conn, const void *payload, gsize len)
+{
+  g_autoptr (GBytes) framed = NULL;
+
+  if (conn->closed || conn->end_requested || conn->destroy_requested)
+    return;
+  framed = nz_frame_encode (payload, len);
+  nz_agent_conn_write_framed (conn, framed);
 }
 
 void
@@ -427,8 +439,13 @@ conn_handle_first_frame (NzAgentConn *conn, GBytes *payload)
         conn_stream_bytes (conn, data, len);
     }
   conn->in_dispatch = FALSE;
+  /* The peer hung up while the op answered: frames it sent after the request (a terminal's
+   * input, say) may still sit unread in the socket; apply them before the connection goes. */
   if (conn->send_failed)
-    nz_agent_conn_destroy (conn);
+    {
+      conn_drain_received (conn);
+      nz_agent_conn_destroy (conn);
+    }
   nz_agent_conn_unref (conn);
 }
 
@@ -549,6 +566,16 @@ nz_agent_conn_set_stream (NzAgentConn *conn, const NzAgentStreamFuncs *funcs, gp
   conn->stream_data = user_data;
   conn->stream_destroy = destroy;
   nz_frame_reader_set_max (conn->reader, (guint64)config->max_frame_bytes);
+}
+
+void
+nz_agent_conn_set_send_buffer (NzAgentConn *conn, gsize bytes)
+{
+  int v = (int)MIN (bytes, (gsize)G_MAXINT);
+
+  /* Best effort: the kernel caps it at net.core.wmem_max. */
+  if (!conn->closed)
+    setsockopt (g_socket_get_fd (conn->sock), SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
 }
 
 gboolean

@@ -36,12 +36,19 @@ gboolean nz_agent_conn_is_closed (NzAgentConn *conn);
 /* Queues one frame. Dropped silently once the connection is closed or ending: a severed
  * peer never affects the execution behind it. */
 void nz_agent_conn_write_frame (NzAgentConn *conn, const void *payload, gsize len);
+/* The same for bytes that already carry their 9-byte header; a reference is taken, nothing is
+ * copied (read-file-stream hands over its one reusable frame buffer this way). */
+void nz_agent_conn_write_framed (NzAgentConn *conn, GBytes *framed);
 void nz_agent_conn_write_object (NzAgentConn *conn, JsonObject *obj);
 void nz_agent_conn_write_terminator (NzAgentConn *conn);
 /* Half-close once everything queued is written (the reference's end()). */
 void nz_agent_conn_end (NzAgentConn *conn);
 /* Close now, unflushed bytes dropped (the reference's destroy()). */
 void nz_agent_conn_destroy (NzAgentConn *conn);
+
+/* Asks the kernel for a send buffer of @bytes (SO_SNDBUF), for streams that move bulk data:
+ * fewer wake-ups per byte on both ends, and the bytes wait in the kernel, not in our heap. */
+void nz_agent_conn_set_send_buffer (NzAgentConn *conn, gsize bytes);
 
 /* Bytes queued for the peer and not yet accepted by the socket. */
 gsize nz_agent_conn_get_queued_bytes (NzAgentConn *conn);

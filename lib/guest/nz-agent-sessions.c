@@ -116,8 +116,8 @@ term_stream_free (TermStream *t)
   nz_pty_free (t->pty);
   if (t->session != NULL)
     {
-      if (t->attached)
-        nz_session_detach (t->session, t);
+      /* Unconditionally: it also forgets a pending input-drained callback to @t. */
+      nz_session_detach (t->session, t);
       nz_session_unref (t->session);
     }
   nz_agent_conn_unref (t->conn);

@@ -490,6 +490,12 @@ nz_session_detach (NzSession *s, gpointer user_data)
       s->attach = NULL;
       s->attach_data = NULL;
     }
+  /* The drain callback points at the attachment: a gone one must not be called back. */
+  if (s->reg != NULL && s->reg->drained_data == user_data)
+    {
+      s->reg->drained = NULL;
+      s->reg->drained_data = NULL;
+    }
 }
 
 gboolean

@@ -57,8 +57,10 @@ agent_env (const char *const *extra)
   return env;
 }
 
-/* Runs in the agent's child before exec when set (e.g. resource limits). */
+/* Runs in the agent's child before exec when set (e.g. resource limits); it may read
+ * agent_child_dir, the agent's temporary directory (socket and workspace live under it). */
 static GSpawnChildSetupFunc agent_child_setup;
+static const char *agent_child_dir;
 
 /* Starts the agent with @extra env ("K=V"); unix mode unless @tcp (then with a preset token
  * unless @extra sets a credential). Reads the ready line. @capture_stderr keeps its stderr. */
@@ -103,6 +105,7 @@ agent_start_ex (gboolean tcp, const char *const *extra, gboolean capture_stderr)
   g_ptr_array_add (vars, NULL);
   env = agent_env ((const char *const *)vars->pdata);
 
+  agent_child_dir = a->dir;
   ck_assert_msg (g_spawn_async_with_pipes (NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD,
                                            agent_child_setup, NULL, &a->pid, NULL, &a->stdout_fd,
                                            capture_stderr ? &a->stderr_fd : NULL, &error),

@@ -1,6 +1,7 @@
 /* test-agent-files: write-file parts, ranged read-file and read-file-stream against the real
  * namzu-agent, each case over a unix socket (_i == 0) and TCP + token (_i == 1) (spec A.6.6,
  * A.6.7, A.6.9, C.7, C.8). */
+#include <grp.h>
 #include <sys/resource.h>
 
 #include "agent-harness.h"
@@ -561,6 +562,49 @@ START_TEST (test_short_write)
 }
 END_TEST
 
+/* The final part copies the target's mode onto the temp; when that chmod fails the write is
+ * refused, nothing is renamed and the temp stays for discard (spec A.6.9 step 12, C.8). An
+ * agent running as nobody cannot chmod a temp that root owns (mode 0666, so it can still
+ * write it). */
+static void
+become_nobody (gpointer user_data)
+{
+  /* Root's directory must admit nobody: the socket and the workspace are under it. */
+  if (chmod (agent_child_dir, 0777) != 0 || setgroups (0, NULL) != 0 || setgid (65534) != 0
+      || setuid (65534) != 0)
+    _exit (125);
+}
+
+START_TEST (test_final_part_chmod_refused)
+{
+  Agent *a;
+  g_autofree char *temp = NULL, *target = NULL, *want = NULL;
+  g_autoptr (JsonObject) r = NULL;
+  const char *error;
+
+  nz_test_require (geteuid () == 0, "root, to own a file the agent (as nobody) cannot chmod");
+  agent_child_setup = become_nobody;
+  a = start (_i, NULL);
+  agent_child_setup = NULL;
+  ck_assert_int_eq (chmod (a->ws, 0777), 0);
+  temp = ws_path (a, ".namzu-write-c-t.part");
+  target = ws_path (a, "t.txt");
+  ck_assert (g_file_set_contents (target, "old", -1, NULL));
+  ck_assert_int_eq (chmod (target, 0640), 0);
+  ck_assert (g_file_set_contents (temp, "", -1, NULL));
+  ck_assert_int_eq (chmod (temp, 0666), 0);
+  r = send_part (a, ".namzu-write-c-t.part", "new", 0, "t.txt");
+  ck_assert (!nz_json_get_bool (r, "ok", TRUE));
+  error = nz_json_get_string (r, "error");
+  want = g_strdup_printf ("EPERM: operation not permitted, chmod '%s'", temp);
+  ck_assert_str_eq (error, want);
+  /* Nothing renamed: the target keeps its bytes; the temp keeps the part for discard. */
+  assert_file (a, "t.txt", "old");
+  assert_file (a, ".namzu-write-c-t.part", "new");
+  agent_stop (a);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -575,6 +619,7 @@ main (void)
   tcase_add_loop_test (tc, test_read_stream, 0, 2);
   tcase_add_loop_test (tc, test_read_stream_backpressure, 0, 2);
   tcase_add_loop_test (tc, test_short_write, 0, 2);
+  tcase_add_loop_test (tc, test_final_part_chmod_refused, 0, 2);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
