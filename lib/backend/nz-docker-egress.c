@@ -25,8 +25,32 @@ proxy_name (NzHandle *h)
   return g_strconcat (NZ_DOCKER_PROXY_NAME_PREFIX, h->id, NULL);
 }
 
+/* The alias namzu-egress must name one proxy on the network: with two, a sandbox there could
+ * reach the other sandbox's list (docker's DNS answers for both). */
+static gboolean
+check_network_alone (const char *docker, const char *network, GError **error)
+{
+  const char *const args[] = { "network", "inspect", "--format",
+                               "{{range .Containers}}{{.Name}} {{end}}", network, NULL };
+  g_autofree char *out = docker_call (docker, PROXY_CALL_TIMEOUT_MS, error, args);
+  g_auto (GStrv) names = NULL;
+
+  if (out == NULL)
+    return nz_prefix_error (error, "cannot list the containers on network '%s': ", network);
+  names = g_strsplit (out, " ", -1);
+  for (char **n = names; *n != NULL; n++)
+    if (g_str_has_prefix (*n, NZ_DOCKER_PROXY_NAME_PREFIX))
+      return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                       "network '%s' already carries another sandbox's egress proxy (%s): a "
+                       "sandbox there could reach either allowlist through the alias "
+                       NZ_DOCKER_PROXY_ALIAS ". Give each allowlist sandbox its own --internal "
+                       "network", network, *n);
+  return TRUE;
+}
+
 gboolean
-nz_docker_egress_check_image (const char *docker, const NzCreateOptions *opts, GError **error)
+nz_docker_egress_preflight (const char *docker, const NzCreateOptions *opts, const char *network,
+                            GError **error)
 {
   g_autoptr (NzEgressProfile) profile = NULL;
   g_autofree char *label = NULL;
@@ -35,16 +59,20 @@ nz_docker_egress_check_image (const char *docker, const NzCreateOptions *opts, G
                                "\" }}",
                                opts->egress_proxy_image, NULL };
 
-  if (opts->egress_profile == NULL)
-    return TRUE;
-  profile = nz_egress_profile_parse (opts->egress_profile, -1, NULL, error);
-  if (profile == NULL)
-    return FALSE;
+  if (opts->egress_profile != NULL)
+    {
+      profile = nz_egress_profile_parse (opts->egress_profile, -1, NULL, error);
+      if (profile == NULL)
+        return FALSE;
+    }
   /* V1 is what every proxy image reads; only port rules need the label. */
-  if (!nz_egress_profile_has_ports (profile))
-    return TRUE;
-  label = docker_call (docker, PROXY_CALL_TIMEOUT_MS, NULL, args);
-  return nz_docker_check_proxy_label (opts->egress_proxy_image, label, error);
+  if (profile != NULL && nz_egress_profile_has_ports (profile))
+    {
+      label = docker_call (docker, PROXY_CALL_TIMEOUT_MS, NULL, args);
+      if (!nz_docker_check_proxy_label (opts->egress_proxy_image, label, error))
+        return FALSE;
+    }
+  return check_network_alone (docker, network, error);
 }
 
 static JsonArray *

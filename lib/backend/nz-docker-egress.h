@@ -13,10 +13,11 @@
 
 G_BEGIN_DECLS
 
-/* Before anything starts: a profile with port rules needs a V2 proxy image, so the image's
+/* Before anything starts: the internal @network carries no other sandbox's proxy (the alias
+ * must be ours alone); a profile with port rules needs a V2 proxy image, so the image's
  * ai.namzu.egress-proxy.config label is read (`docker image inspect`, which does not pull). */
-gboolean nz_docker_egress_check_image (const char *docker, const NzCreateOptions *opts,
-                                       GError **error);
+gboolean nz_docker_egress_preflight (const char *docker, const NzCreateOptions *opts,
+                                     const char *network, GError **error);
 
 /* Records the policy in h->priv ("egress": hosts come with the start) for @internal_network;
  * no I/O. */

@@ -614,8 +614,10 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
   if (!nz_docker_check_network (network, is_host_port (opts), opts->network,
                                 nz_docker_network_is_internal (internal), error))
     return NULL;
-  /* A V2 configuration needs an image that reads it: refused before anything starts. */
-  if (opts->network == NZ_NETWORK_ALLOWLIST && !nz_docker_egress_check_image (docker, opts, error))
+  /* One proxy per internal network, and a V2 configuration only for an image that reads it:
+   * refused before anything starts. */
+  if (opts->network == NZ_NETWORK_ALLOWLIST
+      && !nz_docker_egress_preflight (docker, opts, network, error))
     return NULL;
 
   h->id = nz_state_new_id ();

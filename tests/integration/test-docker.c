@@ -35,15 +35,7 @@ static int ps_docker_run_seen;
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-/* main() uses these too, outside any test, where Check's ck_assert cannot report (it marks
- * progress even when it passes): they abort through g_error instead. */
-#define REQUIRE(cond, ...)                                                                   \
-  do                                                                                         \
-    {                                                                                        \
-      if (!(cond))                                                                           \
-        g_error (__VA_ARGS__);                                                               \
-    }                                                                                        \
-  while (0)
+#define REQUIRE NZ_TEST_REQUIRE
 
 static char *
 tool_path (const char *name)
