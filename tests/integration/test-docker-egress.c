@@ -354,6 +354,34 @@ START_TEST (test_policy_swap)
   ck_assert_int_eq (rc, 1);
   ck_assert_str_eq (nz_json_get_string (json_object_get_object_member (r3, "error"), "code"),
                     "invalid-host");
+  /* A replacement that cannot start leaves no proxy (fails closed) and says so; the next
+   * call swaps, even to the list that was in force before. */
+  {
+    g_autofree char *real = g_find_program_in_path ("docker");
+    g_autofree char *fake = g_build_filename (base, "docker-fail-run", NULL);
+    g_autofree char *script = g_strdup_printf ("#!/bin/sh\n[ \"$1\" = run ] && exit 1\n"
+                                               "exec %s \"$@\"\n", real);
+    g_autoptr (JsonObject) r4 = NULL;
+    g_autoptr (JsonObject) r5 = NULL;
+    g_autofree char *closed = NULL, *back = NULL;
+
+    ck_assert (g_file_set_contents (fake, script, -1, NULL) && chmod (fake, 0755) == 0);
+    g_setenv ("NAMZU_DOCKER", fake, TRUE);
+    r4 = set_policy (id, &rc, "other.test");
+    g_unsetenv ("NAMZU_DOCKER");
+    ck_assert_int_eq (rc, 1);
+    ck_assert_msg (r4 != NULL && strstr (nz_json_get_string (json_object_get_object_member (
+                                                                 r4, "error"), "message"),
+                                         "now has no egress") != NULL,
+                   "no failure reported");
+    closed = curl_in (id, "-k https://origin.test:8443/closed");
+    ck_assert_msg (strstr (closed, "origin:") == NULL, "%s", closed);
+    r5 = set_policy (id, &rc, "origin.test");
+    ck_assert_int_eq (rc, 0);
+    ck_assert (json_object_get_boolean_member (r5, "changed"));
+    back = curl_in (id, "-k https://origin.test:8443/back");
+    ck_assert_msg (strstr (back, "origin:GET /back"), "%s", back);
+  }
   /* namzu-destroy takes the proxy with it. */
   {
     const char *const argv[] = { destroy, "--sandbox", id, NULL };
