@@ -29,6 +29,7 @@
 #define CHUNK (256 * 1024)
 
 static int opt_mib = 1024;
+static int opt_rounds = 3;
 static int opt_requests = 200;
 static int opt_tunnels = 200;
 static char *opt_tools_dir;
@@ -36,6 +37,8 @@ static char *opt_tinyproxy = (char *)"/usr/bin/tinyproxy";
 
 static const GOptionEntry entries[] = {
   { "mib", 'm', 0, G_OPTION_ARG_INT, &opt_mib, "MiB per throughput run (default 1024)", "N" },
+  { "rounds", 'r', 0, G_OPTION_ARG_INT, &opt_rounds,
+    "throughput rounds, each direct then namzu then tinyproxy; medians printed (3)", "N" },
   { "requests", 'n', 0, G_OPTION_ARG_INT, &opt_requests, "requests per latency side (200)", "N" },
   { "tunnels", 't', 0, G_OPTION_ARG_INT, &opt_tunnels, "concurrent tunnels for RSS (200)", "N" },
   { "tools-dir", 0, 0, G_OPTION_ARG_FILENAME, &opt_tools_dir,
@@ -330,6 +333,13 @@ cmp_double (gconstpointer a, gconstpointer b)
   return x < y ? -1 : x > y;
 }
 
+static double
+median (GArray *a)
+{
+  g_array_sort (a, cmp_double);
+  return a->len == 0 ? 0 : g_array_index (a, double, a->len / 2);
+}
+
 /* Median wall time (µs) of one GET with a fresh connection. */
 static double
 latency (int proxy_port, int http_port)
@@ -431,21 +441,52 @@ main (int argc, char **argv)
   if (have_tiny)
     tiny = start_tinyproxy (dir, &tiny_port);
 
-  printf ("throughput: %d MiB through one CONNECT tunnel on loopback\n", opt_mib);
-  direct_mbs = throughput (0, NULL, sink_port);
-  printf ("  direct:                 %8.0f MiB/s\n", direct_mbs);
-  nz_mbs = throughput (nz_port, "sink.bench", sink_port);
-  printf ("  namzu-egress:           %8.0f MiB/s\n", nz_mbs);
-  if (have_tiny)
-    {
-      tiny_mbs = throughput (tiny_port, "127.0.0.1", sink_port);
-      printf ("  tinyproxy:              %8.0f MiB/s\n", tiny_mbs);
-    }
-  printf ("  ratio namzu/direct:     %8.2f   (target >= 0.8)\n", nz_mbs / direct_mbs);
-  if (have_tiny)
-    printf ("  ratio namzu/tinyproxy:  %8.2f   (target >= 1)\n", nz_mbs / tiny_mbs);
-  else
-    printf ("  tinyproxy: not installed (scripts/install-deps), no ratio\n");
+  /* Interleaved rounds and medians: on a shared machine one run of each says little. The
+   * ratios are medians of each round's own ratio, so a round measures both under the same
+   * load. */
+  printf ("throughput: %d MiB through one CONNECT tunnel on loopback, median of %d rounds\n",
+          opt_mib, opt_rounds);
+  {
+    g_autoptr (GArray) d = g_array_new (FALSE, FALSE, sizeof (double));
+    g_autoptr (GArray) n = g_array_new (FALSE, FALSE, sizeof (double));
+    g_autoptr (GArray) t = g_array_new (FALSE, FALSE, sizeof (double));
+    g_autoptr (GArray) rd = g_array_new (FALSE, FALSE, sizeof (double));
+    g_autoptr (GArray) rt = g_array_new (FALSE, FALSE, sizeof (double));
+
+    for (int r = 0; r < opt_rounds; r++)
+      {
+        double v, dv, nv;
+
+        dv = throughput (0, NULL, sink_port);
+        g_array_append_val (d, dv);
+        nv = throughput (nz_port, "sink.bench", sink_port);
+        g_array_append_val (n, nv);
+        v = nv / dv;
+        g_array_append_val (rd, v);
+        if (have_tiny)
+          {
+            double tv = throughput (tiny_port, "127.0.0.1", sink_port);
+
+            g_array_append_val (t, tv);
+            v = nv / tv;
+            g_array_append_val (rt, v);
+          }
+      }
+    direct_mbs = median (d);
+    nz_mbs = median (n);
+    printf ("  direct:                 %8.0f MiB/s\n", direct_mbs);
+    printf ("  namzu-egress:           %8.0f MiB/s\n", nz_mbs);
+    if (have_tiny)
+      {
+        tiny_mbs = median (t);
+        printf ("  tinyproxy:              %8.0f MiB/s\n", tiny_mbs);
+      }
+    printf ("  ratio namzu/direct:     %8.2f   (target >= 0.8)\n", median (rd));
+    if (have_tiny)
+      printf ("  ratio namzu/tinyproxy:  %8.2f   (target >= 1)\n", median (rt));
+    else
+      printf ("  tinyproxy: not installed (scripts/install-deps), no ratio\n");
+  }
 
   printf ("latency: median of %d plain HTTP GETs, one connection each\n", opt_requests);
   direct_us = latency (0, http_port);

@@ -10,6 +10,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* For main(), outside any test, where Check's ck_assert cannot report (it marks progress even
+ * when it passes): aborts through g_error instead. */
+#define NZ_TEST_REQUIRE(cond, ...)                                                           \
+  do                                                                                         \
+    {                                                                                        \
+      if (!(cond))                                                                           \
+        g_error (__VA_ARGS__);                                                               \
+    }                                                                                        \
+  while (0)
+
 /* Runs @s and returns the process exit status. Cases fork (CK_FORK), so GLib state stays in
  * the child. */
 static inline int

@@ -3,7 +3,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "nz-bwrap-egress.h"
 #include "nz-bwrap.h"
+#include "nz-docker-egress.h"
 #include "nz-docker.h"
 #include "nz-errors.h"
 #include "nz-json.h"
@@ -20,6 +22,7 @@ static const NzBackend bwrap_backend = {
   .destroy = nz_bwrap_destroy,
   .status = nz_bwrap_status,
   .describe = nz_bwrap_describe,
+  .set_network_policy = nz_bwrap_egress_set,
 };
 
 /* container:runsc is container:docker with `--runtime runsc` (spec A.1). */
@@ -33,6 +36,7 @@ static const NzBackend docker_backend = {
   .status = nz_docker_status,
   .describe = nz_docker_describe,
   .retire = nz_docker_retire,
+  .set_network_policy = nz_docker_egress_set,
 };
 
 static const NzBackend runsc_backend = {
@@ -45,6 +49,7 @@ static const NzBackend runsc_backend = {
   .status = nz_docker_status,
   .describe = nz_docker_describe,
   .retire = nz_docker_retire,
+  .set_network_policy = nz_docker_egress_set,
 };
 
 /* Named now so a config written for them is recognised and refused by name, rather than
@@ -145,6 +150,22 @@ nz_backend_status (NzHandle *h, guint timeout_ms)
 }
 
 gboolean
+nz_backend_set_network_policy (NzHandle *h, const char *const *hosts, gboolean *changed,
+                               GError **error)
+{
+  const NzBackend *b = nz_backend_lookup (h->backend, error);
+
+  *changed = FALSE;
+  if (b == NULL)
+    return FALSE;
+  if (b->set_network_policy == NULL)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "This sandbox cannot change its network policy: backend '%s' has no egress "
+                     "proxy to change", b->name);
+  return b->set_network_policy (h->id, hosts, changed, error);
+}
+
+gboolean
 nz_backend_transport (NzHandle *h, const char **endpoint, const char **token, GError **error)
 {
   if (h->endpoint == NULL)
@@ -194,6 +215,7 @@ nz_create_options_new (void)
   opts->ready_timeout_ms = NZ_READY_TIMEOUT_MS_DEFAULT;
   opts->read_only_rootfs = TRUE;
   opts->labels = g_ptr_array_new_with_free_func (g_free);
+  opts->allow_inward_for = g_ptr_array_new_with_free_func (g_free);
   return opts;
 }
 
@@ -212,6 +234,9 @@ nz_create_options_free (NzCreateOptions *opts)
   g_free (opts->docker_network);
   g_free (opts->host_reachability);
   g_ptr_array_unref (opts->labels);
+  g_free (opts->egress_proxy_image);
+  g_free (opts->egress_upstream_network);
+  g_ptr_array_unref (opts->allow_inward_for);
   g_free (opts);
 }
 

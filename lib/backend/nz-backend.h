@@ -62,6 +62,9 @@ typedef struct
   char *host_reachability;    /* "host-port" (default) or "container-network" */
   GPtrArray *labels;          /* char *, alternating key and value, in order */
   guint ready_poll_ms;        /* readyPollIntervalMs (100) */
+  char *egress_proxy_image;   /* egressProxyImage: the proxy sibling container's image */
+  char *egress_upstream_network; /* egressProxyUpstreamNetwork ("bridge") */
+  GPtrArray *allow_inward_for;   /* char *, allowInwardFor: hosts exempt from the address screen */
   /* Set (from a signal handler) to abandon a create in progress: it is rolled back and fails
    * with "interrupted". May be NULL. */
   volatile sig_atomic_t *interrupted;
@@ -114,6 +117,9 @@ struct _NzBackend
   /* Tears down a sandbox whose remote outcome is unknown (a cancellation the peer could not
    * confirm) under a bounded deadline, checked like destroy. NULL: destroy is used. */
   gboolean (*retire) (NzHandle *h, GError **error);
+  /* Live policy change (spec B.7 setNetworkPolicy) of the sandbox @id. NULL: refused. */
+  gboolean (*set_network_policy) (const char *id, const char *const *hosts, gboolean *changed,
+                                  GError **error);
 };
 
 /* The backend called @name. Known names that this build does not implement are refused with
@@ -131,6 +137,10 @@ NzSandboxStatus nz_backend_status (NzHandle *h, guint timeout_ms);
 /* After an unconfirmed cancellation: retire (or destroy) with the backend the handle names, so
  * nothing of an execution whose outcome is unknown keeps running. */
 gboolean nz_backend_retire (NzHandle *h, GError **error);
+/* setNetworkPolicy with the backend the handle names: one change at a time per sandbox, an
+ * identical list is a no-op (*changed FALSE), under a profile only narrowing, fails closed. */
+gboolean nz_backend_set_network_policy (NzHandle *h, const char *const *hosts, gboolean *changed,
+                                        GError **error);
 /* "Give me a transport": the endpoint and the per-instance token (either may be NULL). */
 gboolean nz_backend_transport (NzHandle *h, const char **endpoint, const char **token,
                                GError **error);

@@ -1,17 +1,15 @@
 #include "nz-bwrap-egress.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nz-allowlist.h"
 #include "nz-autofd.h"
+#include "nz-egress-live.h"
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-profile.h"
@@ -22,99 +20,10 @@
 /* How long a stopping proxy gets after SIGTERM before SIGKILL. */
 #define PROXY_STOP_MS 2000
 
-/* Parses [{host, header, value}]: each a non-empty string. Returns a new array node. */
-static JsonNode *
-parse_credentials (const char *json, GError **error)
-{
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonArray *arr;
-
-  if (!json_parser_load_from_data (parser, json, -1, NULL)
-      || !JSON_NODE_HOLDS_ARRAY (json_parser_get_root (parser)))
-    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                      "backend.brokeredCredentials: must be a list of {host, header, value}"),
-            NULL);
-  arr = json_node_get_array (json_parser_get_root (parser));
-  for (guint i = 0; i < json_array_get_length (arr); i++)
-    {
-      JsonNode *e = json_array_get_element (arr, i);
-      const char *fields[] = { "host", "header", "value" };
-
-      for (guint f = 0; f < G_N_ELEMENTS (fields); f++)
-        {
-          const char *s = JSON_NODE_HOLDS_OBJECT (e)
-                              ? nz_json_get_string (json_node_get_object (e), fields[f])
-                              : NULL;
-
-          if (s == NULL || *s == '\0')
-            return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                              "backend.brokeredCredentials[%u].%s: must be a non-empty string", i,
-                              fields[f]),
-                    NULL);
-        }
-    }
-  return json_node_copy (json_parser_get_root (parser));
-}
-
 gboolean
 nz_bwrap_egress_check (const NzCreateOptions *opts, GError **error)
 {
-  g_autoptr (NzEgressProfile) profile = NULL;
-  g_autoptr (JsonNode) creds = NULL;
-  g_autoptr (GPtrArray) cred_hosts = g_ptr_array_new ();
-
-  for (guint i = 0; i < opts->egress_hosts->len; i++)
-    {
-      g_autofree char *path = g_strdup_printf ("--egress[%u]", i);
-      g_autofree char *h
-          = nz_egress_host_validate (opts->egress_hosts->pdata[i], path, "bwrap", error);
-
-      if (h == NULL)
-        return FALSE;
-    }
-  if (opts->egress_profile != NULL)
-    {
-      profile = nz_egress_profile_parse (opts->egress_profile, -1, "bwrap", error);
-      if (profile == NULL)
-        return FALSE;
-    }
-  if (opts->egress_credentials == NULL)
-    return TRUE;
-  /* A credential is only ever stamped by the proxy; with no allowlist there is none. */
-  if (opts->network != NZ_NETWORK_ALLOWLIST)
-    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                     "backend.brokeredCredentials: needs an egress allowlist (--egress or "
-                     "--profile); with no egress proxy nothing would carry them");
-  creds = parse_credentials (opts->egress_credentials, error);
-  if (creds == NULL)
-    return FALSE;
-  for (guint i = 0; i < json_array_get_length (json_node_get_array (creds)); i++)
-    {
-      JsonObject *o = json_array_get_object_element (json_node_get_array (creds), i);
-
-      g_ptr_array_add (cred_hosts, (gpointer)nz_json_get_string (o, "host"));
-    }
-  g_ptr_array_add (cred_hosts, NULL);
-  if (profile != NULL)
-    return nz_egress_profile_check_credentials (profile, (const char *const *)cred_hosts->pdata,
-                                                "bwrap", error);
-  /* Without a profile the allowlist plays its part: the secret goes nowhere it does not. */
-  for (guint i = 0; cred_hosts->pdata[i] != NULL; i++)
-    {
-      gboolean covered = FALSE;
-
-      for (guint k = 0; k < opts->egress_hosts->len && !covered; k++)
-        covered = nz_allowlist_entry_matches (opts->egress_hosts->pdata[k], cred_hosts->pdata[i]);
-      if (!covered)
-        {
-          g_autofree char *path = g_strdup_printf ("backend.brokeredCredentials[%u].host", i);
-
-          return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY, path, "bwrap",
-                                          "\"%s\" is not on the egress allowlist",
-                                          (const char *)cred_hosts->pdata[i]);
-        }
-    }
-  return TRUE;
+  return nz_egress_options_check (opts, "bwrap", error);
 }
 
 char *
@@ -207,7 +116,7 @@ nz_bwrap_egress_start (NzHandle *h, const char *egress_bin, const char *const *h
   config = nz_proxy_config_build (hosts, profile, NULL, NULL, NZ_EGRESS_PROXY_PORT, &env_name);
   if (credentials_json != NULL)
     {
-      JsonNode *creds = parse_credentials (credentials_json, error);
+      JsonNode *creds = nz_egress_parse_credentials (credentials_json, error);
 
       if (creds == NULL)
         return FALSE;
@@ -351,92 +260,24 @@ nz_bwrap_egress_envp (char **envp)
   return envp;
 }
 
+/* The swap's "start": the record's profile and credentials carry over to the new proxy. */
 static gboolean
-same_hosts (JsonObject *rec, const char *const *hosts)
+swap_start (NzHandle *h, const char *const *hosts, GError **error)
 {
-  JsonArray *old = rec != NULL ? nz_json_get_array (rec, "hosts") : NULL;
-  double pid = 0;
+  JsonObject *rec = nz_json_get_object (h->priv, "egress");
+  g_autofree char *profile_json = g_strdup (nz_json_get_string (rec, "profile"));
+  g_autofree char *credentials_json = g_strdup (nz_json_get_string (rec, "credentials"));
+  g_autofree char *sock_dir = g_build_filename (h->dir, "sock", NULL);
+  g_autofree char *bin = nz_bwrap_egress_find_binary (error);
 
-  /* Only a list that is applied AND has a running proxy counts as unchanged. */
-  if (old == NULL || !nz_json_get_number (rec, "proxyPid", &pid))
-    return FALSE;
-  if (json_array_get_length (old) != g_strv_length ((char **)hosts))
-    return FALSE;
-  for (guint i = 0; hosts[i] != NULL; i++)
-    if (g_strcmp0 (json_array_get_string_element (old, i), hosts[i]) != 0)
-      return FALSE;
-  return TRUE;
+  return bin != NULL
+         && nz_bwrap_egress_start (h, bin, hosts, profile_json, credentials_json, sock_dir, error);
 }
 
 gboolean
 nz_bwrap_egress_set (const char *id, const char *const *hosts, gboolean *changed, GError **error)
 {
-  g_autoptr (NzHandle) h = NULL;
-  g_autoptr (NzHandle) probe = nz_handle_load (id, error);
-  g_autofree char *lock_path = NULL;
-  g_autofree char *sock_dir = NULL;
-  g_autofree char *bin = NULL;
-  g_autofree char *profile_json = NULL;
-  g_autofree char *credentials_json = NULL;
-  nz_autofd int lock = -1;
-  JsonObject *rec;
+  static const NzEgressSwap swap = { "bwrap", "proxyPid", nz_bwrap_egress_stop, swap_start };
 
-  *changed = FALSE;
-  if (probe == NULL)
-    return FALSE;
-  if (g_strcmp0 (probe->backend, "container:bwrap") != 0
-      || nz_json_get_object (probe->priv, "egress") == NULL)
-    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                     "This sandbox cannot change its network policy: it was created without an "
-                     "egress proxy (create it with --egress or --profile)");
-  for (guint i = 0; hosts[i] != NULL; i++)
-    {
-      g_autofree char *path = g_strdup_printf ("allowedHosts[%u]", i);
-      g_autofree char *ok = nz_egress_host_validate (hosts[i], path, "bwrap", error);
-
-      if (ok == NULL)
-        return FALSE;
-    }
-  /* Under a profile: narrowing only, checked before queueing. */
-  profile_json
-      = g_strdup (nz_json_get_string (nz_json_get_object (probe->priv, "egress"), "profile"));
-  if (profile_json != NULL)
-    {
-      g_autoptr (NzEgressProfile) profile
-          = nz_egress_profile_parse (profile_json, -1, "bwrap", error);
-
-      if (profile == NULL || !nz_egress_profile_check_narrowing (profile, hosts, "bwrap", error))
-        return FALSE;
-    }
-  bin = nz_bwrap_egress_find_binary (error);
-  if (bin == NULL)
-    return FALSE;
-  /* The per-sandbox queue: one change at a time, each applying and verifying its own list. */
-  lock_path = g_build_filename (probe->dir, "egress.lock", NULL);
-  lock = open (lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock < 0 || flock (lock, LOCK_EX) != 0)
-    return nz_throw_errno_prefix (error, "lock '%s'", lock_path);
-  /* Re-read under the lock: the call before ours may have changed it. */
-  h = nz_handle_load (id, error);
-  if (h == NULL)
-    return FALSE;
-  rec = nz_json_get_object (h->priv, "egress");
-  if (rec == NULL)
-    return nz_throw (error, NZ_ERROR_NOT_FOUND, "sandbox '%s' is being destroyed", id);
-  if (same_hosts (rec, hosts))
-    return TRUE;
-  *changed = TRUE;
-  /* Fail closed: the old proxy is gone before the new one exists, and the handle says so
-   * before either happens, so a crash in between leaves "no proxy", never "old list". */
-  json_object_remove_member (rec, "hosts");
-  if (!nz_handle_save (h, error) || !nz_bwrap_egress_stop (h, error) || !nz_handle_save (h, error))
-    return nz_prefix_error (error, "the old egress proxy of '%s' may still run", id);
-  sock_dir = g_build_filename (h->dir, "sock", NULL);
-  credentials_json = g_strdup (nz_json_get_string (rec, "credentials"));
-  if (!nz_bwrap_egress_start (h, bin, hosts, profile_json, credentials_json, sock_dir, error))
-    return nz_prefix_error (error,
-                            "sandbox '%s' now has no egress (the old proxy is stopped; "
-                            "the next set starts one)",
-                            id);
-  return nz_handle_save (h, error);
+  return nz_egress_live_set (id, hosts, &swap, changed, error);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nz-errors.h"
+#include "nz-proxy-config.h"
 #include "nz-token.h"
 
 /* Spec B.1 DEFAULT_WRITABLE_ROOTFS_PATHS, in that order. */
@@ -204,6 +205,59 @@ join_roots (GPtrArray *mounts, const char *workspace, gboolean writable_only)
   return g_strjoinv (":", (char **)roots->pdata);
 }
 
+static gboolean
+check_labels (GPtrArray *labels, GError **error)
+{
+  for (guint i = 0; labels != NULL && i + 1 < labels->len; i += 2)
+    {
+      const char *k = labels->pdata[i];
+
+      if (*k == '\0' || strchr (k, '=') != NULL)
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "docker label key \"%s\" is invalid (empty or contains '=')", k);
+    }
+  return TRUE;
+}
+
+/* `run --detach --rm --name N [--hostname H] --network NET` and the hardening baseline, shared
+ * by the sandbox and its proxy: no capability (CAP_DAC_OVERRIDE walks past read-only binds,
+ * NET_ADMIN would put a route back), no setuid re-escalation, an IPC namespace nobody can join
+ * by name. */
+static void
+add_run_baseline (GPtrArray *argv, const char *name, const char *hostname, const char *network)
+{
+  add (argv, "run");
+  add (argv, "--detach");
+  add (argv, "--rm");
+  add2 (argv, "--name", name);
+  if (hostname != NULL)
+    add2 (argv, "--hostname", hostname);
+  add2 (argv, "--network", network);
+  add (argv, "--cap-drop=ALL");
+  add (argv, "--security-opt=no-new-privileges");
+  add2 (argv, "--ipc", "private");
+}
+
+/* Executable tmpfs: docker's default is noexec, which breaks `cc -o /tmp/a && /tmp/a`; 1777
+ * because the image's uid is not known here. */
+static void
+add_tmpfs (GPtrArray *argv, const char *path)
+{
+  add (argv, "--tmpfs");
+  g_ptr_array_add (argv, g_strdup_printf ("%s:" NZ_DOCKER_TMPFS_OPTIONS, path));
+}
+
+static void
+add_labels (GPtrArray *argv, GPtrArray *labels)
+{
+  for (guint i = 0; labels != NULL && i + 1 < labels->len; i += 2)
+    {
+      add (argv, "--label");
+      g_ptr_array_add (argv, g_strdup_printf ("%s=%s", (const char *)labels->pdata[i],
+                                              (const char *)labels->pdata[i + 1]));
+    }
+}
+
 GPtrArray *
 nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
 {
@@ -221,46 +275,20 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
   writable = nz_docker_writable_paths (opts, error);
   if (writable == NULL)
     return NULL;
-  for (guint i = 0; opts->labels != NULL && i + 1 < opts->labels->len; i += 2)
-    {
-      const char *k = opts->labels->pdata[i];
+  if (!check_labels (opts->labels, error))
+    return NULL;
 
-      if (*k == '\0' || strchr (k, '=') != NULL)
-        return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                          "docker label key \"%s\" is invalid (empty or contains '=')", k), NULL);
-    }
-
-  add (argv, "run");
-  add (argv, "--detach");
-  add (argv, "--rm");
-  add2 (argv, "--name", plan->name);
-  add2 (argv, "--network", plan->network);
-  /* The baseline, always, whatever readOnlyRootfs says: no capability (CAP_DAC_OVERRIDE walks
-   * past read-only binds, NET_ADMIN would put a route back), no setuid re-escalation, an IPC
-   * namespace nobody can join by name. */
-  add (argv, "--cap-drop=ALL");
-  add (argv, "--security-opt=no-new-privileges");
-  add2 (argv, "--ipc", "private");
+  /* The baseline, always, whatever readOnlyRootfs says. */
+  add_run_baseline (argv, plan->name, NULL, plan->network);
   if (opts->read_only_rootfs)
     {
       add (argv, "--read-only");
-      /* Executable tmpfs: docker's default is noexec, which breaks `cc -o /tmp/a && /tmp/a`;
-       * 1777 because the image's uid is not known here. */
       for (guint i = 0; i < writable->len; i++)
-        {
-          add (argv, "--tmpfs");
-          g_ptr_array_add (argv, g_strdup_printf ("%s:" NZ_DOCKER_TMPFS_OPTIONS,
-                                                  (const char *)writable->pdata[i]));
-        }
+        add_tmpfs (argv, writable->pdata[i]);
     }
   if (plan->run_as_user != NULL)
     add2 (argv, "--user", plan->run_as_user);
-  for (guint i = 0; opts->labels != NULL && i + 1 < opts->labels->len; i += 2)
-    {
-      add (argv, "--label");
-      g_ptr_array_add (argv, g_strdup_printf ("%s=%s", (const char *)opts->labels->pdata[i],
-                                              (const char *)opts->labels->pdata[i + 1]));
-    }
+  add_labels (argv, opts->labels);
   mounts = ordered_mounts (opts);
   for (guint i = 0; i < mounts->len; i++)
     {
@@ -269,6 +297,20 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
       add (argv, "--volume");
       g_ptr_array_add (argv, g_strdup_printf ("%s:%s:%s", m->host_path, m->container_path,
                                               m->writable ? "rw" : "ro"));
+    }
+  /* These only direct traffic to the proxy; the internal network is the boundary. */
+  if (plan->proxy_env)
+    {
+      static const char *const names[] = { "HTTP_PROXY", "http_proxy", "HTTPS_PROXY",
+                                           "https_proxy" };
+
+      for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
+        {
+          add (argv, "--env");
+          g_ptr_array_add (argv, g_strdup_printf ("%s=" NZ_DOCKER_PROXY_URL, names[i]));
+        }
+      add2 (argv, "--env", "NO_PROXY=" NZ_DOCKER_NO_PROXY);
+      add2 (argv, "--env", "no_proxy=" NZ_DOCKER_NO_PROXY);
     }
   {
     g_autofree char *read_roots = join_roots (mounts, ws, FALSE);
@@ -309,6 +351,72 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
   return g_steal_pointer (&argv);
 }
 
+GPtrArray *
+nz_docker_build_proxy_argv (const NzDockerProxyPlan *plan, GError **error)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+
+  g_return_val_if_fail (plan->name != NULL && plan->internal_network != NULL, NULL);
+  g_return_val_if_fail (plan->config_env != NULL, NULL);
+  if (plan->image == NULL || *plan->image == '\0')
+    return (nz_throw (error, NZ_ERROR_FAILED,
+                      "internal error: the egress proxy container was planned without an image"),
+            NULL);
+  /* Its first leg must be a route out: 'none' has none, and the internal network is the one
+   * the sandbox is shut in. */
+  if (strcmp (plan->upstream_network, "none") == 0
+      || strcmp (plan->upstream_network, plan->internal_network) == 0)
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "egressProxyUpstreamNetwork '%s' gives the egress proxy no route out: it "
+                      "must be a network that reaches the world (default 'bridge'), neither "
+                      "'none' nor the sandbox's internal network '%s'",
+                      plan->upstream_network, plan->internal_network),
+            NULL);
+  if (!check_labels (plan->labels, error))
+    return NULL;
+  /* The upstream network first: a container created on an internal network never gets a
+   * default route; the internal leg is attached afterwards (nz_docker_build_proxy_attach_argv). */
+  add_run_baseline (argv, plan->name, NZ_DOCKER_PROXY_ALIAS, plan->upstream_network);
+  add (argv, "--read-only");
+  add_tmpfs (argv, "/tmp");
+  add_labels (argv, plan->labels);
+  /* Valueless: the configuration (credentials included) is in the docker CLI's environment. */
+  add2 (argv, "--env", plan->config_env);
+  add (argv, plan->image);
+  return g_steal_pointer (&argv);
+}
+
+GPtrArray *
+nz_docker_build_proxy_attach_argv (const char *internal_network, const char *proxy_name)
+{
+  GPtrArray *argv = g_ptr_array_new_with_free_func (g_free);
+
+  add2 (argv, "network", "connect");
+  add2 (argv, "--alias", NZ_DOCKER_PROXY_ALIAS);
+  add2 (argv, internal_network, proxy_name);
+  return argv;
+}
+
+gboolean
+nz_docker_check_proxy_label (const char *image, const char *label_output, GError **error)
+{
+  g_autofree char *s = g_strdup (label_output != NULL ? label_output : "");
+  guint64 v = 0;
+
+  /* Number(label.trim()) must be an integer >= 2; "" (no label), "1" (V1 only), "<no value>"
+   * and an unreadable answer (no such image: inspect does not pull) are all refused. */
+  if (label_output == NULL || !g_ascii_string_to_unsigned (g_strstrip (s), 10, 2, G_MAXINT, &v,
+                                                           NULL))
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "egress proxy image '%s' does not read port rules: its label "
+                     NZ_EGRESS_PROXY_IMAGE_CONFIG_LABEL " is '%s', and this profile has port "
+                     "rules, which need configuration version 2 (NAMZU_EGRESS_PROXY_CONFIG_V2). "
+                     "Rebuild the image from images/egress-proxy (scripts/build-images), or pull "
+                     "it onto this daemon first: the label is read without pulling",
+                     image, label_output != NULL ? g_strstrip (s) : "missing");
+  return TRUE;
+}
+
 gboolean
 nz_docker_network_is_internal (const char *inspect_output)
 {
@@ -343,7 +451,9 @@ nz_docker_check_network (const char *network, gboolean host_port, NzNetwork egre
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "an egress allowlist needs an --internal docker network, and the daemon "
                      "says network '%s' is not one: the sandbox could route around the proxy. "
-                     "Create one with `docker network create --internal <name>`", network);
+                     "Create one with `docker network create --internal %s-internal` and name it "
+                     "(with hostReachability: 'container-network')",
+                     network, strcmp (network, "none") == 0 ? "namzu" : network);
   return TRUE;
 }
 

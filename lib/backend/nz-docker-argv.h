@@ -17,6 +17,13 @@ G_BEGIN_DECLS
 #define NZ_DOCKER_DEFAULT_NETWORK "none"
 #define NZ_DOCKER_READY_POLL_MS_DEFAULT 100
 #define NZ_DOCKER_RETIRE_DEADLINE_MS 5000
+/* Spec B.1/B.3: the egress proxy sibling container. */
+#define NZ_DOCKER_PROXY_NAME_PREFIX "namzu-egress-"
+#define NZ_DOCKER_PROXY_ALIAS "namzu-egress"
+#define NZ_DOCKER_PROXY_URL "http://namzu-egress:2025"
+#define NZ_DOCKER_NO_PROXY "localhost,127.0.0.1"
+#define NZ_DOCKER_DEFAULT_UPSTREAM_NETWORK "bridge"
+#define NZ_DOCKER_PROXY_REMOVE_TIMEOUT_MS 5000
 
 typedef struct
 {
@@ -26,7 +33,18 @@ typedef struct
   const char *runtime;     /* NULL (the daemon's default) or "runsc" */
   const char *run_as_user; /* NULL: the image's USER */
   gboolean host_port;      /* hostReachability == host-port: publish 127.0.0.1::2024 */
+  gboolean proxy_env;      /* an egress proxy runs: HTTP(S)_PROXY, lower case, NO_PROXY */
 } NzDockerPlan;
+
+typedef struct
+{
+  const char *name;             /* namzu-egress-<id> */
+  const char *image;            /* egressProxyImage */
+  const char *upstream_network; /* its route out (egressProxyUpstreamNetwork, "bridge") */
+  const char *internal_network; /* the sandbox's network, attached second */
+  const char *config_env;       /* NAMZU_EGRESS_PROXY_CONFIG or ..._V2, named without a value */
+  GPtrArray *labels;            /* alternating key, value; the sandbox's labels */
+} NzDockerProxyPlan;
 
 /* `run --detach --rm --name ... <image>` in the spec's exact order, without the docker binary.
  * The token is never in it: the last --env is the valueless NAMZU_SANDBOX_TOKEN, which docker
@@ -42,6 +60,21 @@ GPtrArray *nz_docker_writable_paths (const NzCreateOptions *opts, GError **error
 /* cpuLimit as docker reads it: finite and > 0; rendered like JS String(n) ("1.5", "2"). */
 gboolean nz_docker_check_cpus (double cpus, GError **error);
 char *nz_docker_format_cpus (double cpus);
+
+/* Spec B.3 renderEgressProxyRunArgs: `run --detach --rm --name N --hostname namzu-egress
+ * --network <upstream> <baseline> --read-only --tmpfs /tmp:... [--label k=v]... --env <CONFIG>
+ * <image>`. Refuses no image, an upstream of 'none' or the internal network itself, a bad label
+ * key. Returns a new array of char *. */
+GPtrArray *nz_docker_build_proxy_argv (const NzDockerProxyPlan *plan, GError **error);
+
+/* The second leg: `network connect --alias namzu-egress <internal> <proxy>`. */
+GPtrArray *nz_docker_build_proxy_attach_argv (const char *internal_network,
+                                              const char *proxy_name);
+
+/* The image's ai.namzu.egress-proxy.config label as `docker image inspect` printed it (NULL:
+ * inspect failed, e.g. no such image) must be an integer >= 2 for a V2 configuration. */
+gboolean nz_docker_check_proxy_label (const char *image, const char *label_output,
+                                      GError **error);
 
 /* The daemon's answer to `docker network inspect --format {{.Internal}}`: only "true" (with
  * the CLI's trailing newline) is a boundary; anything unreadable is not. */

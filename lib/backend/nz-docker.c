@@ -11,7 +11,10 @@
 #include <string.h>
 
 #include "nz-agent-client.h"
+#include "nz-autofd.h"
 #include "nz-docker-argv.h"
+#include "nz-docker-egress.h"
+#include "nz-egress-live.h"
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-knobs.h"
@@ -102,6 +105,13 @@ char *
 nz_docker_run (const char *docker, const char *const *args, gsize n_args, const char *token,
                guint timeout_ms, GError **error)
 {
+  return nz_docker_run_env (docker, args, n_args, NZ_DOCKER_TOKEN_ENV, token, timeout_ms, error);
+}
+
+char *
+nz_docker_run_env (const char *docker, const char *const *args, gsize n_args,
+                   const char *env_name, const char *env_value, guint timeout_ms, GError **error)
+{
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
   g_auto (GStrv) envp = g_get_environ ();
   g_autoptr (GString) out = g_string_new (NULL);
@@ -118,9 +128,10 @@ nz_docker_run (const char *docker, const char *const *args, gsize n_args, const 
     g_ptr_array_add (argv, (gpointer)args[i]);
   g_ptr_array_add (argv, NULL);
   shown = nz_docker_redact_argv (args, n_args);
-  /* The token reaches docker through its environment only (spec B.5). */
-  if (token != NULL)
-    envp = g_environ_setenv (envp, NZ_DOCKER_TOKEN_ENV, token, TRUE);
+  /* The token, or the proxy's configuration, reaches docker through its environment only
+   * (spec B.5): a valueless --env in the argv names it. */
+  if (env_value != NULL)
+    envp = g_environ_setenv (envp, env_name, env_value, TRUE);
   /* Plain pipes and poll(): GLib 2.74's g_subprocess_communicate() leaks. stdin is /dev/null
    * (spawn's default without G_SPAWN_CHILD_INHERITS_STDIN). */
   if (!g_spawn_async_with_pipes (NULL, (char **)argv->pdata, envp,
@@ -215,6 +226,41 @@ config_string (JsonObject *b, const char *member, GPtrArray *reasons)
   return json_node_get_string (n);
 }
 
+/* An array of non-empty strings, appended to @out. */
+static void
+config_string_list (JsonObject *b, const char *member, const char *what, GPtrArray *out,
+                    GPtrArray *reasons)
+{
+  JsonNode *n = json_object_get_member (b, member);
+  JsonArray *arr = n != NULL && JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
+
+  if (n != NULL && arr == NULL)
+    refuse (reasons, "backend.%s: must be an array of %s", member, what);
+  for (guint i = 0; arr != NULL && i < json_array_get_length (arr); i++)
+    {
+      JsonNode *e = json_array_get_element (arr, i);
+
+      if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_STRING
+          || *json_node_get_string (e) == '\0')
+        refuse (reasons, "backend.%s[%u]: must be a non-empty string", member, i);
+      else
+        g_ptr_array_add (out, g_strdup (json_node_get_string (e)));
+    }
+}
+
+/* A non-empty string member replaces *@dst. */
+static void
+config_string_into (JsonObject *b, const char *member, char **dst, GPtrArray *reasons)
+{
+  const char *s = config_string (b, member, reasons);
+
+  if (s != NULL)
+    {
+      g_free (*dst);
+      *dst = g_strdup (s);
+    }
+}
+
 /* Spec D.3 resolveReadinessOptions: a safe integer in 1..2^31-1. */
 static guint
 config_ready_ms (JsonObject *b, const char *member, GPtrArray *reasons)
@@ -237,23 +283,11 @@ config_ready_ms (JsonObject *b, const char *member, GPtrArray *reasons)
 void
 nz_docker_parse_config (NzCreateOptions *opts, JsonObject *b, GPtrArray *reasons)
 {
-  /* The egress proxy sibling container (spec B.3) is not started by this build: refuse its
-   * settings by name rather than accept a boundary nobody enforces. */
-  static const char *const proxy_only[] = { "egressProxyImage", "egressProxyUpstreamNetwork",
-                                            "brokeredCredentials", "allowInwardFor" };
   const char *s;
   JsonNode *n;
 
-  if ((s = config_string (b, "image", reasons)) != NULL)
-    {
-      g_free (opts->image);
-      opts->image = g_strdup (s);
-    }
-  if ((s = config_string (b, "network", reasons)) != NULL)
-    {
-      g_free (opts->docker_network);
-      opts->docker_network = g_strdup (s);
-    }
+  config_string_into (b, "image", &opts->image, reasons);
+  config_string_into (b, "network", &opts->docker_network, reasons);
   if ((s = config_string (b, "hostReachability", reasons)) != NULL)
     {
       if (strcmp (s, "host-port") != 0 && strcmp (s, "container-network") != 0)
@@ -261,10 +295,19 @@ nz_docker_parse_config (NzCreateOptions *opts, JsonObject *b, GPtrArray *reasons
       g_free (opts->host_reachability);
       opts->host_reachability = g_strdup (s);
     }
-  for (gsize i = 0; i < G_N_ELEMENTS (proxy_only); i++)
-    if (json_object_has_member (b, proxy_only[i]))
-      refuse (reasons, "backend.%s: the egress proxy container is not available in this build "
-              "yet", proxy_only[i]);
+  config_string_into (b, "egressProxyImage", &opts->egress_proxy_image, reasons);
+  config_string_into (b, "egressProxyUpstreamNetwork", &opts->egress_upstream_network, reasons);
+  n = json_object_get_member (b, "brokeredCredentials");
+  if (n != NULL && !JSON_NODE_HOLDS_ARRAY (n))
+    refuse (reasons, "backend.brokeredCredentials: must be a list of {host, header, value}");
+  else if (n != NULL)
+    {
+      /* Shape and coverage are checked with the policy (nz_egress_options_check). Secrets:
+       * kept as text for the proxy's environment only. */
+      g_free (opts->egress_credentials);
+      opts->egress_credentials = nz_json_to_string (n, NULL);
+    }
+  config_string_list (b, "allowInwardFor", "host names", opts->allow_inward_for, reasons);
   n = json_object_get_member (b, "labels");
   if (n != NULL && !JSON_NODE_HOLDS_OBJECT (n))
     refuse (reasons, "backend.labels: must be an object of strings");
@@ -313,23 +356,7 @@ nz_docker_parse_config (NzCreateOptions *opts, JsonObject *b, GPtrArray *reasons
       else
         opts->read_only_rootfs = json_node_get_boolean (n);
     }
-  n = json_object_get_member (b, "writableRootfsPaths");
-  if (n != NULL)
-    {
-      JsonArray *arr = JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
-
-      if (arr == NULL)
-        refuse (reasons, "backend.writableRootfsPaths: must be an array of paths");
-      for (guint i = 0; arr != NULL && i < json_array_get_length (arr); i++)
-        {
-          JsonNode *e = json_array_get_element (arr, i);
-
-          if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_STRING)
-            refuse (reasons, "backend.writableRootfsPaths[%u]: must be a string", i);
-          else
-            g_ptr_array_add (opts->writable_paths, g_strdup (json_node_get_string (e)));
-        }
-    }
+  config_string_list (b, "writableRootfsPaths", "paths", opts->writable_paths, reasons);
 }
 
 /* ---- check -------------------------------------------------------------------------------- */
@@ -381,12 +408,19 @@ nz_docker_check (const NzCreateOptions *opts, GError **error)
   writable = nz_docker_writable_paths (opts, error);
   if (writable == NULL)
     return FALSE;
-  if (opts->network == NZ_NETWORK_ALLOWLIST)
+  if (!nz_egress_options_check (opts, backend_is_runsc (name) ? "runsc" : "docker", error))
+    return FALSE;
+  /* Spec B.3 resolveNetwork: an allowlist is only ever enforced by the proxy container. */
+  if (opts->network == NZ_NETWORK_ALLOWLIST
+      && (opts->egress_proxy_image == NULL || *opts->egress_proxy_image == '\0'))
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "The docker sandbox backend cannot enforce an egress policy of kind "
-                     "'static' without an egress proxy: this build does not start the proxy "
-                     "sibling container yet. Use 'deny-all' (an --internal network) or "
-                     "'allow-all'. Refusing rather than silently granting full network access.");
+                     "'static' without an egress proxy: it runs the allowlist in a sibling "
+                     "container on the sandbox's internal network. Name the image it should run "
+                     "the proxy as (egressProxyImage, --egress-proxy-image — see "
+                     "images/egress-proxy/Dockerfile; scripts/build-images builds "
+                     "namzu-egress-proxy:latest), or use 'deny-all' / 'allow-all'. Refusing "
+                     "rather than silently granting full network access.");
   return TRUE;
 }
 
@@ -473,8 +507,11 @@ record_policy (NzHandle *h, const NzCreateOptions *opts, const char *name, const
   if (runtime != NULL)
     json_object_set_string_member (h->priv, "runtime", runtime);
   json_object_set_string_member (h->priv, "network",
-                                 opts->network == NZ_NETWORK_ALLOW_ALL ? "allow-all"
-                                                                       : "deny-all");
+                                 opts->network == NZ_NETWORK_ALLOW_ALL   ? "allow-all"
+                                 : opts->network == NZ_NETWORK_ALLOWLIST ? "allowlist"
+                                                                         : "deny-all");
+  if (opts->network == NZ_NETWORK_ALLOWLIST)
+    nz_docker_egress_record (h, opts, network);
   const NzMount *outputs = find_mount (opts, "outputs");
 
   json_object_set_string_member (h->priv, "rootDir", outputs != NULL ? outputs->container_path
@@ -530,6 +567,16 @@ read_endpoint (const char *docker, const char *name, const char *network, gboole
                                    : g_strdup_printf ("http://%s:2024", out);
 }
 
+/* A failed create leaves nothing: the sandbox container, the proxy container, the state. */
+static void
+rollback (const char *docker, NzHandle *h, const char *name)
+{
+  g_autofree char *rm = DOCKER (docker, NULL, NZ_DOCKER_CALL_TIMEOUT_MS, NULL, "rm", "-f", name);
+
+  nz_docker_egress_stop (h, NULL);
+  nz_handle_remove_dir (h, NULL);
+}
+
 NzHandle *
 nz_docker_create (const NzCreateOptions *opts, GError **error)
 {
@@ -542,6 +589,7 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
   const char *network = docker_network (opts);
   const char *runtime = backend_is_runsc (opts->backend) ? "runsc" : NULL;
   NzDockerPlan plan = { 0 };
+  gboolean started;
 
   /* Everything that starts nothing first, so a refusal leaves nothing behind. */
   docker = nz_docker_find_binary (error);
@@ -566,6 +614,11 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
   if (!nz_docker_check_network (network, is_host_port (opts), opts->network,
                                 nz_docker_network_is_internal (internal), error))
     return NULL;
+  /* One proxy per internal network, and a V2 configuration only for an image that reads it:
+   * refused before anything starts. */
+  if (opts->network == NZ_NETWORK_ALLOWLIST
+      && !nz_docker_egress_preflight (docker, opts, network, error))
+    return NULL;
 
   h->id = nz_state_new_id ();
   h->backend = g_strdup (backend_is_runsc (opts->backend) ? "container:runsc"
@@ -581,26 +634,37 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
   plan.network = network;
   plan.runtime = runtime;
   plan.host_port = is_host_port (opts);
+  plan.proxy_env = opts->network == NZ_NETWORK_ALLOWLIST;
   argv = nz_docker_build_run_argv (&plan, error);
   if (argv == NULL || !nz_handle_make_dir (h, error))
     return NULL;
   record_policy (h, opts, name, network, runtime);
   /* Saved before anything runs: a create killed half-way leaves a handle namzu-destroy can
-   * act on. */
+   * act on (the proxy's name follows from the id). */
   if (!nz_handle_save (h, error))
     {
       nz_handle_remove_dir (h, NULL);
       return NULL;
+    }
+  /* The proxy first: its alias must be in the internal network's DNS before the sandbox
+   * starts. */
+  if (plan.proxy_env)
+    {
+      g_ptr_array_add (opts->egress_hosts, NULL);
+      started = nz_docker_egress_start (h, (const char *const *)opts->egress_hosts->pdata, error);
+      g_ptr_array_remove_index (opts->egress_hosts, opts->egress_hosts->len - 1);
+      if (!started || !nz_handle_save (h, error))
+        {
+          rollback (docker, h, name);
+          return NULL;
+        }
     }
   out = nz_docker_run (docker, (const char *const *)argv->pdata, argv->len, h->token,
                        NZ_DOCKER_RUN_TIMEOUT_MS, error);
   if (out == NULL)
     {
       /* A run that failed half-way may still have created the container. */
-      g_autofree char *rm = DOCKER (docker, NULL, NZ_DOCKER_CALL_TIMEOUT_MS, NULL, "rm", "-f",
-                                    name);
-
-      nz_handle_remove_dir (h, NULL);
+      rollback (docker, h, name);
       return NULL;
     }
   json_object_set_string_member (h->priv, "containerId", out);
@@ -608,10 +672,7 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
   if (h->endpoint == NULL || !nz_handle_save (h, error)
       || !wait_ready (docker, h, name, opts->ready_timeout_ms, opts->interrupted, error))
     {
-      g_autofree char *rm = DOCKER (docker, NULL, NZ_DOCKER_CALL_TIMEOUT_MS, NULL, "rm", "-f",
-                                    name);
-
-      nz_handle_remove_dir (h, NULL);
+      rollback (docker, h, name);
       return NULL;
     }
   return g_steal_pointer (&h);
@@ -631,11 +692,19 @@ teardown (NzHandle *h, guint timeout_ms, GError **error)
   g_autofree char *docker = nz_docker_find_binary (error);
   g_autofree char *out = NULL;
   gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
+  g_autoptr (GError) rm_error = NULL;
+  g_autoptr (GError) proxy_error = NULL;
+  nz_autofd int lock = -1;
 
   if (docker == NULL)
     return nz_prefix_error (error, "sandbox '%s' is not removed", h->id);
   if (name == NULL || !g_str_has_prefix (name, NZ_DOCKER_NAME_PREFIX))
     return nz_throw (error, NZ_ERROR_FAILED, "sandbox '%s' names no container of ours", h->id);
+  /* A policy change in progress finishes first (it swaps under the same lock), so no
+   * replacement proxy is started behind the teardown's back. */
+  lock = nz_egress_lock (h->dir, error);
+  if (lock < 0)
+    return FALSE;
   for (;;)
     {
       g_autoptr (GError) local = NULL;
@@ -651,11 +720,23 @@ teardown (NzHandle *h, guint timeout_ms, GError **error)
       if (strstr (local->message, "is already in progress") == NULL
           || left_ms <= RM_IN_PROGRESS_RETRY_MS)
         {
-          g_propagate_error (error, g_steal_pointer (&local));
-          return nz_prefix_error (error, "sandbox '%s' could not be confirmed removed (its "
-                                  "state is kept; retry namzu-destroy)", h->id);
+          rm_error = g_steal_pointer (&local);
+          break;
         }
       g_usleep (RM_IN_PROGRESS_RETRY_MS * 1000);
+    }
+  /* The proxy goes too, whatever happened to the sandbox; its error counts only if the
+   * sandbox's removal did not fail first. */
+  if (!nz_docker_egress_stop (h, &proxy_error) && out != NULL)
+    {
+      rm_error = g_steal_pointer (&proxy_error);
+      g_clear_pointer (&out, g_free);
+    }
+  if (out == NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&rm_error));
+      return nz_prefix_error (error, "sandbox '%s' could not be confirmed removed (its state is "
+                              "kept; retry namzu-destroy)", h->id);
     }
   return nz_handle_remove_dir (h, error);
 }
@@ -710,8 +791,11 @@ nz_docker_describe (NzHandle *h, JsonObject *pub)
   if (limits != NULL)
     json_object_set_object_member (pub, "limits", json_object_ref (limits));
   json_object_set_string_member (caps, "transport", "worker");
-  json_object_set_boolean_member (caps, "egressAllowlist", FALSE);
-  json_object_set_boolean_member (caps, "setNetworkPolicy", FALSE);
+  /* An allowlist (and its live change) exists only where a proxy container was planned. */
+  json_object_set_boolean_member (caps, "egressAllowlist",
+                                  nz_json_get_object (h->priv, "egress") != NULL);
+  json_object_set_boolean_member (caps, "setNetworkPolicy",
+                                  nz_json_get_object (h->priv, "egress") != NULL);
   json_object_set_boolean_member (caps, "persistentAfterCreate", TRUE);
   json_object_set_object_member (pub, "capabilities", caps);
 }

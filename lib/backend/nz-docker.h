@@ -21,6 +21,12 @@ char *nz_docker_find_binary (GError **error);
 char *nz_docker_run (const char *docker, const char *const *args, gsize n_args,
                      const char *token, guint timeout_ms, GError **error);
 
+/* The same with @env_name=@env_value (if @env_value is set) in docker's environment: the
+ * token, or the egress proxy's configuration, which holds credentials. */
+char *nz_docker_run_env (const char *docker, const char *const *args, gsize n_args,
+                         const char *env_name, const char *env_value, guint timeout_ms,
+                         GError **error);
+
 /* The runtimes the daemon has registered (`docker info --format '{{json .Runtimes}}'`).
  * Returns a new NULL-terminated array. */
 char **nz_docker_list_runtimes (const char *docker, GError **error);

@@ -7,7 +7,7 @@
  * runtime is refused; the duplex verbs (a terminal with a resize, tcp-connect) and the
  * upgrade's 401 work on docker and runsc; an unconfirmed cancel removes the container; and one
  * parity script (exec, files, namzu-cp, terminal, session, quiesce) runs on bwrap, docker and
- * runsc. The image is $NAMZU_TEST_WORKER_IMAGE, default namzu-worker:latest.
+ * runsc. The image is $NAMZU_WORKER_IMAGE, default namzu-worker:latest.
  *
  * One docker sandbox is created in main() (with `ps` sampled while it starts) and shared by
  * the read-only cases; cases that destroy or fail a sandbox make their own. Under CI=true a
@@ -28,7 +28,7 @@
 #include "nz-json.h"
 #include "../nz-test.h"
 
-/* NAMZU_TEST_WORKER_IMAGE overrides it, so a branch can test its own build of the image. */
+/* NAMZU_WORKER_IMAGE overrides it, so a branch can test its own build of the image. */
 #define DEFAULT_WORKER_IMAGE "namzu-worker:latest"
 #define TEST_LABEL "ai.namzu.test=test-docker"
 
@@ -44,20 +44,12 @@ static int ps_docker_run_seen;
 static const char *
 worker_image (void)
 {
-  const char *image = g_getenv ("NAMZU_TEST_WORKER_IMAGE");
+  const char *image = g_getenv ("NAMZU_WORKER_IMAGE");
 
   return image != NULL && *image != '\0' ? image : DEFAULT_WORKER_IMAGE;
 }
 
-/* main() uses these too, outside any test, where Check's ck_assert cannot report (it marks
- * progress even when it passes): they abort through g_error instead. */
-#define REQUIRE(cond, ...)                                                                   \
-  do                                                                                         \
-    {                                                                                        \
-      if (!(cond))                                                                           \
-        g_error (__VA_ARGS__);                                                               \
-    }                                                                                        \
-  while (0)
+#define REQUIRE NZ_TEST_REQUIRE
 
 static char *
 tool_path (const char *name)

@@ -337,7 +337,9 @@ END_TEST
 START_TEST (test_config_refusals)
 {
   static const char *const bad[] = {
-    "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"egressProxyImage\":\"p\"}}",
+    "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"egressProxyImage\":\"\"}}",
+    "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"allowInwardFor\":[1]}}",
+    "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"brokeredCredentials\":{}}}",
     "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"hostReachability\":\"x\"}}",
     "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"cpuLimit\":0}}",
     "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"readyTimeoutMs\":0}}",
@@ -368,6 +370,131 @@ START_TEST (test_config_refusals)
 }
 END_TEST
 
+
+/* An allowlist sandbox: the four proxy spellings and both NO_PROXY spellings, after the mounts
+ * and before the worker's own env (spec B.2). */
+START_TEST (test_proxy_env_in_sandbox_argv)
+{
+  g_autoptr (NzCreateOptions) opts = base_opts ();
+  NzDockerPlan plan = { opts, "namzu-sandbox-nz-0123456789ab", "sbx-internal", NULL, NULL,
+                        FALSE, TRUE };
+  g_autoptr (GPtrArray) argv = nz_docker_build_run_argv (&plan, NULL);
+  static const char *const want[] = {
+    "run", "--detach", "--rm", "--name", "namzu-sandbox-nz-0123456789ab", "--network",
+    "sbx-internal", "--cap-drop=ALL", "--security-opt=no-new-privileges", "--ipc", "private",
+    "--read-only", TMPFS ("/tmp"), TMPFS ("/var/tmp"), TMPFS ("/workspace"),
+    TMPFS ("/home/namzu"),
+    "--volume", "/srv/task/out:/mnt/user-data/outputs:rw",
+    "--env", "HTTP_PROXY=http://namzu-egress:2025", "--env", "http_proxy=http://namzu-egress:2025",
+    "--env", "HTTPS_PROXY=http://namzu-egress:2025",
+    "--env", "https_proxy=http://namzu-egress:2025",
+    "--env", "NO_PROXY=localhost,127.0.0.1", "--env", "no_proxy=localhost,127.0.0.1",
+    "--env", "NAMZU_SANDBOX_WORKSPACE=/mnt/user-data/outputs",
+    "--env", "NAMZU_SANDBOX_READ_ROOTS=/mnt/user-data/outputs",
+    "--env", "NAMZU_SANDBOX_WRITE_ROOTS=/mnt/user-data/outputs",
+    "--env", "NAMZU_SANDBOX_TOKEN",
+    "namzu-worker:latest",
+  };
+
+  assert_argv (argv, want, G_N_ELEMENTS (want));
+}
+END_TEST
+
+/* Spec B.3 renderEgressProxyRunArgs, whole: the upstream leg first, the sandbox's baseline, a
+ * read-only root with /tmp, the labels, the configuration variable named without its value,
+ * the image last. */
+START_TEST (test_proxy_argv_pinned)
+{
+  g_autoptr (GPtrArray) labels = g_ptr_array_new ();
+  NzDockerProxyPlan plan = { "namzu-egress-nz-0123456789ab", "namzu-egress-proxy:latest",
+                             "bridge", "sbx-internal", "NAMZU_EGRESS_PROXY_CONFIG_V2", labels };
+  g_autoptr (GPtrArray) argv = NULL;
+  g_autoptr (GPtrArray) attach = NULL;
+  static const char *const want[] = {
+    "run", "--detach", "--rm", "--name", "namzu-egress-nz-0123456789ab", "--hostname",
+    "namzu-egress", "--network", "bridge", "--cap-drop=ALL", "--security-opt=no-new-privileges",
+    "--ipc", "private", "--read-only", TMPFS ("/tmp"), "--label", "acme.task=t1",
+    "--env", "NAMZU_EGRESS_PROXY_CONFIG_V2", "namzu-egress-proxy:latest",
+  };
+  static const char *const want_attach[] = {
+    "network", "connect", "--alias", "namzu-egress", "sbx-internal",
+    "namzu-egress-nz-0123456789ab",
+  };
+
+  g_ptr_array_add (labels, (gpointer) "acme.task");
+  g_ptr_array_add (labels, (gpointer) "t1");
+  argv = nz_docker_build_proxy_argv (&plan, NULL);
+  assert_argv (argv, want, G_N_ELEMENTS (want));
+  attach = nz_docker_build_proxy_attach_argv ("sbx-internal", "namzu-egress-nz-0123456789ab");
+  assert_argv (attach, want_attach, G_N_ELEMENTS (want_attach));
+}
+END_TEST
+
+START_TEST (test_proxy_argv_refusals)
+{
+  const char *upstreams[] = { "none", "sbx-internal" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (upstreams); i++)
+    {
+      NzDockerProxyPlan plan = { "namzu-egress-x", "img", upstreams[i], "sbx-internal",
+                                 "NAMZU_EGRESS_PROXY_CONFIG", NULL };
+      g_autoptr (GError) error = NULL;
+
+      ck_assert_ptr_null (nz_docker_build_proxy_argv (&plan, &error));
+      ck_assert_ptr_nonnull (strstr (error->message, "gives the egress proxy no route out"));
+    }
+  {
+    NzDockerProxyPlan plan = { "namzu-egress-x", NULL, "bridge", "sbx-internal",
+                               "NAMZU_EGRESS_PROXY_CONFIG", NULL };
+    g_autoptr (GError) error = NULL;
+
+    ck_assert_ptr_null (nz_docker_build_proxy_argv (&plan, &error));
+    ck_assert_ptr_nonnull (strstr (error->message, "without an image"));
+  }
+}
+END_TEST
+
+/* Spec H.4: "" (no label), "1" (V1 only), an image the daemon does not have (inspect failed)
+ * and anything not an integer are refused; 2 and later versions pass. */
+START_TEST (test_proxy_label)
+{
+  const char *bad[] = { "", "1", "<no value>", "2.5", "two", NULL };
+  const char *good[] = { "2", " 2\n", "3" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr (GError) error = NULL;
+
+      ck_assert_msg (!nz_docker_check_proxy_label ("img", bad[i], &error), "accepted '%s'",
+                     bad[i] ? bad[i] : "(failed)");
+      ck_assert_ptr_nonnull (strstr (error->message, "ai.namzu.egress-proxy.config"));
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (good); i++)
+    ck_assert_msg (nz_docker_check_proxy_label ("img", good[i], NULL), "refused '%s'", good[i]);
+}
+END_TEST
+
+/* The docker fields of the proxy reach the options. */
+START_TEST (test_proxy_config_fields)
+{
+  g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
+  g_autoptr (GError) error = NULL;
+
+  ck_assert_msg (nz_create_options_load_config (
+                   opts, "{\"backend\":{\"tier\":\"container\",\"image\":\"i\","
+                         "\"egressProxyImage\":\"p:1\",\"egressProxyUpstreamNetwork\":\"up\","
+                         "\"allowInwardFor\":[\"db.internal\"],\"brokeredCredentials\":"
+                         "[{\"host\":\"a.example\",\"header\":\"X-K\",\"value\":\"s\"}]},"
+                         "\"defaultEgress\":{\"kind\":\"static\",\"allowedHosts\":[\"a.example\"]}}",
+                   -1, &error), "%s", error ? error->message : "");
+  ck_assert_str_eq (opts->egress_proxy_image, "p:1");
+  ck_assert_str_eq (opts->egress_upstream_network, "up");
+  ck_assert_int_eq (opts->allow_inward_for->len, 1);
+  ck_assert_str_eq (opts->allow_inward_for->pdata[0], "db.internal");
+  ck_assert_ptr_nonnull (strstr (opts->egress_credentials, "\"X-K\""));
+}
+END_TEST
+
 static Suite *
 suite (void)
 {
@@ -384,6 +511,11 @@ suite (void)
   tcase_add_test (tc, test_network_matrix);
   tcase_add_test (tc, test_token_shape);
   tcase_add_test (tc, test_config_refusals);
+  tcase_add_test (tc, test_proxy_env_in_sandbox_argv);
+  tcase_add_test (tc, test_proxy_argv_pinned);
+  tcase_add_test (tc, test_proxy_argv_refusals);
+  tcase_add_test (tc, test_proxy_label);
+  tcase_add_test (tc, test_proxy_config_fields);
   suite_add_tcase (s, tc);
   return s;
 }

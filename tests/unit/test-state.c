@@ -351,7 +351,7 @@ START_TEST (test_config_refusals_name_the_field)
   ASSERT_REFUSED ("{\"defaultMaxProcesses\":1.5}", "defaultMaxProcesses");
   ASSERT_REFUSED ("{\"defaultTimeoutMs\":0}", "defaultTimeoutMs");
   ASSERT_REFUSED ("{\"surprise\":1}", "surprise: unknown field");
-  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"egressProxyImage\":\"p\"}}",
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"egressProxyImage\":7}}",
                   "backend.egressProxyImage");
   ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"runtime\":\"runsc\","
                   "\"hostReachability\":\"x\"}}", "backend.hostReachability");

@@ -20,6 +20,8 @@ static char *opt_profile;
 static char **opt_credential;
 static char *opt_docker_network, *opt_reachability;
 static char **opt_labels;
+static char *opt_proxy_image, *opt_upstream;
+static char **opt_inward;
 
 static const GOptionEntry entries[] = {
   { "backend", 0, 0, G_OPTION_ARG_STRING, &opt_backend,
@@ -50,6 +52,14 @@ static const GOptionEntry entries[] = {
     "container:docker/runsc: host-port (default) or container-network", "HOW" },
   { "label", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_labels,
     "container:docker/runsc: a container label (repeatable)", "KEY=VALUE" },
+  { "egress-proxy-image", 0, 0, G_OPTION_ARG_STRING, &opt_proxy_image,
+    "container:docker/runsc: the egress proxy container's image (needed by --egress/--profile)",
+    "IMAGE" },
+  { "egress-upstream-network", 0, 0, G_OPTION_ARG_STRING, &opt_upstream,
+    "container:docker/runsc: the proxy's route out (default bridge)", "NAME" },
+  { "allow-inward-for", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_inward,
+    "container:docker/runsc: a host the proxy may reach on a private address (repeatable)",
+    "HOST" },
   { "ready-timeout", 0, 0, G_OPTION_ARG_STRING, &opt_ready,
     "Milliseconds to wait for the agent (default 30000)", "MS" },
   { NULL }
@@ -191,14 +201,15 @@ apply_credentials (NzCreateOptions *opts, GError **error)
   return TRUE;
 }
 
-/* A flag given on the command line replaces the config's value. */
+/* A flag given replaces what the config said. */
 static void
-set_string (char **field, const char *flag)
+replace_string (char **dst, const char *flag)
 {
-  if (flag == NULL)
-    return;
-  g_free (*field);
-  *field = g_strdup (flag);
+  if (flag != NULL)
+    {
+      g_free (*dst);
+      *dst = g_strdup (flag);
+    }
 }
 
 /* The config first, then the flags over it (DESIGN.md "Configuration"). */
@@ -213,8 +224,8 @@ build_options (NzCreateOptions *opts, GError **error)
       if (data == NULL || !nz_create_options_load_config (opts, data, (gssize)len, error))
         return FALSE;
     }
-  set_string (&opts->backend, opt_backend);
-  set_string (&opts->image, opt_image);
+  replace_string (&opts->backend, opt_backend);
+  replace_string (&opts->image, opt_image);
   if (opt_network != NULL)
     {
       if (strcmp (opt_network, "deny-all") == 0)
@@ -271,8 +282,8 @@ build_options (NzCreateOptions *opts, GError **error)
         return FALSE;
       opts->ready_timeout_ms = (guint)v;
     }
-  set_string (&opts->docker_network, opt_docker_network);
-  set_string (&opts->host_reachability, opt_reachability);
+  replace_string (&opts->docker_network, opt_docker_network);
+  replace_string (&opts->host_reachability, opt_reachability);
   for (char **l = opt_labels; l != NULL && *l != NULL; l++)
     {
       const char *eq = strchr (*l, '=');
@@ -282,6 +293,10 @@ build_options (NzCreateOptions *opts, GError **error)
       g_ptr_array_add (opts->labels, g_strndup (*l, eq - *l));
       g_ptr_array_add (opts->labels, g_strdup (eq + 1));
     }
+  replace_string (&opts->egress_proxy_image, opt_proxy_image);
+  replace_string (&opts->egress_upstream_network, opt_upstream);
+  for (char **i = opt_inward; i != NULL && *i != NULL; i++)
+    g_ptr_array_add (opts->allow_inward_for, g_strdup (*i));
   if (opt_outputs != NULL && !nz_create_options_set_mount (opts, "outputs", opt_outputs, error))
     return FALSE;
   if (opt_uploads != NULL && !nz_create_options_set_mount (opts, "uploads", opt_uploads, error))

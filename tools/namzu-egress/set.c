@@ -1,11 +1,12 @@
-/* namzu-egress set --sandbox ID (HOST... | --profile FILE): change a live bwrap sandbox's
- * allowlist. Prints {"id", "allowedHosts", "changed"}. */
+/* namzu-egress set --sandbox ID (HOST... | --profile FILE): change a live sandbox's allowlist
+ * (container:bwrap, container:docker, container:runsc). Prints {"id", "allowedHosts",
+ * "changed"}. */
 #include "set.h"
 
 #include <glib.h>
 
 #include "check.h"
-#include "nz-bwrap-egress.h"
+#include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-json.h"
@@ -57,7 +58,7 @@ nz_egress_cmd_set (int argc, char **argv)
             g_ptr_array_add (hosts, g_strdup (*p));
       }
   g_ptr_array_add (hosts, NULL);
-  if (!nz_bwrap_egress_set (h->id, (const char *const *)hosts->pdata, &changed, &error))
+  if (!nz_backend_set_network_policy (h, (const char *const *)hosts->pdata, &changed, &error))
     {
       if (error->domain == NZ_EGRESS_ERROR)
         {

@@ -1,7 +1,8 @@
 /* splice.h: a bounded two-way relay between two GIOStreams. Each direction holds one fixed
- * buffer (a pipe and splice(2) when both sides are plain sockets) and reads again only after the
- * previous chunk is fully written, so a slow reader on one side pauses the other side (flow
- * control, no unbounded buffering). */
+ * buffer and reads only while it has room, so a slow reader on one side pauses the other side
+ * (flow control, no unbounded buffering). Between two plain sockets (CONNECT tunnels, plain
+ * HTTP, the bwrap relay) it reads and writes the fds directly, non-blocking, from one GSource;
+ * otherwise (TLS) it chains GIO async reads and writes of NZ_SPLICE_CHUNK. */
 #pragma once
 
 #include <gio/gio.h>
@@ -9,6 +10,9 @@
 G_BEGIN_DECLS
 
 #define NZ_SPLICE_CHUNK (64 * 1024)
+/* The whole buffer of one direction between two plain sockets: large, so each wakeup moves a
+ * lot, and fixed, so a stalled peer costs at most this much. */
+#define NZ_SPLICE_BUFFER (256 * 1024)
 
 typedef struct NzSplice NzSplice;
 
