@@ -180,8 +180,8 @@ host_sh (const char *script, ...)
     g_ptr_array_add (argv, (gpointer)a);
   va_end (ap);
   g_ptr_array_add (argv, NULL);
-  ck_assert (g_spawn_sync (harness.tmp, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL,
-                           NULL, &out, &err, &status, &error));
+  ck_assert (g_spawn_sync (harness.tmp, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
+                           &out, &err, &status, &error));
   ck_assert_msg (g_spawn_check_wait_status (status, NULL), "host script failed: %s\n%s", script,
                  err);
   return g_strstrip (out);
@@ -191,8 +191,8 @@ int
 sh_in_sandbox (const char *id, const char *script, char **out)
 {
   g_autofree char *err = NULL;
-  int rc = run_tool (NULL, out, &err, "namzu-exec", "--sandbox", id, "--", "sh", "-c", script,
-                     NULL);
+  int rc
+      = run_tool (NULL, out, &err, "namzu-exec", "--sandbox", id, "--", "sh", "-c", script, NULL);
 
   /* 125 is namzu failing, never a command's answer in these tests */
   ck_assert_msg (rc != 125, "namzu-exec failed: %s", err);

@@ -31,8 +31,8 @@ void harness_begin (const char *templ);
  * NULL-terminated; @out and @err may be NULL. */
 int run_toolv (const char *stdin_text, char **out, char **err, const char *tool,
                const char *const *args);
-int run_tool (const char *stdin_text, char **out, char **err, const char *tool, ...)
-    G_GNUC_NULL_TERMINATED;
+int run_tool (const char *stdin_text, char **out, char **err, const char *tool,
+              ...) G_GNUC_NULL_TERMINATED;
 
 /* Newlines in @s. */
 guint count_lines (const char *s);

@@ -78,10 +78,11 @@ seed (const char *json, JsonObject **doc, char **err, const char *extra)
   int rc;
 
   if (extra != NULL)
-    rc = run_tool (NULL, &out, err, "namzu-seed", "--sandbox", harness.sandbox, "--root", ROOT, extra, path,
-                   NULL);
+    rc = run_tool (NULL, &out, err, "namzu-seed", "--sandbox", harness.sandbox, "--root", ROOT,
+                   extra, path, NULL);
   else
-    rc = run_tool (NULL, &out, err, "namzu-seed", "--sandbox", harness.sandbox, "--root", ROOT, path, NULL);
+    rc = run_tool (NULL, &out, err, "namzu-seed", "--sandbox", harness.sandbox, "--root", ROOT,
+                   path, NULL);
   *doc = nz_json_parse_object (out, -1, NULL);
   ck_assert_msg (*doc != NULL, "stdout is not one JSON object: '%s'", out);
   ck_assert_msg (strchr (out, '\n') == out + strlen (out) - 1, "not one line: '%s'", out);
@@ -173,7 +174,8 @@ START_TEST (test_clone_then_present)
 
   /* Second call, seed on stdin: checks only. Nothing in the checkouts is written. */
   sh_in_ok ("touch /tmp/stamp");
-  rc = run_tool (two, &out, &err2, "namzu-seed", "--sandbox", harness.sandbox, "--root", ROOT, "-", NULL);
+  rc = run_tool (two, &out, &err2, "namzu-seed", "--sandbox", harness.sandbox, "--root", ROOT, "-",
+                 NULL);
   ck_assert_msg (rc == 0, "exit %d: %s", rc, err2);
   doc2 = nz_json_parse_object (out, -1, NULL);
   ck_assert (doc2 != NULL);
@@ -391,8 +393,9 @@ assert_one_partial (void)
 
 /* The clone's processes in the sandbox: its shell carries the script, git the partial's path. */
 #define CLONE_PIDS                                                                                 \
-  "for f in /proc/[0-9]*/cmdline; do if tr '\\0' ' ' < \"$f\" 2>/dev/null | "                     \
-  "grep -q -e 'namzu-partia[l]' -e 'sleep 60[0]'; then p=${f#/proc/}; echo ${p%/cmdline}; fi; done"
+  "for f in /proc/[0-9]*/cmdline; do if tr '\\0' ' ' < \"$f\" 2>/dev/null | "                      \
+  "grep -q -e 'namzu-partia[l]' -e 'sleep 60[0]'; then p=${f#/proc/}; echo ${p%/cmdline}; fi; "    \
+  "done"
 
 /* namzu-seed is killed (SIGTERM) while git is inside the clone: the remote command is cancelled,
  * the repository is not in place, nothing of the clone is still running, and the next call
@@ -653,7 +656,8 @@ START_TEST (test_refusals)
     g_autofree char *err = NULL;
 
     ck_assert_int_eq (
-        run_tool (NULL, NULL, &err, "namzu-seed", "--sandbox", harness.sandbox, good_path, NULL), 2);
+        run_tool (NULL, NULL, &err, "namzu-seed", "--sandbox", harness.sandbox, good_path, NULL),
+        2);
     ck_assert (strstr (err, "--root") != NULL);
     ck_assert_int_eq (run_tool (NULL, NULL, NULL, "namzu-seed", "--root", ROOT, NULL), 2);
   }
@@ -661,8 +665,8 @@ START_TEST (test_refusals)
   {
     g_autofree char *out = NULL, *err = NULL;
     g_autoptr (JsonObject) doc = NULL;
-    int rc = run_tool (NULL, &out, &err, "namzu-seed", "--sandbox", harness.sandbox, "--root", "/usr/seeds",
-                       good_path, NULL);
+    int rc = run_tool (NULL, &out, &err, "namzu-seed", "--sandbox", harness.sandbox, "--root",
+                       "/usr/seeds", good_path, NULL);
 
     ck_assert_int_eq (rc, 1);
     doc = nz_json_parse_object (out, -1, NULL);

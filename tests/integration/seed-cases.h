@@ -9,7 +9,8 @@
 #define ROOT "/home/namzu/seeds"
 #define URL_BASE "https://seed.test/"
 /* The seed most cases use: repository r, at URL_BASE r.git. */
-#define ONE_REPO "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"}]}"
+#define ONE_REPO                                                                                   \
+  "{\"name\":\"s\",\"repositories\":[{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"}]}"
 
 /* Where the repositories are served from differs per backend (the sandbox's own upload-pack
  * reading a bind on bwrap, `git http-backend` on the host for docker), and so does where a

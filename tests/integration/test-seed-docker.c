@@ -48,15 +48,15 @@ docker_pack_hook (const char *script)
 
   if (script == NULL)
     {
-      g_free (host_sh ("git config --file \"$1\" --unset uploadpack.packObjectsHook", config,
-                       NULL));
+      g_free (
+          host_sh ("git config --file \"$1\" --unset uploadpack.packObjectsHook", config, NULL));
       return;
     }
   text = g_strdup_printf ("#!/bin/sh\nF='%s'\n%s\nexec \"$@\"\n", flags, script);
   ck_assert (g_file_set_contents (hook, text, -1, NULL));
   ck_assert_int_eq (chmod (hook, 0755), 0);
-  g_free (host_sh ("git config --file \"$1\" uploadpack.packObjectsHook \"$2\"", config, hook,
-                   NULL));
+  g_free (
+      host_sh ("git config --file \"$1\" uploadpack.packObjectsHook \"$2\"", config, hook, NULL));
 }
 
 static gboolean
@@ -89,8 +89,8 @@ static GPid
 start_server (void)
 {
   g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE);
-  g_autofree char *script = g_build_filename (g_getenv ("NZ_SOURCE_DIR"), "tests", "integration",
-                                              "git-http.py", NULL);
+  g_autofree char *script
+      = g_build_filename (g_getenv ("NZ_SOURCE_DIR"), "tests", "integration", "git-http.py", NULL);
   g_autofree char *config = case_path ("server.gitconfig");
   g_autoptr (GSubprocess) p = NULL;
   g_autoptr (GDataInputStream) in = NULL;
@@ -128,9 +128,9 @@ setup (void)
   ck_assert_int_eq (chmod (outputs, 0777), 0);
   server = start_server ();
   harness_start_reaper (server);
-  harness.sandbox = create_sandbox ("--backend", "container:docker", "--image", image,
-                                    "--network", "allow-all", "--docker-network", network,
-                                    "--outputs", outputs, "--label", TEST_LABEL, NULL);
+  harness.sandbox = create_sandbox ("--backend", "container:docker", "--image", image, "--network",
+                                    "allow-all", "--docker-network", network, "--outputs", outputs,
+                                    "--label", TEST_LABEL, NULL);
   map = g_strdup_printf ("git config --global url.%s.insteadOf " URL_BASE, server_url);
   sh_in_ok (map);
 }
@@ -151,7 +151,8 @@ teardown (void)
 START_TEST (test_root_on_outputs_bind)
 {
   static const char *const on_bind[]
-      = { OUTPUTS, OUTPUTS "/seeds", "/mnt/user-data/./outputs/seeds/", "//mnt/user-data//outputs" };
+      = { OUTPUTS, OUTPUTS "/seeds", "/mnt/user-data/./outputs/seeds/",
+          "//mnt/user-data//outputs" };
   g_autofree char *head = make_repo ("r", 1);
   g_autofree char *path = seed_file ("{\"name\":\"s\",\"repositories\":["
                                      "{\"name\":\"r\",\"url\":\"" URL_BASE "r.git\"}]}");
@@ -207,10 +208,9 @@ START_TEST (test_http_url_over_the_network)
   int rc;
 
   {
-    g_autofree char *unmap
-        = g_strdup_printf ("git config --global --unset url.%s.insteadOf && "
-                           "! git config --global --get-regexp '^url\\.'",
-                           server_url);
+    g_autofree char *unmap = g_strdup_printf ("git config --global --unset url.%s.insteadOf && "
+                                              "! git config --global --get-regexp '^url\\.'",
+                                              server_url);
 
     sh_in_ok (unmap);
   }

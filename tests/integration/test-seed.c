@@ -106,8 +106,8 @@ START_TEST (test_credentials_never_asked)
             "'!f() { touch /tmp/helper-asked; echo username=x; echo password=y; }; f'");
   g_subprocess_launcher_set_stdout_file_path (launcher, "/dev/null");
   g_subprocess_launcher_set_stderr_file_path (launcher, "/dev/null");
-  p = g_subprocess_launcher_spawn (launcher, &error, tool, "--sandbox", harness.sandbox, "--", "python3",
-                                   "/mnt/user-data/uploads/auth.py", NULL);
+  p = g_subprocess_launcher_spawn (launcher, &error, tool, "--sandbox", harness.sandbox, "--",
+                                   "python3", "/mnt/user-data/uploads/auth.py", NULL);
   ck_assert_msg (p != NULL, "%s", error ? error->message : "");
   for (int i = 0; i < 200 && !sandbox_has ("-e /tmp/port"); i++)
     g_usleep (100 * 1000);
@@ -153,4 +153,3 @@ main (void)
   nz_test_require (g_file_test (agent, G_FILE_TEST_IS_EXECUTABLE), "namzu-agent is not built");
   return nz_test_run (seed_suite ());
 }
-
