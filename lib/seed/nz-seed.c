@@ -465,17 +465,20 @@ nz_seed_check_root (const char *root, GError **error)
   return TRUE;
 }
 
-/* @path without trailing slashes and with runs of '/' collapsed; "/" stays "/". */
+/* @path as the kernel resolves it lexically: empty and "." segments dropped, so runs of '/',
+ * trailing slashes and "/./" cannot hide a path from the outputs rule ("/" stays "/"). ".." is
+ * refused before this runs. */
 static char *
-normalise_slashes (const char *path)
+normalise_path (const char *path)
 {
+  g_auto (GStrv) segs = g_strsplit (path, "/", -1);
   GString *s = g_string_new (NULL);
 
-  for (const char *p = path; *p != '\0'; p++)
-    if (!(*p == '/' && s->len > 0 && s->str[s->len - 1] == '/'))
-      g_string_append_c (s, *p);
-  while (s->len > 1 && s->str[s->len - 1] == '/')
-    g_string_truncate (s, s->len - 1);
+  for (guint i = 0; segs[i] != NULL; i++)
+    if (segs[i][0] != '\0' && strcmp (segs[i], ".") != 0)
+      g_string_append_printf (s, "/%s", segs[i]);
+  if (s->len == 0)
+    g_string_append_c (s, '/');
   return g_string_free (s, FALSE);
 }
 
@@ -497,15 +500,15 @@ nz_seed_check_root_layout (const char *root, const char *backend, JsonObject *pr
 
       if (m != NULL && g_strcmp0 (nz_json_get_string (m, "label"), "outputs") == 0
           && nz_json_get_string (m, "containerPath") != NULL)
-        outputs = normalise_slashes (nz_json_get_string (m, "containerPath"));
+        outputs = normalise_path (nz_json_get_string (m, "containerPath"));
     }
   /* The docker backend records the worker's root, which is the outputs bind. */
   if (outputs == NULL && priv != NULL && nz_json_get_string (priv, "rootDir") != NULL)
-    outputs = normalise_slashes (nz_json_get_string (priv, "rootDir"));
+    outputs = normalise_path (nz_json_get_string (priv, "rootDir"));
   /* Docker always mounts outputs; a handle that recorded no path has it at the default. */
   if (outputs == NULL)
     outputs = g_strdup ("/mnt/user-data/outputs");
-  r = normalise_slashes (root);
+  r = normalise_path (root);
   /* The outputs bind is the worker's workspace and what the host collects as the task's
    * result: a seed there would be shipped back as output and die with the task. */
   if (is_nested (outputs, r))

@@ -1,8 +1,14 @@
+/* agent-harness.h: starting the real namzu-agent (unix, or TCP + token) and talking frames to
+ * it, for the agent's integration tests: whole requests (request/reply, read to EOF) and
+ * incremental streams (stream_op/stream_next, for ops that stay open). Header-only, like
+ * nz-test.h; every helper asserts with Check. */
 #pragma once
-/* agent-harness.h: shared scaffolding for the namzu-agent integration tests of the files,
- * pre-auth and quiesce work: start the real agent (unix, or TCP + token), frame requests,
- * collect frames. Every helper asserts with Check. */
+
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,8 +16,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <glib/gstdio.h>
@@ -19,10 +23,6 @@
 
 #include "nz-json.h"
 #include "../nz-test.h"
-
-#include <fcntl.h>
-
-#pragma GCC diagnostic ignored "-Wunused-function"
 
 #define TOKEN "per-instance-secret"
 
@@ -38,7 +38,7 @@ typedef struct
   const char *token; /* sent on every request in tcp mode */
 } Agent;
 
-static char **
+static inline char **
 agent_env (const char *const *extra)
 {
   char **env = g_get_environ ();
@@ -64,7 +64,7 @@ static const char *agent_child_dir;
 
 /* Starts the agent with @extra env ("K=V"); unix mode unless @tcp (then with a preset token
  * unless @extra sets a credential). Reads the ready line. @capture_stderr keeps its stderr. */
-static Agent *
+static inline Agent *
 agent_start_ex (gboolean tcp, const char *const *extra, gboolean capture_stderr)
 {
   Agent *a = g_new0 (Agent, 1);
@@ -129,13 +129,19 @@ agent_start_ex (gboolean tcp, const char *const *extra, gboolean capture_stderr)
   return a;
 }
 
-static Agent *
+static inline Agent *
 agent_start_full (gboolean tcp, const char *const *extra)
 {
   return agent_start_ex (tcp, extra, FALSE);
 }
 
-static void
+static inline Agent *
+agent_start (gboolean tcp)
+{
+  return agent_start_full (tcp, NULL);
+}
+
+static inline void
 agent_free (Agent *a)
 {
   g_spawn_close_pid (a->pid);
@@ -149,7 +155,7 @@ agent_free (Agent *a)
 }
 
 /* SIGTERM must give a clean exit 0 (and, under ASan, no leaks in the agent). */
-static void
+static inline void
 agent_stop (Agent *a)
 {
   int status = 0;
@@ -160,7 +166,7 @@ agent_stop (Agent *a)
   agent_free (a);
 }
 
-static int
+static inline int
 agent_connect (Agent *a)
 {
   struct timeval tv = { .tv_sec = 30 };
@@ -186,7 +192,7 @@ agent_connect (Agent *a)
   return fd;
 }
 
-static void
+static inline void
 send_all (int fd, const void *data, gsize len)
 {
   const char *p = data;
@@ -201,7 +207,7 @@ send_all (int fd, const void *data, gsize len)
     }
 }
 
-static void
+static inline void
 send_frame (int fd, const char *json)
 {
   g_autofree char *header = g_strdup_printf ("%08x\n", (unsigned)strlen (json));
@@ -211,7 +217,7 @@ send_frame (int fd, const char *json)
 }
 
 /* Splits @buf into frame payloads (the terminator is ""); all of it must be whole frames. */
-static GPtrArray *
+static inline GPtrArray *
 split_frames (GByteArray *buf)
 {
   GPtrArray *frames = g_ptr_array_new_with_free_func (g_free);
@@ -235,7 +241,7 @@ split_frames (GByteArray *buf)
 }
 
 /* Reads to EOF and splits into frame payloads. */
-static GPtrArray *
+static inline GPtrArray *
 read_frames (int fd)
 {
   g_autoptr (GByteArray) buf = g_byte_array_new ();
@@ -258,7 +264,7 @@ read_frames (int fd)
 }
 
 /* {"op":@op,"token"?:…,"body"?:@body}; @body is JSON text or NULL. */
-static char *
+static inline char *
 envelope (Agent *a, const char *op, const char *body)
 {
   GString *s = g_string_new (NULL);
@@ -272,7 +278,7 @@ envelope (Agent *a, const char *op, const char *body)
   return g_string_free (s, FALSE);
 }
 
-static GPtrArray *
+static inline GPtrArray *
 request (Agent *a, const char *op, const char *body)
 {
   g_autofree char *json = envelope (a, op, body);
@@ -285,7 +291,7 @@ request (Agent *a, const char *op, const char *body)
   return frames;
 }
 
-static JsonObject *
+static inline JsonObject *
 parse (const char *text)
 {
   g_autoptr (GError) error = NULL;
@@ -296,7 +302,7 @@ parse (const char *text)
 }
 
 /* A reply op: exactly one frame. */
-static JsonObject *
+static inline JsonObject *
 reply (Agent *a, const char *op, const char *body)
 {
   g_autoptr (GPtrArray) frames = request (a, op, body);
@@ -306,39 +312,40 @@ reply (Agent *a, const char *op, const char *body)
 }
 
 /* {ok:false, error:@error} with no boot id; returns the reply for more checks. */
-static JsonObject *
+static inline JsonObject *
 assert_refused (Agent *a, const char *op, const char *body, const char *error)
 {
   JsonObject *r = reply (a, op, body);
 
-  ck_assert_msg (!nz_json_get_bool (r, "ok", TRUE), "%s %s: expected %s", op, body, error);
+  ck_assert_msg (!nz_json_get_bool (r, "ok", TRUE), "%s %s: expected %s", op, body ? body : "",
+                 error);
   ck_assert_str_eq (nz_json_get_string (r, "error"), error);
   ck_assert (!json_object_has_member (r, "guestBootId"));
   return r;
 }
 
-static void
+static inline void
 assert_reply_error (Agent *a, const char *op, const char *body, const char *error)
 {
   g_autoptr (JsonObject) r = assert_refused (a, op, body, error);
 }
 
 /* A stream op ending in {type:"error", error:@error} + terminator. */
-static void
+static inline void
 assert_stream_error (Agent *a, const char *op, const char *body, const char *error)
 {
   g_autoptr (GPtrArray) frames = request (a, op, body);
   g_autoptr (JsonObject) f = NULL;
 
-  ck_assert_msg (frames->len == 2, "%s %s: %u frames", op, body, frames->len);
+  ck_assert_msg (frames->len == 2, "%s %s: %u frames", op, body ? body : "", frames->len);
   ck_assert_str_eq (frames->pdata[1], "");
   f = parse (frames->pdata[0]);
   ck_assert_str_eq (nz_json_get_string (f, "type"), "error");
   ck_assert_str_eq (nz_json_get_string (f, "error"), error);
 }
 
-static gint64
-get_int (JsonObject *o, const char *member)
+static inline gint64
+member_int (JsonObject *o, const char *member)
 {
   double v = -1;
 
@@ -346,14 +353,14 @@ get_int (JsonObject *o, const char *member)
   return (gint64)v;
 }
 
-static char *
+static inline char *
 ws_path (Agent *a, const char *rel)
 {
   return g_build_filename (a->ws, rel, NULL);
 }
 
 /* After the agent destroys a socket, our writes fail; after a mere half-close they do not. */
-static gboolean
+static inline gboolean
 peer_destroyed (int fd)
 {
   for (int i = 0; i < 50; i++)
@@ -365,10 +372,30 @@ peer_destroyed (int fd)
   return FALSE;
 }
 
-static gint64 vm_rss_kib (GPid pid);
+/* The number after "@key:" in /proc/@pid/@file. */
+static inline gint64
+proc_number (GPid pid, const char *file, const char *key)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d/%s", (int)pid, file);
+  g_autofree char *needle = g_strconcat (key, ":", NULL);
+  g_autofree char *text = NULL;
+  const char *p;
+
+  ck_assert (g_file_get_contents (path, &text, NULL, NULL));
+  p = strstr (text, needle);
+  ck_assert_msg (p != NULL, "no %s in %s", needle, path);
+  return g_ascii_strtoll (p + strlen (needle), NULL, 10);
+}
+
+/* VmRSS of @pid in KiB. */
+static inline gint64
+vm_rss_kib (GPid pid)
+{
+  return proc_number (pid, "status", "VmRSS");
+}
 
 /* TRUE in a sanitizer build: RSS then says nothing about our own memory use. */
-static gboolean
+static inline gboolean
 sanitized_build (void)
 {
   const char *s = g_getenv ("NZ_SANITIZE");
@@ -377,7 +404,7 @@ sanitized_build (void)
 }
 
 /* Asserts that @pid grew by less than @limit_kib since @before_kib (plain builds only). */
-static void
+static inline void
 assert_rss_growth (GPid pid, gint64 before_kib, gint64 limit_kib)
 {
   gint64 now = vm_rss_kib (pid);
@@ -388,22 +415,8 @@ assert_rss_growth (GPid pid, gint64 before_kib, gint64 limit_kib)
                  now - before_kib, limit_kib);
 }
 
-/* VmRSS of @pid in KiB. */
-static gint64
-vm_rss_kib (GPid pid)
-{
-  g_autofree char *path = g_strdup_printf ("/proc/%d/status", (int)pid);
-  g_autofree char *text = NULL;
-  const char *p;
-
-  ck_assert (g_file_get_contents (path, &text, NULL, NULL));
-  p = strstr (text, "VmRSS:");
-  ck_assert_ptr_nonnull (p);
-  return g_ascii_strtoll (p + 6, NULL, 10);
-}
-
 /* healthz answers ok (never gated). */
-static void
+static inline void
 assert_healthy (Agent *a)
 {
   int fd = agent_connect (a);
@@ -416,4 +429,162 @@ assert_healthy (Agent *a)
   ck_assert_uint_eq (frames->len, 1);
   r = parse (frames->pdata[0]);
   ck_assert (nz_json_get_bool (r, "ok", FALSE));
+}
+
+/* ---- streams: ops that stay open ---- */
+
+/* A connection with the first frame sent. */
+static inline int
+open_op (Agent *a, const char *op, const char *body)
+{
+  g_autofree char *json = envelope (a, op, body);
+  int fd = agent_connect (a);
+
+  send_frame (fd, json);
+  return fd;
+}
+
+/* Incremental frame reader. */
+typedef struct
+{
+  int fd;
+  GByteArray *buf;
+  gboolean eof;
+  gboolean lenient; /* a destroyed socket may end mid-frame */
+} Stream;
+
+static inline Stream *
+stream_new (int fd)
+{
+  Stream *s = g_new0 (Stream, 1);
+
+  s->fd = fd;
+  s->buf = g_byte_array_new ();
+  return s;
+}
+
+static inline void
+stream_free (Stream *s)
+{
+  if (s->fd >= 0)
+    close (s->fd);
+  g_byte_array_unref (s->buf);
+  g_free (s);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Stream, stream_free)
+
+/* The next frame ("" for the terminator), or NULL at EOF / reset. Fails after @timeout_ms. */
+static inline char *
+stream_next (Stream *s, int timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
+
+  for (;;)
+    {
+      if (s->buf->len >= 9)
+        {
+          char hex[9];
+          gsize len;
+
+          memcpy (hex, s->buf->data, 8);
+          hex[8] = '\0';
+          ck_assert_int_eq (s->buf->data[8], '\n');
+          len = g_ascii_strtoull (hex, NULL, 16);
+          if (s->buf->len >= 9 + len)
+            {
+              char *frame = g_strndup ((const char *)s->buf->data + 9, len);
+
+              g_byte_array_remove_range (s->buf, 0, (guint)(9 + len));
+              return frame;
+            }
+        }
+      if (s->eof)
+        {
+          if (!s->lenient)
+            ck_assert_uint_eq (s->buf->len, 0);
+          return NULL;
+        }
+      {
+        struct pollfd p = { .fd = s->fd, .events = POLLIN };
+        gint64 left = (deadline - g_get_monotonic_time ()) / 1000;
+        guint8 chunk[65536];
+        ssize_t n;
+
+        ck_assert_msg (left > 0, "no frame within %d ms", timeout_ms);
+        if (poll (&p, 1, (int)left) <= 0)
+          continue;
+        n = recv (s->fd, chunk, sizeof chunk, 0);
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n <= 0)
+          {
+            s->eof = TRUE;
+            continue;
+          }
+        g_byte_array_append (s->buf, chunk, (guint)n);
+      }
+    }
+}
+
+/* The next frame as an object; fails at EOF or on the terminator. */
+static inline JsonObject *
+stream_next_object (Stream *s, int timeout_ms)
+{
+  g_autofree char *f = stream_next (s, timeout_ms);
+
+  ck_assert_msg (f != NULL, "connection closed, a frame was expected");
+  ck_assert_msg (*f != '\0', "terminator, a frame was expected");
+  return parse (f);
+}
+
+static inline void
+stream_expect_terminator (Stream *s)
+{
+  g_autofree char *f = stream_next (s, 10000);
+
+  ck_assert_msg (f != NULL && *f == '\0', "expected the terminator, got %s", f ? f : "EOF");
+}
+
+static inline void
+stream_expect_eof (Stream *s, int timeout_ms)
+{
+  g_autofree char *f = stream_next (s, timeout_ms);
+
+  ck_assert_msg (f == NULL, "expected EOF, got frame '%s'", f);
+}
+
+static inline Stream *
+stream_op (Agent *a, const char *op, const char *body)
+{
+  return stream_new (open_op (a, op, body));
+}
+
+static inline const char *
+member_str (JsonObject *obj, const char *member)
+{
+  const char *v = nz_json_get_string (obj, member);
+
+  ck_assert_msg (v != NULL, "no string member %s", member);
+  return v;
+}
+
+static inline void
+send_event (Stream *s, const char *json)
+{
+  send_frame (s->fd, json);
+}
+
+/* Polls @pred up to @timeout_ms. */
+static inline gboolean
+wait_until (gboolean (*pred) (gpointer), gpointer data, int timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
+
+  while (g_get_monotonic_time () < deadline)
+    {
+      if (pred (data))
+        return TRUE;
+      g_usleep (20000);
+    }
+  return pred (data);
 }

@@ -1,6 +1,6 @@
 /* Integration tests for retained output and attach-execution (spec A.6.2-A.6.5, C.5, C.6)
  * against the real agent, over unix and over TCP + token. */
-#include "nz-agent-harness.h"
+#include "agent-harness.h"
 
 #include "nz-token.h"
 
@@ -16,7 +16,7 @@ static void
 reserve_id (Agent *a, const char *id)
 {
   g_autofree char *body = g_strdup_printf ("{\"executionId\":\"%s\"}", id);
-  g_autoptr (JsonObject) r = reply_op (a, "reserve-execution", body);
+  g_autoptr (JsonObject) r = reply (a, "reserve-execution", body);
 
   ck_assert (nz_json_get_bool (r, "ok", FALSE));
   ck_assert_str_eq (member_str (r, "state"), "reserved");
@@ -164,7 +164,7 @@ check_retained_and_attach (gboolean tcp)
 
   /* Re-reserving a held id reports what it holds. */
   body = g_strdup_printf ("{\"executionId\":\"%s\"}", id);
-  again = reply_op (a, "reserve-execution", body);
+  again = reply (a, "reserve-execution", body);
   ck_assert (nz_json_get_bool (again, "ok", FALSE));
   ck_assert_str_eq (member_str (again, "state"), "terminal");
   ck_assert (nz_json_get_bool (again, "retainedOutput", FALSE));
@@ -374,7 +374,7 @@ START_TEST (test_retained_capacity)
   ck_assert_str_eq (member_str (refused->last, "error"),
                     "retained_output_capacity: limit 1 (NAMZU_AGENT_MAX_RETAINED_OUTPUT_LOGS)");
   body = g_strdup_printf ("{\"executionId\":\"%s\"}", second);
-  still = reply_op (a, "reserve-execution", body);
+  still = reply (a, "reserve-execution", body);
   ck_assert_str_eq (member_str (still, "state"), "reserved");
   ck_assert (!json_object_has_member (still, "retainedOutput"));
   g_thread_join (th);
@@ -483,7 +483,7 @@ START_TEST (test_tools_detach_attach_gap)
   for (int i = 0; i < 250; i++)
     {
       g_autofree char *body = g_strdup_printf ("{\"executionId\":\"%s\"}", id);
-      g_autoptr (JsonObject) r = reply_op (a, "reserve-execution", body);
+      g_autoptr (JsonObject) r = reply (a, "reserve-execution", body);
 
       if (g_strcmp0 (nz_json_get_string (r, "state"), "terminal") == 0)
         break;

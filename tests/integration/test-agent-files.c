@@ -68,22 +68,22 @@ START_TEST (test_parts_roundtrip)
 
     ck_assert (nz_json_get_bool (r, "ok", FALSE));
     ck_assert_ptr_nonnull (nz_json_get_string (r, "guestBootId"));
-    ck_assert_int_eq (get_int (r, "bytesWritten"), 6);
-    ck_assert_int_eq (get_int (r, "sizeBytes"), 6);
+    ck_assert_int_eq (member_int (r, "bytesWritten"), 6);
+    ck_assert_int_eq (member_int (r, "sizeBytes"), 6);
   }
   /* Not final: the target is untouched. */
   assert_file (a, "d/t.txt", "old");
   {
     g_autoptr (JsonObject) r = send_part (a, temp, "wor", 6, NULL);
 
-    ck_assert_int_eq (get_int (r, "sizeBytes"), 9);
+    ck_assert_int_eq (member_int (r, "sizeBytes"), 9);
   }
   {
     g_autoptr (JsonObject) r = send_part (a, temp, "ld", 9, "d/t.txt");
 
     ck_assert (nz_json_get_bool (r, "ok", FALSE));
-    ck_assert_int_eq (get_int (r, "bytesWritten"), 2);
-    ck_assert_int_eq (get_int (r, "sizeBytes"), 11);
+    ck_assert_int_eq (member_int (r, "bytesWritten"), 2);
+    ck_assert_int_eq (member_int (r, "sizeBytes"), 11);
   }
   assert_file (a, "d/t.txt", "hello world");
   ck_assert_int_ne (g_access (temp_abs, F_OK), 0);
@@ -94,7 +94,7 @@ START_TEST (test_parts_roundtrip)
     g_autoptr (JsonObject) r1 = send_part (a, temp, "abcdef", 0, NULL);
     g_autoptr (JsonObject) r2 = send_part (a, temp, "xy", 0, NULL);
 
-    ck_assert_int_eq (get_int (r2, "sizeBytes"), 2);
+    ck_assert_int_eq (member_int (r2, "sizeBytes"), 2);
   }
   /* Utf8 content (no encoding) is the bytes of the string. */
   {
@@ -102,7 +102,7 @@ START_TEST (test_parts_roundtrip)
                                       "{\"path\":\"d/.namzu-write-u-x.part\",\"content\":\"é\","
                                       "\"part\":{\"final\":true,\"renameTo\":\"d/u.txt\"}}");
 
-    ck_assert_int_eq (get_int (r, "bytesWritten"), 2);
+    ck_assert_int_eq (member_int (r, "bytesWritten"), 2);
   }
   assert_file (a, "d/u.txt", "é");
   agent_stop (a);
@@ -253,9 +253,9 @@ START_TEST (test_read_ranges)
     ck_assert_ptr_nonnull (nz_json_get_string (r, "guestBootId"));
     ck_assert_uint_eq (n, 4);
     ck_assert (memcmp (data, "3456", 4) == 0);
-    ck_assert_int_eq (get_int (r, "sizeBytes"), 20);
-    ck_assert_int_eq (get_int (r, "offset"), 3);
-    ck_assert_int_eq (get_int (r, "bytesRead"), 4);
+    ck_assert_int_eq (member_int (r, "sizeBytes"), 20);
+    ck_assert_int_eq (member_int (r, "offset"), 3);
+    ck_assert_int_eq (member_int (r, "bytesRead"), 4);
     ck_assert_str_eq (nz_json_get_string (r, "encoding"), "base64");
   }
   /* Short at EOF; past EOF is an empty success. */
@@ -263,16 +263,16 @@ START_TEST (test_read_ranges)
     g_autoptr (JsonObject) r = reply (
         a, "read-file", "{\"path\":\"r.bin\",\"encoding\":\"base64\",\"offset\":18,\"length\":10}");
 
-    ck_assert_int_eq (get_int (r, "bytesRead"), 2);
+    ck_assert_int_eq (member_int (r, "bytesRead"), 2);
   }
   {
     g_autoptr (JsonObject) r = reply (
         a, "read-file", "{\"path\":\"r.bin\",\"encoding\":\"base64\",\"offset\":99,\"length\":1}");
 
     ck_assert (nz_json_get_bool (r, "ok", FALSE));
-    ck_assert_int_eq (get_int (r, "bytesRead"), 0);
+    ck_assert_int_eq (member_int (r, "bytesRead"), 0);
     ck_assert_str_eq (nz_json_get_string (r, "content"), "");
-    ck_assert_int_eq (get_int (r, "sizeBytes"), 20);
+    ck_assert_int_eq (member_int (r, "sizeBytes"), 20);
   }
   /* Refused on the requested length, before reading. */
   assert_reply_error (a, "read-file", "{\"path\":\"r.bin\",\"encoding\":\"base64\",\"length\":17}",
@@ -300,8 +300,8 @@ START_TEST (test_read_ranges)
     g_autofree guchar *data = g_base64_decode (nz_json_get_string (r, "content"), &n);
 
     ck_assert_msg (nz_json_get_bool (r, "ok", FALSE), "%s", nz_json_get_string (r, "error"));
-    ck_assert_int_gt (get_int (r, "sizeBytes"), 0);
-    ck_assert_int_eq (get_int (r, "bytesRead"), (gint64)n);
+    ck_assert_int_gt (member_int (r, "sizeBytes"), 0);
+    ck_assert_int_eq (member_int (r, "bytesRead"), (gint64)n);
     ck_assert_uint_gt (n, 0);
   }
   agent_stop (a);
@@ -394,28 +394,28 @@ START_TEST (test_read_stream)
     g_autoptr (StreamRun) r = read_stream (a, "{\"path\":\"big.bin\"}");
 
     ck_assert_ptr_null (r->error);
-    ck_assert_int_eq (get_int (r->meta, "sizeBytes"), 5000);
-    ck_assert_int_eq (get_int (r->meta, "offset"), 0);
-    ck_assert_int_eq (get_int (r->meta, "length"), 5000);
+    ck_assert_int_eq (member_int (r->meta, "sizeBytes"), 5000);
+    ck_assert_int_eq (member_int (r->meta, "offset"), 0);
+    ck_assert_int_eq (member_int (r->meta, "length"), 5000);
     ck_assert_uint_eq (r->data_frames, 5);
     ck_assert_uint_eq (r->data->len, 5000);
     ck_assert (memcmp (r->data->data, content, 5000) == 0);
-    ck_assert_int_eq (get_int (r->end, "bytesSent"), 5000);
+    ck_assert_int_eq (member_int (r->end, "bytesSent"), 5000);
   }
   {
     g_autoptr (StreamRun) r = read_stream (a, "{\"path\":\"big.bin\",\"offset\":4990,\"length\":100}");
 
-    ck_assert_int_eq (get_int (r->meta, "length"), 10);
+    ck_assert_int_eq (member_int (r->meta, "length"), 10);
     ck_assert_uint_eq (r->data->len, 10);
     ck_assert (memcmp (r->data->data, content + 4990, 10) == 0);
-    ck_assert_int_eq (get_int (r->end, "bytesSent"), 10);
+    ck_assert_int_eq (member_int (r->end, "bytesSent"), 10);
   }
   {
     g_autoptr (StreamRun) r = read_stream (a, "{\"path\":\"big.bin\",\"offset\":9000}");
 
-    ck_assert_int_eq (get_int (r->meta, "length"), 0);
+    ck_assert_int_eq (member_int (r->meta, "length"), 0);
     ck_assert_uint_eq (r->data_frames, 0);
-    ck_assert_int_eq (get_int (r->end, "bytesSent"), 0);
+    ck_assert_int_eq (member_int (r->end, "bytesSent"), 0);
   }
   assert_stream_error (a, "read-file-stream", "{}", "missing_path");
   assert_stream_error (a, "read-file-stream", "{\"path\":\"../x\"}", "path escapes the workspace");
@@ -457,8 +457,8 @@ START_TEST (test_read_stream)
   {
     g_autoptr (StreamRun) r = read_stream (a, proc_body);
 
-    ck_assert_int_gt (get_int (r->meta, "sizeBytes"), 0);
-    ck_assert_int_eq (get_int (r->end, "bytesSent"), get_int (r->meta, "sizeBytes"));
+    ck_assert_int_gt (member_int (r->meta, "sizeBytes"), 0);
+    ck_assert_int_eq (member_int (r->end, "bytesSent"), member_int (r->meta, "sizeBytes"));
     ck_assert (g_str_has_prefix ((const char *)r->data->data, "Name:"));
   }
   agent_stop (a);

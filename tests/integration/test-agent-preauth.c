@@ -38,14 +38,7 @@ assert_single_refusal (GPtrArray *frames, const char *error)
 static gint64
 agent_rchar (Agent *a)
 {
-  g_autofree char *path = g_strdup_printf ("/proc/%d/io", (int)a->pid);
-  g_autofree char *text = NULL;
-  const char *p;
-
-  ck_assert (g_file_get_contents (path, &text, NULL, NULL));
-  p = strstr (text, "rchar:");
-  ck_assert_ptr_nonnull (p);
-  return g_ascii_strtoll (p + 6, NULL, 10);
+  return proc_number (a->pid, "io", "rchar");
 }
 
 START_TEST (test_preauth_frame_cap)

@@ -67,8 +67,8 @@ START_TEST (test_quiesce_stops_owned)
   q = reply (a, "quiesce", NULL);
   ck_assert_msg (nz_json_get_bool (q, "ok", FALSE), "%s", nz_json_get_string (q, "message"));
   ck_assert_str_eq (nz_json_get_string (q, "scope"), "owned-sessions");
-  ck_assert_int_eq (get_int (q, "graceMs"), 1000);
-  ck_assert_int_eq (get_int (q, "rounds"), 1);
+  ck_assert_int_eq (member_int (q, "graceMs"), 1000);
+  ck_assert_int_eq (member_int (q, "rounds"), 1);
   ck_assert (!json_object_has_member (q, "guestBootId"));
   stopped = nz_json_get_array (q, "stopped");
   ck_assert_uint_eq (json_array_get_length (stopped), 2); /* sh and sleep */
@@ -76,7 +76,7 @@ START_TEST (test_quiesce_stops_owned)
     {
       JsonObject *s = json_array_get_object_element (stopped, k);
 
-      ck_assert_int_gt (get_int (s, "pid"), 1);
+      ck_assert_int_gt (member_int (s, "pid"), 1);
       ck_assert_str_eq (nz_json_get_string (s, "signal"), "SIGTERM");
       ck_assert (g_str_equal (nz_json_get_string (s, "command"), "sh")
                  || g_str_equal (nz_json_get_string (s, "command"), "sleep"));
@@ -84,7 +84,7 @@ START_TEST (test_quiesce_stops_owned)
   /* The stopped execution still ends with a result frame carrying the signal. */
   result = stream_result (fd);
   ck_assert_str_eq (nz_json_get_string (result, "type"), "result");
-  ck_assert_int_eq (get_int (result, "exitCode"), -1);
+  ck_assert_int_eq (member_int (result, "exitCode"), -1);
   ck_assert_str_eq (nz_json_get_string (result, "signal"), "SIGTERM");
   ck_assert (!nz_json_get_bool (result, "timedOut", TRUE));
   /* Nothing left: rounds 0, stopped []. The agent did not fence itself. */
@@ -92,8 +92,8 @@ START_TEST (test_quiesce_stops_owned)
     g_autoptr (JsonObject) q2 = reply (a, "quiesce", "{\"graceMs\":100}");
 
     ck_assert (nz_json_get_bool (q2, "ok", FALSE));
-    ck_assert_int_eq (get_int (q2, "rounds"), 0);
-    ck_assert_int_eq (get_int (q2, "graceMs"), 100);
+    ck_assert_int_eq (member_int (q2, "rounds"), 0);
+    ck_assert_int_eq (member_int (q2, "graceMs"), 100);
     ck_assert_uint_eq (json_array_get_length (nz_json_get_array (q2, "stopped")), 0);
   }
   assert_healthy (a);
@@ -274,7 +274,7 @@ START_TEST (test_quiesce_untracked_not_owned)
   ck_assert_str_eq (nz_json_get_string (q, "scope"), "owned-sessions");
   ck_assert_uint_eq (json_array_get_length (nz_json_get_array (q, "stopped")), 0);
   result = stream_result (fd);
-  ck_assert_int_eq (get_int (result, "exitCode"), 0);
+  ck_assert_int_eq (member_int (result, "exitCode"), 0);
   agent_stop (a);
 }
 END_TEST
@@ -325,7 +325,7 @@ START_TEST (test_flush)
 
   ck_assert_msg (nz_json_get_bool (r, "ok", FALSE), "%s", nz_json_get_string (r, "message"));
   ck_assert_str_eq (nz_json_get_string (r, "workspace"), a->ws);
-  ck_assert_int_ge (get_int (r, "durationMs"), 0);
+  ck_assert_int_ge (member_int (r, "durationMs"), 0);
   ck_assert (!json_object_has_member (r, "guestBootId"));
   r2 = reply (a, "flush", "{\"timeoutMs\":5000}");
   ck_assert (nz_json_get_bool (r2, "ok", FALSE));

@@ -4,7 +4,7 @@
 #include <sys/ioctl.h>
 #include <termios.h>
 
-#include "nz-agent-harness.h"
+#include "agent-harness.h"
 
 /* Reads frames until the accumulated terminal data contains @needle; returns the last frame's
  * nextOffset when the frames carry offsets (persistent), else -1. */
@@ -235,7 +235,7 @@ check_persistent (gboolean tcp)
   /* Hanging up only detaches. */
   stream_free (g_steal_pointer (&first));
   g_usleep (200000);
-  list = reply_op (a, "list-sessions", NULL);
+  list = reply (a, "list-sessions", NULL);
   {
     JsonArray *sessions = nz_json_get_array (list, "sessions");
     JsonObject *s1;
@@ -309,7 +309,7 @@ check_persistent (gboolean tcp)
     stream_expect_terminator (second);
     stream_expect_eof (second, 5000);
 
-    killed = reply_op (a, "kill-session", "{\"sessionId\":\"s1\"}");
+    killed = reply (a, "kill-session", "{\"sessionId\":\"s1\"}");
     ck_assert (nz_json_get_bool (killed, "ok", FALSE));
     ck_assert_int_ge (member_int (killed, "signalled"), 1);
     ck_assert_str_eq (member_str (killed, "state"), "exited");
@@ -324,7 +324,7 @@ check_persistent (gboolean tcp)
   }
   /* Exited: kill-session answers the summary, attach replays then reports the exit. */
   {
-    g_autoptr (JsonObject) again = reply_op (a, "kill-session", "{\"sessionId\":\"s1\"}");
+    g_autoptr (JsonObject) again = reply (a, "kill-session", "{\"sessionId\":\"s1\"}");
     g_autoptr (Stream) late = stream_op (a, "attach-session", "{\"sessionId\":\"s1\"}");
     g_autoptr (JsonObject) r = stream_next_object (late, 10000);
     g_autoptr (JsonObject) ex = NULL;
@@ -351,18 +351,6 @@ START_TEST (test_persistent_tcp)
 }
 END_TEST
 
-static void
-assert_stream_error (Agent *a, const char *op, const char *body, const char *error)
-{
-  g_autoptr (Stream) s = stream_op (a, op, body);
-  g_autoptr (JsonObject) f = stream_next_object (s, 10000);
-
-  ck_assert_str_eq (member_str (f, "type"), "error");
-  ck_assert_str_eq (member_str (f, "error"), error);
-  stream_expect_terminator (s);
-  stream_expect_eof (s, 5000);
-}
-
 START_TEST (test_session_refusals)
 {
   Agent *a = agent_start_full (FALSE, (const char *const[]){ "NAMZU_AGENT_MAX_SESSIONS=1", NULL });
@@ -374,7 +362,7 @@ START_TEST (test_session_refusals)
                            "invalid_session_id");
   assert_terminal_refused (a, "{\"cols\":80,\"rows\":24,\"persistent\":true}",
                            "invalid_session_id");
-  started = reply_op (a, "start-detached",
+  started = reply (a, "start-detached",
                       "{\"sessionId\":\"only.one_1\",\"command\":\"sleep\",\"args\":[\"30\"]}");
   ck_assert (nz_json_get_bool (started, "ok", FALSE));
   ck_assert_str_eq (member_str (started, "kind"), "detached");
@@ -410,13 +398,13 @@ START_TEST (test_session_refusals)
   /* SIGTERM is in the allow-list for kill-session; it answers once the program is gone. */
   {
     g_autoptr (JsonObject) k
-        = reply_op (a, "kill-session", "{\"sessionId\":\"only.one_1\",\"signal\":\"SIGTERM\"}");
+        = reply (a, "kill-session", "{\"sessionId\":\"only.one_1\",\"signal\":\"SIGTERM\"}");
 
     ck_assert_str_eq (member_str (k, "state"), "exited");
     ck_assert_int_eq (member_int (k, "signal"), SIGTERM);
   }
   /* An exited session is evicted to make room. */
-  failed = reply_op (a, "start-detached", "{\"sessionId\":\"z\",\"command\":\"nosuch-program\"}");
+  failed = reply (a, "start-detached", "{\"sessionId\":\"z\",\"command\":\"nosuch-program\"}");
   ck_assert (!nz_json_get_bool (failed, "ok", TRUE));
   ck_assert_str_eq (member_str (failed, "error"), "spawn_failed");
   ck_assert_str_eq (member_str (failed, "message"), "spawn nosuch-program ENOENT");
@@ -506,7 +494,7 @@ START_TEST (test_persistent_input_then_hangup_loop)
       ck_assert_msg (session_ring_has (a, id, marker, 40),
                      "try %d: the input sent right before the hang-up was lost", i);
       /* Exited sessions make room for new ones; the registry never fills up. */
-      killed = reply_op (a, "kill-session", kill_body);
+      killed = reply (a, "kill-session", kill_body);
     }
   agent_stop (a);
 }
@@ -517,7 +505,7 @@ END_TEST
 START_TEST (test_detached_output)
 {
   Agent *a = agent_start (FALSE);
-  g_autoptr (JsonObject) started = reply_op (a, "start-detached",
+  g_autoptr (JsonObject) started = reply (a, "start-detached",
                                              "{\"sessionId\":\"d1\",\"command\":\"sh\",\"args\":["
                                              "\"-c\",\"echo out; echo err >&2; exit 5\"],"
                                              "\"cwd\":\"sub\"}");
@@ -528,7 +516,7 @@ START_TEST (test_detached_output)
 
   ck_assert (nz_json_get_bool (started, "ok", FALSE));
   g_usleep (500000);
-  list = reply_op (a, "list-sessions", NULL);
+  list = reply (a, "list-sessions", NULL);
   d1 = json_array_get_object_element (nz_json_get_array (list, "sessions"), 0);
   ck_assert_str_eq (member_str (d1, "state"), "exited");
   ck_assert_int_eq (member_int (d1, "exitCode"), 5);
@@ -759,7 +747,7 @@ START_TEST (test_session_slow_reader)
 {
   Agent *a = agent_start_full (FALSE,
                                (const char *const[]){ "NAMZU_AGENT_SESSION_LOG_BYTES=4096", NULL });
-  g_autoptr (JsonObject) started = reply_op (
+  g_autoptr (JsonObject) started = reply (
       a, "start-detached",
       "{\"sessionId\":\"flood\",\"command\":\"sh\",\"args\":[\"-c\",\"sleep 0.5; yes y | head -c "
       "8000000; sleep 0.5\"]}");
@@ -786,7 +774,7 @@ START_TEST (test_session_slow_reader)
         saw_exit = TRUE;
     }
   ck_assert (!saw_exit);
-  list = reply_op (a, "list-sessions", NULL);
+  list = reply (a, "list-sessions", NULL);
   {
     JsonObject *s = json_array_get_object_element (nz_json_get_array (list, "sessions"), 0);
 

@@ -1,6 +1,6 @@
 /* Integration tests for tcp-connect (spec A.6.17, C.12): a loopback service the test starts,
  * reached through the real agent over unix and over TCP + token. */
-#include "nz-agent-harness.h"
+#include "agent-harness.h"
 
 /* An echo service on 127.0.0.1 (or ::1): echoes until EOF, then closes. Records how many
  * bytes it saw. */

@@ -11,94 +11,20 @@
 #include <unistd.h>
 
 #include "nz-json.h"
-#include "../nz-test.h"
+#include "sandbox-harness.h"
 
-static char *tmp;
-static char *state;
-static char base[] = "/tmp/nz-attach-e2e-XXXXXX";
-
-static int run_tool (const char *stdin_text, char **out, char **err, const char *tool,
-                     ...) G_GNUC_NULL_TERMINATED;
-
+/* Every case gets its own directory and NAMZU_STATE_DIR, and a reaper that destroys what it
+ * left running however it ends (sandbox-harness.h). */
 static void
 setup (void)
 {
-  tmp = g_build_filename (base, "case-XXXXXX", NULL);
-  ck_assert (g_mkdtemp (tmp) != NULL);
-  state = g_build_filename (tmp, "state", NULL);
-  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
-  g_unsetenv ("NAMZU_SANDBOX");
-}
-
-static void
-teardown (void)
-{
-  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
-  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmp);
-  const char *name;
-
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    run_tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", name, NULL);
-  ck_assert_int_eq (system (cmd), 0);
-  g_clear_pointer (&state, g_free);
-  g_clear_pointer (&tmp, g_free);
-}
-
-/* Runs a built tool with stdin, stdout and stderr on files; returns its exit status. */
-static int
-run_tool (const char *stdin_text, char **out, char **err, const char *tool, ...)
-{
-  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (GSubprocessLauncher) launcher = NULL;
-  g_autoptr (GSubprocess) p = NULL;
-  g_autoptr (GError) error = NULL;
-  g_autofree char *in_path = g_build_filename (tmp, "stdin", NULL);
-  g_autofree char *out_path = g_build_filename (tmp, "stdout", NULL);
-  g_autofree char *err_path = g_build_filename (tmp, "stderr", NULL);
-  const char *a;
-  va_list ap;
-
-  g_ptr_array_add (argv, nz_test_tool (tool));
-  va_start (ap, tool);
-  while ((a = va_arg (ap, const char *)) != NULL)
-    g_ptr_array_add (argv, g_strdup (a));
-  va_end (ap);
-  g_ptr_array_add (argv, NULL);
-  ck_assert (g_file_set_contents (in_path, stdin_text ? stdin_text : "", -1, NULL));
-  g_unlink (out_path);
-  g_unlink (err_path);
-  launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
-  g_subprocess_launcher_set_stdin_file_path (launcher, in_path);
-  g_subprocess_launcher_set_stdout_file_path (launcher, out_path);
-  g_subprocess_launcher_set_stderr_file_path (launcher, err_path);
-  p = g_subprocess_launcher_spawnv (launcher, (const char *const *)argv->pdata, &error);
-  ck_assert_msg (p != NULL, "%s", error ? error->message : "");
-  ck_assert (g_subprocess_wait (p, NULL, &error));
-  if (out != NULL)
-    ck_assert (g_file_get_contents (out_path, out, NULL, NULL));
-  if (err != NULL)
-    ck_assert (g_file_get_contents (err_path, err, NULL, NULL));
-  if (g_subprocess_get_if_signaled (p))
-    return 128 + g_subprocess_get_term_sig (p);
-  return g_subprocess_get_exit_status (p);
-}
-
-static char *
-create (void)
-{
-  g_autofree char *out = NULL, *err = NULL;
-  g_autoptr (JsonObject) obj = NULL;
-  int rc = run_tool (NULL, &out, &err, "namzu-create", NULL);
-
-  ck_assert_msg (rc == 0, "namzu-create failed (%d): %s", rc, err);
-  obj = nz_json_parse_object (out, -1, NULL);
-  ck_assert (obj != NULL);
-  return g_strdup (nz_json_get_string (obj, "id"));
+  harness_begin ("/tmp/nz-attach-e2e-XXXXXX");
+  harness_start_reaper (0);
 }
 
 START_TEST (test_detach_then_attach)
 {
-  g_autofree char *id = create ();
+  g_autofree char *id = create_sandbox (NULL, NULL);
   const char *exec_id = "exec_0b8f43e2-5c1d-4a7e-9f6b-2d3c4e5f6a7b";
   g_autofree char *out = NULL, *err = NULL;
   g_autofree char *out2 = NULL, *err2 = NULL;
@@ -139,7 +65,7 @@ END_TEST
 
 START_TEST (test_terminal_and_sessions)
 {
-  g_autofree char *id = create ();
+  g_autofree char *id = create_sandbox (NULL, NULL);
   g_autofree char *out = NULL, *err = NULL;
   g_autofree char *list = NULL;
   g_autofree char *killed = NULL;
@@ -194,21 +120,6 @@ START_TEST (test_terminal_and_sessions)
 }
 END_TEST
 
-static void
-destroy_leftovers (void)
-{
-  const char *dir = getenv ("NZ_TOOLS_DIR");
-  char cmd[1024];
-
-  snprintf (cmd, sizeof cmd,
-            "for d in %s/*/state/nz-*; do [ -d \"$d\" ] || continue; "
-            "NAMZU_STATE_DIR=\"${d%%/*}\" '%s/namzu-destroy' --sandbox \"${d##*/}\" "
-            ">/dev/null 2>&1; done; rm -rf '%s'",
-            base, dir ? dir : ".", base);
-  if (system (cmd) != 0)
-    fprintf (stderr, "cleanup of %s failed\n", base);
-}
-
 int
 main (void)
 {
@@ -219,13 +130,7 @@ main (void)
   nz_test_require (bwrap != NULL, "bubblewrap (bwrap) is not installed");
   nz_test_require (access ("/sys/fs/cgroup/pids", W_OK) == 0 || geteuid () == 0,
                    "no writable cgroups (run as root)");
-  if (mkdtemp (base) == NULL)
-    {
-      perror ("mkdtemp");
-      return EXIT_FAILURE;
-    }
-  tcase_add_checked_fixture (tc, setup, teardown);
-  tcase_add_unchecked_fixture (tc, NULL, destroy_leftovers);
+  tcase_add_checked_fixture (tc, setup, harness_end);
   tcase_set_timeout (tc, 60);
   tcase_add_test (tc, test_detach_then_attach);
   tcase_add_test (tc, test_terminal_and_sessions);

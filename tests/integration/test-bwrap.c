@@ -13,105 +13,15 @@
 #include <unistd.h>
 
 #include "nz-json.h"
-#include "../nz-test.h"
+#include "sandbox-harness.h"
 
-static char *tmp;
-static char *state;
-/* Every case's directory lives under this one, made in main(), so the parent can destroy
- * whatever a failed case left running: Check skips a checked teardown after a failure. */
-static char base[] = "/tmp/nz-bwrap-e2e-XXXXXX";
-
+/* Every case gets its own directory and NAMZU_STATE_DIR, and a reaper that destroys what it
+ * left running however it ends (sandbox-harness.h). */
 static void
 setup (void)
 {
-  tmp = g_build_filename (base, "case-XXXXXX", NULL);
-  ck_assert (g_mkdtemp (tmp) != NULL);
-  state = g_build_filename (tmp, "state", NULL);
-  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
-  g_unsetenv ("NAMZU_SANDBOX");
-  g_unsetenv ("NAMZU_BWRAP");
-  g_unsetenv ("NAMZU_AGENT_BIN");
-  g_unsetenv ("NAMZU_CGROUP_ROOT");
-}
-
-static int run_tool (const char *stdin_text, char **out, char **err, const char *tool, ...)
-  G_GNUC_NULL_TERMINATED;
-
-static void
-teardown (void)
-{
-  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
-  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmp);
-  const char *name;
-
-  /* A failed assertion must not leave sandboxes running. */
-  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
-  g_unsetenv ("NAMZU_BWRAP");
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    run_tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", name, NULL);
-  ck_assert_int_eq (system (cmd), 0);
-  g_clear_pointer (&state, g_free);
-  g_clear_pointer (&tmp, g_free);
-}
-
-/* Runs a built tool with stdin, stdout and stderr on files (GLib 2.74's communicate() leaks),
- * and returns its exit status (128+N for a signal). */
-static int
-run_toolv (const char *stdin_text, char **out, char **err, const char *tool, va_list ap)
-{
-  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (GSubprocessLauncher) launcher = NULL;
-  g_autoptr (GSubprocess) p = NULL;
-  g_autoptr (GError) error = NULL;
-  g_autofree char *in_path = g_build_filename (tmp, "stdin", NULL);
-  g_autofree char *out_path = g_build_filename (tmp, "stdout", NULL);
-  g_autofree char *err_path = g_build_filename (tmp, "stderr", NULL);
-  const char *a;
-
-  g_ptr_array_add (argv, nz_test_tool (tool));
-  while ((a = va_arg (ap, const char *)) != NULL)
-    g_ptr_array_add (argv, g_strdup (a));
-  g_ptr_array_add (argv, NULL);
-  ck_assert (g_file_set_contents (in_path, stdin_text ? stdin_text : "", -1, NULL));
-  /* GLib opens these without O_TRUNC: start from empty files. */
-  g_unlink (out_path);
-  g_unlink (err_path);
-  launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
-  g_subprocess_launcher_set_stdin_file_path (launcher, in_path);
-  g_subprocess_launcher_set_stdout_file_path (launcher, out_path);
-  g_subprocess_launcher_set_stderr_file_path (launcher, err_path);
-  p = g_subprocess_launcher_spawnv (launcher, (const char *const *)argv->pdata, &error);
-  ck_assert_msg (p != NULL, "%s", error ? error->message : "");
-  ck_assert (g_subprocess_wait (p, NULL, &error));
-  if (out != NULL)
-    ck_assert (g_file_get_contents (out_path, out, NULL, NULL));
-  if (err != NULL)
-    ck_assert (g_file_get_contents (err_path, err, NULL, NULL));
-  if (g_subprocess_get_if_signaled (p))
-    return 128 + g_subprocess_get_term_sig (p);
-  return g_subprocess_get_exit_status (p);
-}
-
-static int
-run_tool (const char *stdin_text, char **out, char **err, const char *tool, ...)
-{
-  va_list ap;
-  int rc;
-
-  va_start (ap, tool);
-  rc = run_toolv (stdin_text, out, err, tool, ap);
-  va_end (ap);
-  return rc;
-}
-
-static guint
-count_lines (const char *s)
-{
-  guint n = 0;
-
-  for (; s != NULL && *s != '\0'; s++)
-    n += *s == '\n';
-  return n;
+  harness_begin ("/tmp/nz-bwrap-e2e-XXXXXX");
+  harness_start_reaper (0);
 }
 
 /* A failure as the CLI contract says: exit @code, one stderr line, one JSON error object. */
@@ -135,7 +45,7 @@ assert_cli_failure (int rc, int code, const char *out, const char *err, const ch
 static guint
 count_sandboxes (void)
 {
-  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
+  g_autoptr (GDir) d = g_dir_open (harness.state, 0, NULL);
   guint n = 0;
 
   while (d != NULL && g_dir_read_name (d) != NULL)
@@ -143,64 +53,10 @@ count_sandboxes (void)
   return n;
 }
 
-/* namzu-create with @args (NULL-terminated), asserting success; returns the public handle. */
-static JsonObject *
-create (const char *first, ...)
-{
-  g_autofree char *out = NULL, *err = NULL;
-  JsonObject *obj;
-  va_list ap;
-  int rc;
-
-  va_start (ap, first);
-  if (first == NULL)
-    rc = run_tool (NULL, &out, &err, "namzu-create", NULL);
-  else
-    {
-      /* run_toolv takes the arguments after the tool name from @ap: put @first back. */
-      g_autoptr (GPtrArray) args = g_ptr_array_new ();
-
-      for (const char *a = first; a != NULL; a = va_arg (ap, const char *))
-        g_ptr_array_add (args, (gpointer)a);
-      ck_assert_uint_le (args->len, 8);
-      while (args->len < 8)
-        g_ptr_array_add (args, NULL);
-      rc = run_tool (NULL, &out, &err, "namzu-create", args->pdata[0], args->pdata[1],
-                     args->pdata[2], args->pdata[3], args->pdata[4], args->pdata[5],
-                     args->pdata[6], args->pdata[7], NULL);
-    }
-  va_end (ap);
-  ck_assert_msg (rc == 0, "namzu-create failed (%d): %s", rc, err);
-  ck_assert_msg (count_lines (out) == 1, "stdout: %s", out);
-  /* Never the token on stdout. */
-  ck_assert (strstr (out, "token") == NULL);
-  obj = nz_json_parse_object (out, -1, NULL);
-  ck_assert (obj != NULL);
-  ck_assert (g_str_has_prefix (nz_json_get_string (obj, "id"), "nz-"));
-  ck_assert_str_eq (nz_json_get_string (obj, "backend"), "container:bwrap");
-  ck_assert_str_eq (nz_json_get_string (obj, "tier"), "container");
-  ck_assert (json_object_has_member (obj, "createdAt"));
-  ck_assert (json_object_has_member (obj, "capabilities"));
-  return obj;
-}
-
-/* Runs @script with sh -c in sandbox @id via namzu-exec; returns its exit status. */
-static int
-sh_in (const char *id, const char *script, char **out)
-{
-  g_autofree char *err = NULL;
-  int rc = run_tool (NULL, out, &err, "namzu-exec", "--sandbox", id, "--", "sh", "-c", script,
-                     NULL);
-
-  /* 125 is namzu failing, never a command's answer in these tests */
-  ck_assert_msg (rc != 125, "namzu-exec failed: %s", err);
-  return rc;
-}
-
 static JsonObject *
 private_handle (const char *id)
 {
-  g_autofree char *path = g_build_filename (state, id, "handle.json", NULL);
+  g_autofree char *path = g_build_filename (harness.state, id, "handle.json", NULL);
   g_autofree char *text = NULL;
 
   ck_assert (g_file_get_contents (path, &text, NULL, NULL));
@@ -230,26 +86,12 @@ pid_gone (pid_t pid)
   return p != NULL && (p[2] == 'Z' || p[2] == 'X');
 }
 
-static void
-destroy_ok (const char *id)
-{
-  g_autofree char *out = NULL, *err = NULL;
-  g_autoptr (JsonObject) obj = NULL;
-  int rc = run_tool (NULL, &out, &err, "namzu-destroy", "--sandbox", id, NULL);
-
-  ck_assert_msg (rc == 0, "destroy: %s", err);
-  obj = nz_json_parse_object (out, -1, NULL);
-  ck_assert (obj != NULL);
-  ck_assert_str_eq (nz_json_get_string (obj, "id"), id);
-  ck_assert (nz_json_get_bool (obj, "destroyed", FALSE));
-}
-
 START_TEST (test_lifecycle_and_confinement)
 {
-  g_autoptr (JsonObject) pub = create (NULL, NULL);
+  g_autoptr (JsonObject) pub = create_handle (NULL, NULL);
   const char *id = nz_json_get_string (pub, "id");
   g_autoptr (JsonObject) priv = private_handle (id);
-  g_autofree char *dir = g_build_filename (state, id, NULL);
+  g_autofree char *dir = g_build_filename (harness.state, id, NULL);
   g_autofree char *hfile = g_build_filename (dir, "handle.json", NULL);
   g_autofree char *out = NULL, *ls = NULL, *host_ns = g_file_read_link ("/proc/self/ns/net", NULL);
   g_autofree char *status = NULL;
@@ -269,31 +111,31 @@ START_TEST (test_lifecycle_and_confinement)
   ck_assert (strstr (ls, "\"status\":\"running\"") != NULL);
 
   /* No capabilities, no-new-privs, seccomp filter mode. */
-  ck_assert_int_eq (sh_in (id, "cat /proc/self/status", &status), 0);
+  ck_assert_int_eq (sh_in_sandbox (id, "cat /proc/self/status", &status), 0);
   ck_assert_msg (strstr (status, "CapEff:\t0000000000000000") != NULL, "%s", status);
   ck_assert (strstr (status, "NoNewPrivs:\t1") != NULL);
   ck_assert (strstr (status, "Seccomp:\t2") != NULL);
   /* The host's private places are not there; the system is read-only. */
-  ck_assert_int_ne (sh_in (id, "ls /root", NULL), 0);
-  ck_assert_int_eq (sh_in (id, "test ! -e /root && test ! -e /home/namzu/../../root", NULL), 0);
-  ck_assert_int_ne (sh_in (id, "touch /usr/namzu-x", NULL), 0);
-  ck_assert_int_ne (sh_in (id, "touch /etc/namzu-x", NULL), 0);
-  ck_assert_int_ne (sh_in (id, "touch /namzu-x", NULL), 0);
-  ck_assert_int_ne (sh_in (id, "cat /etc/shadow", NULL), 0);
+  ck_assert_int_ne (sh_in_sandbox (id, "ls /root", NULL), 0);
+  ck_assert_int_eq (sh_in_sandbox (id, "test ! -e /root && test ! -e /home/namzu/../../root", NULL), 0);
+  ck_assert_int_ne (sh_in_sandbox (id, "touch /usr/namzu-x", NULL), 0);
+  ck_assert_int_ne (sh_in_sandbox (id, "touch /etc/namzu-x", NULL), 0);
+  ck_assert_int_ne (sh_in_sandbox (id, "touch /namzu-x", NULL), 0);
+  ck_assert_int_ne (sh_in_sandbox (id, "cat /etc/shadow", NULL), 0);
   /* The scratch paths are writable and executable. */
-  ck_assert_int_eq (sh_in (id, "for d in /tmp /var/tmp /workspace /home/namzu; do "
+  ck_assert_int_eq (sh_in_sandbox (id, "for d in /tmp /var/tmp /workspace /home/namzu; do "
                                "cp /bin/true $d/t && $d/t || exit 1; done", NULL), 0);
-  ck_assert_int_eq (sh_in (id, "test \"$(pwd)\" = /workspace && test \"$(hostname)\" = namzu "
+  ck_assert_int_eq (sh_in_sandbox (id, "test \"$(pwd)\" = /workspace && test \"$(hostname)\" = namzu "
                                "&& test \"$(id -u)\" = 1001", NULL), 0);
   /* deny-all: only loopback, nothing routes out, and its own network namespace. */
   g_clear_pointer (&out, g_free);
-  ck_assert_int_eq (sh_in (id, "grep -c : /proc/net/dev; readlink /proc/self/ns/net", &out), 0);
+  ck_assert_int_eq (sh_in_sandbox (id, "grep -c : /proc/net/dev; readlink /proc/self/ns/net", &out), 0);
   ck_assert_msg (g_str_has_prefix (out, "1\n"), "%s", out);
   ck_assert (strstr (out, host_ns) == NULL);
-  ck_assert_int_ne (sh_in (id, "bash -c 'exec 3<>/dev/tcp/1.1.1.1/80'", NULL), 0);
+  ck_assert_int_ne (sh_in_sandbox (id, "bash -c 'exec 3<>/dev/tcp/1.1.1.1/80'", NULL), 0);
   /* No nested namespaces, and the token is not in the workload's environment. */
-  ck_assert_int_ne (sh_in (id, "unshare -U true", NULL), 0);
-  ck_assert_int_eq (sh_in (id, "! env | grep -q NAMZU_AGENT_", NULL), 0);
+  ck_assert_int_ne (sh_in_sandbox (id, "unshare -U true", NULL), 0);
+  ck_assert_int_eq (sh_in_sandbox (id, "! env | grep -q NAMZU_AGENT_", NULL), 0);
 
   destroy_ok (id);
   ck_assert (!g_file_test (dir, G_FILE_TEST_EXISTS));
@@ -307,7 +149,7 @@ END_TEST
 
 START_TEST (test_stdin_handle_pipeline)
 {
-  g_autoptr (JsonObject) pub = create (NULL, NULL);
+  g_autoptr (JsonObject) pub = create_handle (NULL, NULL);
   g_autofree char *handle = nz_json_object_to_string (pub, NULL);
   g_autofree char *line = g_strdup_printf ("%s\n", handle);
   g_autofree char *out = NULL, *err = NULL;
@@ -370,7 +212,7 @@ read_cgroup (const char *ctrl, const char *id, const char *file)
 
 START_TEST (test_limits_bite)
 {
-  g_autoptr (JsonObject) pub = create ("--max-processes", "32", "--memory-mb", "128", "--cpus",
+  g_autoptr (JsonObject) pub = create_handle ("--max-processes", "32", "--memory-mb", "128", "--cpus",
                                        "0.5", NULL);
   const char *id = nz_json_get_string (pub, "id");
   gboolean v2 = cgroup_v2 ();
@@ -384,14 +226,14 @@ START_TEST (test_limits_bite)
   ck_assert_str_eq (mem, "134217728");
   ck_assert_str_eq (quota, v2 ? "50000 100000" : "50000");
   /* Positive controls: within the limits things work. */
-  ck_assert_int_eq (sh_in (id, "sleep 0.1 & sleep 0.1 & wait", NULL), 0);
-  ck_assert_int_eq (sh_in (id, "dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null", NULL),
+  ck_assert_int_eq (sh_in_sandbox (id, "sleep 0.1 & sleep 0.1 & wait", NULL), 0);
+  ck_assert_int_eq (sh_in_sandbox (id, "dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null", NULL),
                     0);
   /* 200 MB in one buffer under a 128 MB limit: the kernel kills it (128 + SIGKILL). */
-  ck_assert_int_eq (sh_in (id, "dd if=/dev/zero of=/dev/null bs=200M count=1 2>/dev/null", NULL),
+  ck_assert_int_eq (sh_in_sandbox (id, "dd if=/dev/zero of=/dev/null bs=200M count=1 2>/dev/null", NULL),
                     128 + SIGKILL);
   /* More processes than allowed: fork fails, and the pids controller counted it. */
-  ck_assert_int_ne (sh_in (id, "i=0; while [ $i -lt 64 ]; do sleep 5 & i=$((i+1)); done; wait",
+  ck_assert_int_ne (sh_in_sandbox (id, "i=0; while [ $i -lt 64 ]; do sleep 5 & i=$((i+1)); done; wait",
                            NULL), 0);
   events = read_cgroup ("pids", id, "pids.events");
   ck_assert_msg (strstr (events, "max 0") == NULL, "pids.events: %s", events);
@@ -403,8 +245,8 @@ END_TEST
 
 START_TEST (test_layout_and_allow_all)
 {
-  g_autofree char *outputs = g_build_filename (tmp, "outputs", NULL);
-  g_autofree char *uploads = g_build_filename (tmp, "uploads", NULL);
+  g_autofree char *outputs = g_build_filename (harness.tmp, "outputs", NULL);
+  g_autofree char *uploads = g_build_filename (harness.tmp, "uploads", NULL);
   g_autofree char *in = g_build_filename (uploads, "in.txt", NULL);
   g_autofree char *result = g_build_filename (outputs, "out.txt", NULL);
   g_autofree char *text = NULL, *out = NULL;
@@ -415,18 +257,18 @@ START_TEST (test_layout_and_allow_all)
   ck_assert_int_eq (g_mkdir (outputs, 0755), 0);
   ck_assert_int_eq (g_mkdir (uploads, 0755), 0);
   ck_assert (g_file_set_contents (in, "from-host", -1, NULL));
-  pub = create ("--outputs", outputs, "--uploads", uploads, "--network", "allow-all", NULL);
+  pub = create_handle ("--outputs", outputs, "--uploads", uploads, "--network", "allow-all", NULL);
   id = nz_json_get_string (pub, "id");
   ck_assert_str_eq (nz_json_get_string (pub, "rootDir"), "/mnt/user-data/outputs");
   ck_assert_str_eq (nz_json_get_string (pub, "network"), "allow-all");
-  ck_assert_int_eq (sh_in (id, "cat /mnt/user-data/uploads/in.txt > out.txt && pwd", &out), 0);
+  ck_assert_int_eq (sh_in_sandbox (id, "cat /mnt/user-data/uploads/in.txt > out.txt && pwd", &out), 0);
   ck_assert_str_eq (out, "/mnt/user-data/outputs\n");
   ck_assert (g_file_get_contents (result, &text, NULL, NULL));
   ck_assert_str_eq (text, "from-host");
-  ck_assert_int_ne (sh_in (id, "touch /mnt/user-data/uploads/x", NULL), 0);
+  ck_assert_int_ne (sh_in_sandbox (id, "touch /mnt/user-data/uploads/x", NULL), 0);
   /* allow-all shares the host's network namespace */
   g_clear_pointer (&out, g_free);
-  ck_assert_int_eq (sh_in (id, "readlink /proc/self/ns/net", &out), 0);
+  ck_assert_int_eq (sh_in_sandbox (id, "readlink /proc/self/ns/net", &out), 0);
   ck_assert_msg (strstr (out, host_ns) != NULL, "%s vs %s", out, host_ns);
   destroy_ok (id);
   /* the host directories are the host's: destroy leaves them */
@@ -436,7 +278,7 @@ END_TEST
 
 START_TEST (test_dead_sandbox)
 {
-  g_autoptr (JsonObject) pub = create (NULL, NULL);
+  g_autoptr (JsonObject) pub = create_handle (NULL, NULL);
   const char *id = nz_json_get_string (pub, "id");
   g_autoptr (JsonObject) priv = private_handle (id);
   pid_t bwrap = priv_pid (priv, "bwrapPid"), child = priv_pid (priv, "childPid");
@@ -462,14 +304,14 @@ END_TEST
 START_TEST (test_bad_input)
 {
   g_autofree char *out = NULL, *err = NULL;
-  g_autofree char *file = g_build_filename (tmp, "file", NULL);
+  g_autofree char *file = g_build_filename (harness.tmp, "file", NULL);
   g_autofree char *bad_state = g_build_filename (file, "state", NULL);
-  g_autofree char *config = g_build_filename (tmp, "config.json", NULL);
+  g_autofree char *config = g_build_filename (harness.tmp, "config.json", NULL);
   int rc;
 
   rc = run_tool (NULL, &out, &err, "namzu-destroy", "--sandbox", "nz-0123456789ab", NULL);
   assert_cli_failure (rc, 1, out, err, "unknown sandbox 'nz-0123456789ab'");
-  ck_assert (strstr (err, state) != NULL);
+  ck_assert (strstr (err, harness.state) != NULL);
   g_free (out), g_free (err);
 
   rc = run_tool ("{\"id\": nz-", &out, &err, "namzu-destroy", NULL);
@@ -512,7 +354,7 @@ START_TEST (test_bad_input)
   g_free (out), g_free (err);
 
   /* A limit the host cannot enforce is refused, and nothing is left behind. */
-  g_setenv ("NAMZU_CGROUP_ROOT", tmp, TRUE);
+  g_setenv ("NAMZU_CGROUP_ROOT", harness.tmp, TRUE);
   rc = run_tool (NULL, &out, &err, "namzu-create", "--memory-mb", "64", NULL);
   assert_cli_failure (rc, 1, out, err, "--memory-mb cannot be enforced");
   g_unsetenv ("NAMZU_CGROUP_ROOT");
@@ -521,7 +363,7 @@ START_TEST (test_bad_input)
 
   /* A state directory whose socket path cannot fit a sockaddr_un: refused, nothing left. */
   {
-    g_autofree char *longdir = g_strdup_printf ("%s/%0100d", tmp, 0);
+    g_autofree char *longdir = g_strdup_printf ("%s/%0100d", harness.tmp, 0);
     g_autoptr (GDir) d = NULL;
 
     g_setenv ("NAMZU_STATE_DIR", longdir, TRUE);
@@ -529,7 +371,7 @@ START_TEST (test_bad_input)
     assert_cli_failure (rc, 2, out, err, "too long for a unix socket");
     d = g_dir_open (longdir, 0, NULL);
     ck_assert (d == NULL || g_dir_read_name (d) == NULL);
-    g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+    g_setenv ("NAMZU_STATE_DIR", harness.state, TRUE);
     g_free (out), g_free (err);
   }
 
@@ -538,7 +380,7 @@ START_TEST (test_bad_input)
   g_setenv ("NAMZU_STATE_DIR", bad_state, TRUE);
   rc = run_tool (NULL, &out, &err, "namzu-create", NULL);
   assert_cli_failure (rc, 1, out, err, bad_state);
-  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  g_setenv ("NAMZU_STATE_DIR", harness.state, TRUE);
 }
 END_TEST
 
@@ -548,7 +390,7 @@ START_TEST (test_path_without_bwrap)
   g_autofree char *path = g_strdup (g_getenv ("PATH"));
   int rc;
 
-  g_setenv ("PATH", tmp, TRUE);
+  g_setenv ("PATH", harness.tmp, TRUE);
   rc = run_tool (NULL, &out, &err, "namzu-create", NULL);
   g_setenv ("PATH", path, TRUE);
   assert_cli_failure (rc, 1, out, err, "apt-get install bubblewrap");
@@ -596,8 +438,8 @@ count_cgroups (void)
 /* A create that fails after starting things undoes all of it. */
 START_TEST (test_failed_create_leaves_nothing)
 {
-  g_autofree char *crash = g_build_filename (tmp, "crashing-agent", NULL);
-  g_autofree char *silent = g_build_filename (tmp, "silent-agent", NULL);
+  g_autofree char *crash = g_build_filename (harness.tmp, "crashing-agent", NULL);
+  g_autofree char *silent = g_build_filename (harness.tmp, "silent-agent", NULL);
   g_autofree char *out = NULL, *err = NULL;
   guint cgroups_before = count_cgroups ();
   int rc;
@@ -629,10 +471,10 @@ END_TEST
 /* SIGTERM while the agent is not ready yet: rolled back, not orphaned. */
 START_TEST (test_interrupted_create_leaves_nothing)
 {
-  g_autofree char *silent = g_build_filename (tmp, "silent-agent", NULL);
+  g_autofree char *silent = g_build_filename (harness.tmp, "silent-agent", NULL);
   g_autofree char *tool = nz_test_tool ("namzu-create");
-  g_autofree char *out_path = g_build_filename (tmp, "create.out", NULL);
-  g_autofree char *err_path = g_build_filename (tmp, "create.err", NULL);
+  g_autofree char *out_path = g_build_filename (harness.tmp, "create.out", NULL);
+  g_autofree char *err_path = g_build_filename (harness.tmp, "create.err", NULL);
   g_autofree char *out = NULL, *err = NULL;
   g_autoptr (GSubprocessLauncher) launcher = NULL;
   g_autoptr (GSubprocess) p = NULL;
@@ -668,7 +510,7 @@ END_TEST
 static void
 write_handle (const char *id, int pid, guint64 start)
 {
-  g_autofree char *dir = g_build_filename (state, id, NULL);
+  g_autofree char *dir = g_build_filename (harness.state, id, NULL);
   g_autofree char *file = g_build_filename (dir, "handle.json", NULL);
   g_autofree char *text = g_strdup_printf (
     "{\"id\":\"%s\",\"backend\":\"container:bwrap\",\"tier\":\"container\","
@@ -686,7 +528,7 @@ START_TEST (test_destroy_unconfirmed_keeps_state)
 {
   const char *id = "nz-00000000dead";
   g_autofree char *stat_text = NULL, *out = NULL, *err = NULL;
-  g_autofree char *dir = g_build_filename (state, id, NULL);
+  g_autofree char *dir = g_build_filename (harness.state, id, NULL);
   g_auto (GStrv) fields = NULL;
   guint64 start;
   int rc;
@@ -707,15 +549,14 @@ START_TEST (test_destroy_unconfirmed_keeps_state)
 }
 END_TEST
 
-/* Runs in the parent after every case (no GLib here): destroys what failed cases left. */
 /* A cancel the agent cannot confirm (the leader died on SIGTERM, a member ignoring it keeps
  * the group: the agent will not SIGKILL a reusable pgid and fences itself) leaves an outcome
  * nobody knows: namzu-exec retires the sandbox through the backend and exits 125. */
 START_TEST (test_unconfirmed_cancel_retires)
 {
-  g_autoptr (JsonObject) pub = create (NULL, NULL);
+  g_autoptr (JsonObject) pub = create_handle (NULL, NULL);
   const char *id = nz_json_get_string (pub, "id");
-  g_autofree char *dir = g_build_filename (state, id, NULL);
+  g_autofree char *dir = g_build_filename (harness.state, id, NULL);
   g_autofree char *tool = nz_test_tool ("namzu-exec");
 
   nz_test_exec_unconfirmed_cancel (tool, id, NULL);
@@ -724,28 +565,13 @@ START_TEST (test_unconfirmed_cancel_retires)
 }
 END_TEST
 
-static void
-destroy_leftovers (void)
-{
-  const char *dir = getenv ("NZ_TOOLS_DIR");
-  char cmd[1024];
-
-  snprintf (cmd, sizeof cmd,
-            "for d in %s/*/state/nz-*; do [ -d \"$d\" ] || continue; "
-            "NAMZU_STATE_DIR=\"${d%%/*}\" '%s/namzu-destroy' --sandbox \"${d##*/}\" "
-            ">/dev/null 2>&1; done; rm -rf '%s'", base, dir ? dir : ".", base);
-  if (system (cmd) != 0)
-    fprintf (stderr, "cleanup of %s failed\n", base);
-}
-
 static Suite *
 bwrap_suite (void)
 {
   Suite *s = suite_create ("bwrap-e2e");
   TCase *tc = tcase_create ("bwrap-e2e");
 
-  tcase_add_checked_fixture (tc, setup, teardown);
-  tcase_add_unchecked_fixture (tc, NULL, destroy_leftovers);
+  tcase_add_checked_fixture (tc, setup, harness_end);
   tcase_set_timeout (tc, 60);
   tcase_add_test (tc, test_lifecycle_and_confinement);
   tcase_add_test (tc, test_stdin_handle_pipeline);
@@ -775,10 +601,5 @@ main (void)
   nz_test_require (g_file_test (exec, G_FILE_TEST_IS_EXECUTABLE), "namzu-exec is not built");
   nz_test_require (access ("/sys/fs/cgroup/pids", W_OK) == 0 || geteuid () == 0,
                    "no writable cgroups (run as root)");
-  if (mkdtemp (base) == NULL)
-    {
-      perror ("mkdtemp");
-      return EXIT_FAILURE;
-    }
   return nz_test_run (bwrap_suite ());
 }

@@ -323,7 +323,8 @@ START_TEST (test_root_on_docker_outputs)
   g_autoptr (JsonObject) empty = json_object_new ();
   static const char *const on_outputs[]
       = { "/mnt/user-data/outputs", "/mnt/user-data/outputs/", "/mnt/user-data/outputs/seed",
-          "//mnt//user-data/outputs/a/b" };
+          "//mnt//user-data/outputs/a/b", "/mnt/user-data/./outputs/seed",
+          "/./mnt/user-data/outputs/." };
   g_autoptr (GError) error = NULL;
 
   for (gsize i = 0; i < G_N_ELEMENTS (on_outputs); i++)

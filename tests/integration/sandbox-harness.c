@@ -1,0 +1,269 @@
+/* sandbox-harness.c: see sandbox-harness.h. */
+#include "sandbox-harness.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nz-json.h"
+
+NzHarness harness;
+
+void
+harness_begin (const char *templ)
+{
+  harness.tmp = g_mkdtemp (g_strdup (templ));
+  ck_assert (harness.tmp != NULL);
+  harness.state = g_build_filename (harness.tmp, "state", NULL);
+  g_setenv ("NAMZU_STATE_DIR", harness.state, TRUE);
+  g_unsetenv ("NAMZU_SANDBOX");
+  /* Knobs a case may set to fake a part of the bwrap backend: never inherited. */
+  g_unsetenv ("NAMZU_BWRAP");
+  g_unsetenv ("NAMZU_AGENT_BIN");
+  g_unsetenv ("NAMZU_CGROUP_ROOT");
+}
+
+int
+run_toolv (const char *stdin_text, char **out, char **err, const char *tool,
+           const char *const *args)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GSubprocessLauncher) launcher = NULL;
+  g_autoptr (GSubprocess) p = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *in_path = g_build_filename (harness.tmp, "stdin", NULL);
+  g_autofree char *out_path = g_build_filename (harness.tmp, "stdout", NULL);
+  g_autofree char *err_path = g_build_filename (harness.tmp, "stderr", NULL);
+
+  g_ptr_array_add (argv, nz_test_tool (tool));
+  for (guint i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, g_strdup (args[i]));
+  g_ptr_array_add (argv, NULL);
+  ck_assert (g_file_set_contents (in_path, stdin_text ? stdin_text : "", -1, NULL));
+  /* GLib opens these without O_TRUNC: start from empty files. */
+  g_unlink (out_path);
+  g_unlink (err_path);
+  launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
+  g_subprocess_launcher_set_stdin_file_path (launcher, in_path);
+  g_subprocess_launcher_set_stdout_file_path (launcher, out_path);
+  g_subprocess_launcher_set_stderr_file_path (launcher, err_path);
+  p = g_subprocess_launcher_spawnv (launcher, (const char *const *)argv->pdata, &error);
+  ck_assert_msg (p != NULL, "%s", error ? error->message : "");
+  ck_assert (g_subprocess_wait (p, NULL, &error));
+  if (out != NULL)
+    ck_assert (g_file_get_contents (out_path, out, NULL, NULL));
+  if (err != NULL)
+    ck_assert (g_file_get_contents (err_path, err, NULL, NULL));
+  if (g_subprocess_get_if_signaled (p))
+    return 128 + g_subprocess_get_term_sig (p);
+  return g_subprocess_get_exit_status (p);
+}
+
+/* The NULL-terminated arguments after @first (included when not NULL), borrowed. */
+static GPtrArray *
+collect_args (const char *first, va_list ap)
+{
+  GPtrArray *args = g_ptr_array_new ();
+
+  for (const char *a = first; a != NULL; a = va_arg (ap, const char *))
+    g_ptr_array_add (args, (gpointer)a);
+  g_ptr_array_add (args, NULL);
+  return args;
+}
+
+int
+run_tool (const char *stdin_text, char **out, char **err, const char *tool, ...)
+{
+  g_autoptr (GPtrArray) args = NULL;
+  va_list ap;
+
+  va_start (ap, tool);
+  args = collect_args (va_arg (ap, const char *), ap);
+  va_end (ap);
+  return run_toolv (stdin_text, out, err, tool, (const char *const *)args->pdata);
+}
+
+guint
+count_lines (const char *s)
+{
+  guint n = 0;
+
+  for (; s != NULL && *s != '\0'; s++)
+    n += *s == '\n';
+  return n;
+}
+
+/* namzu-create with @args; see create_handle(). */
+static JsonObject *
+create_handlev (const char *const *args)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  const char *backend = "container:bwrap";
+  JsonObject *h;
+  int rc;
+
+  for (guint i = 0; args[i] != NULL; i++)
+    if (g_strcmp0 (args[i], "--backend") == 0 && args[i + 1] != NULL)
+      backend = args[i + 1];
+  rc = run_toolv (NULL, &out, &err, "namzu-create", args);
+  ck_assert_msg (rc == 0, "namzu-create failed (%d): %s", rc, err);
+  ck_assert_msg (count_lines (out) == 1, "stdout: %s", out);
+  /* Never the token on stdout. */
+  ck_assert (strstr (out, "token") == NULL);
+  h = nz_json_parse_object (out, -1, NULL);
+  ck_assert_msg (h != NULL, "namzu-create printed: %s", out);
+  ck_assert (g_str_has_prefix (nz_json_get_string (h, "id"), "nz-"));
+  ck_assert_str_eq (nz_json_get_string (h, "backend"), backend);
+  ck_assert_str_eq (nz_json_get_string (h, "tier"), "container");
+  ck_assert (json_object_has_member (h, "createdAt"));
+  ck_assert (json_object_has_member (h, "capabilities"));
+  return h;
+}
+
+JsonObject *
+create_handle (const char *first, ...)
+{
+  g_autoptr (GPtrArray) args = NULL;
+  va_list ap;
+
+  va_start (ap, first);
+  args = collect_args (first, ap);
+  va_end (ap);
+  return create_handlev ((const char *const *)args->pdata);
+}
+
+char *
+create_sandbox (const char *first, ...)
+{
+  g_autoptr (GPtrArray) args = NULL;
+  g_autoptr (JsonObject) h = NULL;
+  va_list ap;
+
+  va_start (ap, first);
+  args = collect_args (first, ap);
+  va_end (ap);
+  h = create_handlev ((const char *const *)args->pdata);
+  return g_strdup (nz_json_get_string (h, "id"));
+}
+
+void
+destroy_ok (const char *id)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  g_autoptr (JsonObject) obj = NULL;
+  int rc = run_tool (NULL, &out, &err, "namzu-destroy", "--sandbox", id, NULL);
+
+  ck_assert_msg (rc == 0, "destroy: %s", err);
+  obj = nz_json_parse_object (out, -1, NULL);
+  ck_assert (obj != NULL);
+  ck_assert_str_eq (nz_json_get_string (obj, "id"), id);
+  ck_assert (nz_json_get_bool (obj, "destroyed", FALSE));
+}
+
+char *
+host_sh (const char *script, ...)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr (GError) error = NULL;
+  g_autofree char *err = NULL;
+  char *out = NULL;
+  const char *a;
+  int status = 0;
+  va_list ap;
+
+  g_ptr_array_add (argv, (gpointer) "sh");
+  g_ptr_array_add (argv, (gpointer) "-c");
+  g_ptr_array_add (argv, (gpointer)script);
+  g_ptr_array_add (argv, (gpointer) "sh");
+  va_start (ap, script);
+  while ((a = va_arg (ap, const char *)) != NULL)
+    g_ptr_array_add (argv, (gpointer)a);
+  va_end (ap);
+  g_ptr_array_add (argv, NULL);
+  ck_assert (g_spawn_sync (harness.tmp, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
+                           &out, &err, &status, &error));
+  ck_assert_msg (g_spawn_check_wait_status (status, NULL), "host script failed: %s\n%s", script,
+                 err);
+  return g_strstrip (out);
+}
+
+int
+sh_in_sandbox (const char *id, const char *script, char **out)
+{
+  g_autofree char *err = NULL;
+  int rc
+      = run_tool (NULL, out, &err, "namzu-exec", "--sandbox", id, "--", "sh", "-c", script, NULL);
+
+  /* 125 is namzu failing, never a command's answer in these tests */
+  ck_assert_msg (rc != 125, "namzu-exec failed: %s", err);
+  return rc;
+}
+
+int
+sh_in (const char *script, char **out)
+{
+  return sh_in_sandbox (harness.sandbox, script, out);
+}
+
+void
+sh_in_ok (const char *script)
+{
+  g_autofree char *out = NULL;
+
+  ck_assert_msg (sh_in (script, &out) == 0, "in the sandbox: %s\n%s", script, out);
+}
+
+char *
+sh_in_out (const char *script)
+{
+  char *out = NULL;
+
+  ck_assert_msg (sh_in (script, &out) == 0, "in the sandbox: %s", script);
+  return g_strstrip (out);
+}
+
+gboolean
+sandbox_has (const char *test_expr)
+{
+  g_autofree char *out = NULL;
+  g_autofree char *script = g_strdup_printf ("test %s", test_expr);
+
+  return sh_in (script, &out) == 0;
+}
+
+static void
+new_session (gpointer user_data)
+{
+  setsid ();
+}
+
+void
+harness_start_reaper (GPid kill_pgid)
+{
+  g_autoptr (GSubprocessLauncher) launcher
+      = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_SILENCE
+                                   | G_SUBPROCESS_FLAGS_STDERR_SILENCE);
+  g_autofree char *destroy = nz_test_tool ("namzu-destroy");
+  g_autofree char *pgid = g_strdup_printf ("%d", (int)kill_pgid);
+  g_autoptr (GError) error = NULL;
+
+  g_subprocess_launcher_set_child_setup (launcher, new_session, NULL, NULL);
+  harness.reaper = g_subprocess_launcher_spawn (
+      launcher, &error, "sh", "-c",
+      "read x; for d in \"$2\"/nz-*; do [ -d \"$d\" ] || continue; NAMZU_STATE_DIR=\"$2\" \"$1\" "
+      "--sandbox \"${d##*/}\"; done; [ \"$4\" = 0 ] || kill -s KILL -- \"-$4\"; rm -rf -- \"$3\"",
+      "sh", destroy, harness.state, harness.tmp, pgid, NULL);
+  ck_assert_msg (harness.reaper != NULL, "%s", error ? error->message : "");
+}
+
+void
+harness_end (void)
+{
+  ck_assert (g_output_stream_close (g_subprocess_get_stdin_pipe (harness.reaper), NULL, NULL));
+  ck_assert (g_subprocess_wait (harness.reaper, NULL, NULL));
+  ck_assert (!g_file_test (harness.tmp, G_FILE_TEST_EXISTS));
+  g_clear_object (&harness.reaper);
+  g_clear_pointer (&harness.sandbox, g_free);
+  g_clear_pointer (&harness.state, g_free);
+  g_clear_pointer (&harness.tmp, g_free);
+}
