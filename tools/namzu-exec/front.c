@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -486,6 +486,7 @@ parse_host_port (const char *hostport, Endpoint *ep)
 {
   const char *colon = strrchr (hostport, ':');
   unsigned long port = 0;
+  struct in_addr addr;
 
   if (colon == NULL || colon == hostport || colon[1] == '\0')
     hand_over (NULL);
@@ -493,8 +494,7 @@ parse_host_port (const char *hostport, Endpoint *ep)
     if (*p < '0' || *p > '9' || (port = port * 10 + (unsigned)(*p - '0')) > 65535)
       hand_over (NULL);
   ep->host = strndup (hostport, (size_t)(colon - hostport));
-  /* IPv6 literals are the full implementation's. */
-  if (port == 0 || strpbrk (ep->host, "[]:") != NULL || strlen (ep->host) > 255)
+  if (port == 0 || inet_pton (AF_INET, ep->host, &addr) != 1)
     hand_over (NULL);
   ep->port = (unsigned)port;
 }
@@ -629,49 +629,41 @@ conn_wait (Conn *k, short events, int64_t deadline, bool watch_signals, Err *e)
     }
 }
 
+/* An IPv4 literal only: a name would need NSS, which a static program cannot load reliably,
+ * so names (and IPv6) are the full implementation's (parse_endpoint checks). */
 static int
 dial_inet (Err *e)
 {
-  struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
-  char port[8];
-  int fd = -1, rc;
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons ((uint16_t)ep.port) };
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int err = 0, idle = NZ_HOST_TCP_KEEPALIVE_INITIAL_DELAY_S, on = 1, rc;
+  socklen_t elen = sizeof err;
+  struct pollfd p = { fd, POLLOUT, 0 };
 
-  snprintf (port, sizeof port, "%u", ep.port);
-  if ((rc = getaddrinfo (ep.host, port, &hints, &res)) != 0)
-    return set_err (e, ERR_DIAL, "%s", gai_strerror (rc)), -1;
-  for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next)
+  inet_pton (AF_INET, ep.host, &sa.sin_addr);
+  if (fd < 0)
+    err = errno;
+  else if (connect (fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS)
+    err = errno;
+  else
     {
-      int err = 0, idle = NZ_HOST_TCP_KEEPALIVE_INITIAL_DELAY_S, on = 1;
-      socklen_t elen = sizeof err;
-      struct pollfd p;
-
-      fd = socket (ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      if (fd < 0)
-        continue;
-      if (connect (fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS)
+      while ((rc = poll (&p, 1, NZ_HOST_CONNECT_TIMEOUT_MS)) < 0 && errno == EINTR)
+        ;
+      if (rc == 0)
+        err = ETIMEDOUT;
+      else if (getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
         err = errno;
-      else
-        {
-          p = (struct pollfd){ fd, POLLOUT, 0 };
-          while ((rc = poll (&p, 1, NZ_HOST_CONNECT_TIMEOUT_MS)) < 0 && errno == EINTR)
-            ;
-          if (rc == 0)
-            err = ETIMEDOUT;
-          else if (getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
-            err = errno;
-        }
-      if (err == 0)
-        {
-          /* The agent's keepalive (spec D.2.1), so a dead peer is noticed. */
-          setsockopt (fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-          setsockopt (fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-          break;
-        }
-      set_err (e, ERR_DIAL, "Could not connect to %s: %s", ep.host, strerror (err));
-      close (fd);
-      fd = -1;
     }
-  freeaddrinfo (res);
+  if (err != 0)
+    {
+      set_err (e, ERR_DIAL, "Could not connect to %s: %s", ep.host, strerror (err));
+      if (fd >= 0)
+        close (fd);
+      return -1;
+    }
+  /* The agent's keepalive (spec D.2.1), so a dead peer is noticed. */
+  setsockopt (fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt (fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   return fd;
 }
 
