@@ -587,6 +587,37 @@ START_TEST (test_malformed_handle)
 }
 END_TEST
 
+/* The front cannot retire a sandbox after an unconfirmed cancel: it hands that to
+ * namzu-exec-full with NZ_EXEC_RETIRE_UNCONFIRMED, which retires the sandbox the argv names. */
+START_TEST (test_retire_hand_over)
+{
+  g_autofree char *state = g_dir_make_tmp ("nz-exec-state-XXXXXX", NULL);
+  g_autofree char *handle = NULL, *full = nz_test_tool ("namzu-exec-full");
+  g_autofree char *out = NULL, *err = NULL, *o2 = NULL, *e2 = NULL;
+  g_autoptr (JsonObject) h = NULL;
+  g_auto (GStrv) envp = NULL;
+  const char *rm[] = { "/bin/rm", "-rf", state, NULL };
+  const char *id;
+  int status = 0;
+
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  g_unsetenv ("NAMZU_SANDBOX");
+  handle = run_tool ("namzu-create", NULL, NULL);
+  h = nz_json_parse_object (handle, -1, NULL);
+  ck_assert_msg (h != NULL && (id = nz_json_get_string (h, "id")) != NULL, "handle: %s", handle);
+  envp = g_environ_setenv (g_get_environ (), "NZ_EXEC_RETIRE_UNCONFIRMED",
+                           "could not confirm that execution exec_x stopped (test)", TRUE);
+  ck_assert (g_spawn_sync (NULL, (char **)(const char *[]){ full, "--sandbox", id, "--", "true", NULL },
+                           envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, NULL));
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 125, "status %d: %s", status, err);
+  ck_assert_msg (strstr (err, "could not confirm that execution exec_x stopped (test)")
+                     && strstr (err, "was retired"), "%s", err);
+  /* Retired: nothing runs there any more. */
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &o2, &e2, ARGS ("--sandbox", id, "--", "true")), 125);
+  g_spawn_sync (NULL, (char **)rm, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);
+}
+END_TEST
+
 /* ---- lib/client against the real agent ------------------------------------------------- */
 
 START_TEST (test_client_wait_ready)
@@ -721,6 +752,7 @@ main (void)
   tcase_add_test (tc, test_front_hands_over);
   tcase_add_test (tc, test_output_round_trip);
   tcase_add_test (tc, test_malformed_handle);
+  tcase_add_test (tc, test_retire_hand_over);
   tcase_add_test (tc, test_client_wait_ready);
   tcase_add_test (tc, test_client_exec_cancel);
   tcase_add_test (tc, test_client_cancel_unknown);
