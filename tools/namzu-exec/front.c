@@ -88,29 +88,17 @@ buf_printf (Buf *b, const char *fmt, ...) __attribute__ ((format (printf, 2, 3))
 static void
 buf_printf (Buf *b, const char *fmt, ...)
 {
-  char small[512];
+  char *text;
   va_list ap;
   int n;
 
   va_start (ap, fmt);
-  n = vsnprintf (small, sizeof small, fmt, ap);
+  n = vasprintf (&text, fmt, ap);
   va_end (ap);
-  if (n >= 0 && (size_t)n < sizeof small)
-    {
-      buf_add (b, small, (size_t)n);
-      return;
-    }
-  {
-    char *big = malloc ((size_t)n + 1);
-
-    if (big == NULL)
-      abort ();
-    va_start (ap, fmt);
-    vsnprintf (big, (size_t)n + 1, fmt, ap);
-    va_end (ap);
-    buf_add (b, big, (size_t)n);
-    free (big);
-  }
+  if (n < 0)
+    abort ();
+  buf_add (b, text, (size_t)n);
+  free (text);
 }
 
 /* A JSON string. False for text that is not UTF-8: the full implementation decides then. */
@@ -149,8 +137,8 @@ static void
 say (const char *fmt, ...)
 {
   Buf b = { 0 };
-  va_list ap;
   char *msg;
+  va_list ap;
 
   va_start (ap, fmt);
   if (vasprintf (&msg, fmt, ap) < 0)
@@ -820,16 +808,10 @@ conn_read_frame (Conn *k, int64_t deadline, bool watch_signals, NzJlValue *frame
                         ep.desc), READ_ERROR;
       if (avail >= 9)
         {
-          for (int i = 0; i < 8; i++)
-            {
-              const char *hex = "0123456789abcdef0123456789ABCDEF";
-              const char *d = memchr (hex, p[i], 32);
-
-              if (p[i] == '\0' || d == NULL)
-                return set_err (e, ERR_PROTOCOL, "agent %s: invalid frame length header \"%.8s\"",
-                                ep.desc, p), READ_ERROR;
-              len = len << 4 | (unsigned)((d - hex) & 15);
-            }
+          if (strspn (p, "0123456789abcdefABCDEF") < 8)
+            return set_err (e, ERR_PROTOCOL, "agent %s: invalid frame length header \"%.8s\"",
+                            ep.desc, p), READ_ERROR;
+          len = strtoull (p, NULL, 16);
           if (len > REPLY_FRAME_LIMIT)
             return set_err (e, ERR_PROTOCOL,
                             "agent %s: frame announces %llu bytes, over the %u-byte limit",
