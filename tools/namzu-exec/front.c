@@ -177,17 +177,16 @@ hand_over (const char *retire_message)
   signal (SIGPIPE, SIG_DFL);
   if (mask_saved)
     sigprocmask (SIG_SETMASK, &saved_mask, NULL);
-  /* Next to us in the build tree (and in a relocated tree), else where meson installed it. */
-  if (n > 0)
-    {
-      self[n] = '\0';
-      if ((slash = strrchr (self, '/')) != NULL)
-        {
-          snprintf (full, sizeof full, "%.*s/%s", (int)(slash - self), self, NZ_EXEC_FULL_NAME);
-          if (access (full, X_OK) == 0)
-            execv (full, saved_argv);
-        }
-    }
+  /* Next to us in the build tree, in ../libexec of a relocated install, else where meson
+   * installed it. */
+  if (n > 0 && (self[n] = '\0', slash = strrchr (self, '/')) != NULL)
+    for (int i = 0; i < 2; i++)
+      {
+        snprintf (full, sizeof full, "%.*s/%s%s", (int)(slash - self), self,
+                  i == 0 ? "" : "../libexec/", NZ_EXEC_FULL_NAME);
+        if (access (full, X_OK) == 0)
+          execv (full, saved_argv);
+      }
   execv (NZ_EXEC_FULL_PATH, saved_argv);
   say ("cannot run %s: %s", NZ_EXEC_FULL_PATH, strerror (errno));
   exit (EXIT_NAMZU);
@@ -1185,6 +1184,8 @@ main (int argc, char **argv)
   int status;
 
   saved_argv = argv;
+  /* Only our own hand-over may ask namzu-exec-full to retire a sandbox. */
+  unsetenv (NZ_EXEC_RETIRE_ENV);
   parse_options (argc, argv, &o);
   build_body (&o, &body);
   if (o.endpoint != NULL)
