@@ -1231,7 +1231,10 @@ main (int argc, char **argv)
       say ("%s: %s", nz_signame (got_signal), e.msg);
       return 128 + got_signal;
     }
-  if (!nz_jl_member_bool (&reply, "ok", false) || (id = nz_jl_member_string (&reply, "executionId")) == NULL)
+  /* The id goes back into JSON unescaped (cancel's body): only the shape agents mint. */
+  if (!nz_jl_member_bool (&reply, "ok", false)
+      || (id = nz_jl_member_string (&reply, "executionId")) == NULL || strlen (id) > 64
+      || id[strspn (id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")] != '\0')
     hand_over (NULL);
   /* A signal while reserving: the record is cancelled too, so it can never start later. */
   if (!signal_pending ())
