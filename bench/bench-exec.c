@@ -219,7 +219,9 @@ main (int argc, char **argv)
     const char *sandbox_argv[] = { exec, "--sandbox", sandbox, "--", "true", NULL };
     const char *endpoint_argv[] = { exec, "--endpoint", endpoint, "--", "true", NULL };
 
-    const char *version_argv[] = { exec, "--version", NULL };
+    /* The GLib program namzu-exec hands other options to: only that path pays its start. */
+    g_autofree char *full = tool ("namzu-exec-full");
+    const char *version_argv[] = { full, "--version", NULL };
 
     bench_interleaved (sandbox != NULL ? sandbox_argv : endpoint_argv, baseline, opt_iterations,
                        &warm, &fresh);
@@ -238,15 +240,17 @@ main (int argc, char **argv)
       printf ("ratio warm namzu-exec / fresh bwrap:      %8.2f (target <= 0.50: %s)\n",
               warm / fresh, warm / fresh <= 0.5 ? "met" : "over");
     }
-  /* Where a namzu-exec goes: starting the tool, the agent's work, and the rest (handle
-   * lookup, GIO type setup, threads and connections in a fresh process). */
-  if (warm > 0 && start_ms > 0 && inproc_ms > 0)
+  /* Where a namzu-exec goes: the agent's work, and the rest (the libc-only front's start, the
+   * handle lookup, two connections from a fresh process). */
+  if (warm > 0 && inproc_ms > 0)
     {
       printf ("breakdown of the warm namzu-exec:\n");
-      printf ("  namzu-exec --version (process start):   %8.2f ms\n", start_ms);
       printf ("  reserve + execute of true, in-process:  %8.2f ms\n", inproc_ms);
-      printf ("  the rest (handle, setup, connections):  %8.2f ms\n", warm - start_ms - inproc_ms);
+      printf ("  the rest (start, handle, connections):  %8.2f ms\n", warm - inproc_ms);
     }
+  if (start_ms > 0)
+    printf ("namzu-exec-full --version (GLib start, paid only when the front hands over): "
+            "%.2f ms\n", start_ms);
   if (create_ms >= 0)
     printf ("namzu-create to ready (container:bwrap):  %8.2f ms\n", create_ms);
   if (rss >= 0)

@@ -3,35 +3,18 @@
 #include <signal.h>
 
 #include "nz-json.h"
-
-static const char *const signal_names[] = {
-  [SIGHUP] = "SIGHUP", [SIGINT] = "SIGINT", [SIGQUIT] = "SIGQUIT", [SIGILL] = "SIGILL",
-  [SIGTRAP] = "SIGTRAP", [SIGABRT] = "SIGABRT", [SIGBUS] = "SIGBUS", [SIGFPE] = "SIGFPE",
-  [SIGKILL] = "SIGKILL", [SIGUSR1] = "SIGUSR1", [SIGSEGV] = "SIGSEGV", [SIGUSR2] = "SIGUSR2",
-  [SIGPIPE] = "SIGPIPE", [SIGALRM] = "SIGALRM", [SIGTERM] = "SIGTERM", [SIGSTKFLT] = "SIGSTKFLT",
-  [SIGCHLD] = "SIGCHLD", [SIGCONT] = "SIGCONT", [SIGSTOP] = "SIGSTOP", [SIGTSTP] = "SIGTSTP",
-  [SIGTTIN] = "SIGTTIN", [SIGTTOU] = "SIGTTOU", [SIGURG] = "SIGURG", [SIGXCPU] = "SIGXCPU",
-  [SIGXFSZ] = "SIGXFSZ", [SIGVTALRM] = "SIGVTALRM", [SIGPROF] = "SIGPROF",
-  [SIGWINCH] = "SIGWINCH", [SIGIO] = "SIGIO", [SIGPWR] = "SIGPWR", [SIGSYS] = "SIGSYS",
-};
+#include "nz-signame.h"
 
 int
 nz_signal_from_name (const char *name)
 {
-  if (name == NULL)
-    return 0;
-  for (gsize i = 1; i < G_N_ELEMENTS (signal_names); i++)
-    if (signal_names[i] != NULL && g_str_equal (signal_names[i], name))
-      return (int)i;
-  return 0;
+  return nz_signame_lookup (name);
 }
 
 const char *
 nz_signal_name (int signo)
 {
-  if (signo <= 0 || (gsize)signo >= G_N_ELEMENTS (signal_names))
-    return NULL;
-  return signal_names[signo];
+  return nz_signame (signo);
 }
 
 int

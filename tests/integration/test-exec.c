@@ -514,6 +514,110 @@ START_TEST (test_sandbox_handles)
 }
 END_TEST
 
+/* namzu-exec's front hands what it does not serve itself to the full implementation, with the
+ * unchanged argv: every option keeps working. */
+START_TEST (test_front_hands_over)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *o1 = NULL, *e1 = NULL, *o2 = NULL, *e2 = NULL, *o3 = NULL, *e3 = NULL;
+  g_autoptr (JsonObject) started = NULL;
+
+  ck_assert_int_eq (exec_run (a, NULL, "", &o1, &e1, ARGS ("--json", "--", "echo", "hi")), 0);
+  ck_assert_msg (strstr (o1, "{\"type\":\"stdout\",\"data\":\"hi\\n\"}\n")
+                     && strstr (o1, "\"type\":\"result\""), "%s", o1);
+  ck_assert_int_eq (exec_run (a, NULL, "", &o2, &e2, ARGS ("--detach", "--", "true")), 0);
+  started = nz_json_parse_object (o2, -1, NULL);
+  ck_assert_msg (started != NULL
+                     && g_str_has_prefix (nz_json_get_string (started, "executionId"), "exec_"),
+                 "%s", o2);
+  /* A repeated --env keeps its first place and its last value, as json-glib built it. */
+  ck_assert_int_eq (exec_run (a, NULL, "", &o3, &e3,
+                              ARGS ("-e", "A=1", "-e", "B=2", "--env=A=3", "-t", "30s", "--",
+                                    "sh", "-c", "echo $A$B")),
+                    0);
+  ck_assert_str_eq (o3, "32\n");
+}
+END_TEST
+
+/* Output and arguments with every kind of escape come back byte for byte. */
+START_TEST (test_output_round_trip)
+{
+  g_autoptr (Agent) a = agent_start (FALSE);
+  g_autofree char *out = NULL, *err = NULL, *env = NULL, *want = NULL;
+  const char *text = "q\"b\\s/\x01\x1f\t\r\n caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \x7f end";
+
+  env = g_strdup_printf ("X=%s", text);
+  want = g_strdup_printf ("%s|%s", text, text);
+  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err,
+                              ARGS ("-e", env, "--", "sh", "-c",
+                                    "printf '%s|%s' \"$X\" \"$1\"; printf '%s' \"$1\" >&2", "sh",
+                                    text)),
+                    0);
+  ck_assert_str_eq (out, want);
+  ck_assert_str_eq (err, text);
+}
+END_TEST
+
+/* What is on stdin when no sandbox is named must be a handle; anything else is refused in one
+ * line that says so. */
+START_TEST (test_malformed_handle)
+{
+  g_autofree char *state = g_dir_make_tmp ("nz-exec-state-XXXXXX", NULL);
+  const char *cases[][2] = {
+    { "{\"id\": nz-\n", "sandbox handle" },
+    { "[1,2]\n", "sandbox handle" },
+    { "{\"backend\":\"container:bwrap\"}\n", "no string \"id\"" },
+    { "{\"error\":{\"code\":\"failed\",\"message\":\"create went wrong\"}}\n", "create went wrong" },
+    { "{\"id\":\"nz-00000000abcd\"}\n", "unknown sandbox" },
+  };
+
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  g_unsetenv ("NAMZU_SANDBOX");
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *out = NULL, *err = NULL;
+
+      ck_assert_int_eq (exec_run (NULL, NULL, cases[i][0], &out, &err, ARGS ("--", "true")), 125);
+      ck_assert_str_eq (out, "");
+      ck_assert_msg (g_str_has_prefix (err, "namzu-exec: ") && strstr (err, cases[i][1])
+                         && strchr (err, '\n') == err + strlen (err) - 1,
+                     "%s: %s", cases[i][0], err);
+    }
+  g_rmdir (state);
+}
+END_TEST
+
+/* The front cannot retire a sandbox after an unconfirmed cancel: it hands that to
+ * namzu-exec-full with NZ_EXEC_RETIRE_UNCONFIRMED, which retires the sandbox the argv names. */
+START_TEST (test_retire_hand_over)
+{
+  g_autofree char *state = g_dir_make_tmp ("nz-exec-state-XXXXXX", NULL);
+  g_autofree char *handle = NULL, *full = nz_test_tool ("namzu-exec-full");
+  g_autofree char *out = NULL, *err = NULL, *o2 = NULL, *e2 = NULL;
+  g_autoptr (JsonObject) h = NULL;
+  g_auto (GStrv) envp = NULL;
+  const char *rm[] = { "/bin/rm", "-rf", state, NULL };
+  const char *id;
+  int status = 0;
+
+  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  g_unsetenv ("NAMZU_SANDBOX");
+  handle = run_tool ("namzu-create", NULL, NULL);
+  h = nz_json_parse_object (handle, -1, NULL);
+  ck_assert_msg (h != NULL && (id = nz_json_get_string (h, "id")) != NULL, "handle: %s", handle);
+  envp = g_environ_setenv (g_get_environ (), "NZ_EXEC_RETIRE_UNCONFIRMED",
+                           "could not confirm that execution exec_x stopped (test)", TRUE);
+  ck_assert (g_spawn_sync (NULL, (char **)(const char *[]){ full, "--sandbox", id, "--", "true", NULL },
+                           envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, NULL));
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 125, "status %d: %s", status, err);
+  ck_assert_msg (strstr (err, "could not confirm that execution exec_x stopped (test)")
+                     && strstr (err, "was retired"), "%s", err);
+  /* Retired: nothing runs there any more. */
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &o2, &e2, ARGS ("--sandbox", id, "--", "true")), 125);
+  g_spawn_sync (NULL, (char **)rm, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);
+}
+END_TEST
+
 /* ---- lib/client against the real agent ------------------------------------------------- */
 
 START_TEST (test_client_wait_ready)
@@ -645,6 +749,10 @@ main (void)
   tcase_add_test (tc, test_usage_errors);
   tcase_add_test (tc, test_tcp_token);
   tcase_add_test (tc, test_sandbox_handles);
+  tcase_add_test (tc, test_front_hands_over);
+  tcase_add_test (tc, test_output_round_trip);
+  tcase_add_test (tc, test_malformed_handle);
+  tcase_add_test (tc, test_retire_hand_over);
   tcase_add_test (tc, test_client_wait_ready);
   tcase_add_test (tc, test_client_exec_cancel);
   tcase_add_test (tc, test_client_cancel_unknown);

@@ -17,6 +17,8 @@
 #include "nz-json.h"
 #include "nz-state.h"
 
+#include "front.h"
+
 /* -i reads at most this much: the wire's stdin is one JSON string inside the first frame, and
  * a TCP agent refuses first frames over 8 MiB before authentication (spec A.4). */
 #define STDIN_LIMIT_BYTES (4 * 1024 * 1024)
@@ -333,6 +335,10 @@ main (int argc, char **argv)
   Run run = { 0 };
   int status;
 
+  /* Set only by the front (front.c), for the one thing it cannot do itself. */
+  g_autofree char *retire = g_strdup (g_getenv (NZ_EXEC_RETIRE_ENV));
+
+  g_unsetenv (NZ_EXEC_RETIRE_ENV);
   nz_cli_init ("namzu-exec");
   /* Options end at COMMAND, so `namzu-exec ls -l` passes -l to ls. */
   g_option_context_set_strict_posix (ctx, TRUE);
@@ -382,6 +388,14 @@ main (int argc, char **argv)
         return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
       client = nz_agent_client_new (handle->endpoint, handle->token);
       target = g_strdup_printf ("sandbox %s", handle->id);
+    }
+  if (retire != NULL && handle != NULL)
+    {
+      g_autoptr (GError) unconfirmed = g_error_new_literal (NZ_AGENT_ERROR,
+                                                            NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
+                                                            retire);
+
+      return retire_unconfirmed (handle, unconfirmed);
     }
 
   /* A vanished reader is noticed as a write error (then we cancel), not a silent death. */
