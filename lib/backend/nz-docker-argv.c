@@ -397,6 +397,24 @@ nz_docker_build_proxy_attach_argv (const char *internal_network, const char *pro
   return argv;
 }
 
+GPtrArray *
+nz_docker_build_isolate_argv (const char *sandbox_name, const char *image)
+{
+  GPtrArray *argv = g_ptr_array_new_with_free_func (g_free);
+
+  add2 (argv, "run", "--rm");
+  g_ptr_array_add (argv, g_strconcat ("--network=container:", sandbox_name, NULL));
+  /* Root in the sandbox's network namespace, with exactly the one capability it needs. */
+  add2 (argv, "--user", "0:0");
+  add (argv, "--cap-drop=ALL");
+  add (argv, "--cap-add=NET_ADMIN");
+  add (argv, "--security-opt=no-new-privileges");
+  add (argv, "--read-only");
+  add2 (argv, "--entrypoint", "/usr/local/bin/namzu-egress");
+  add2 (argv, image, "isolate");
+  return argv;
+}
+
 gboolean
 nz_docker_check_proxy_label (const char *image, const char *label_output, GError **error)
 {

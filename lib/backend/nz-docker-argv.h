@@ -71,6 +71,13 @@ GPtrArray *nz_docker_build_proxy_argv (const NzDockerProxyPlan *plan, GError **e
 GPtrArray *nz_docker_build_proxy_attach_argv (const char *internal_network,
                                               const char *proxy_name);
 
+/* A sandbox on an --internal network loses its default route before its workload runs:
+ * `run --rm --network container:<sandbox> --user 0:0 --cap-drop=ALL --cap-add=NET_ADMIN
+ * --security-opt=no-new-privileges --read-only --entrypoint /usr/local/bin/namzu-egress <image>
+ * isolate` (docker 20.10 still routes an internal network's traffic to a gateway that drops
+ * it; the sandbox, without NET_ADMIN, cannot put the route back). */
+GPtrArray *nz_docker_build_isolate_argv (const char *sandbox_name, const char *image);
+
 /* The image's ai.namzu.egress-proxy.config label as `docker image inspect` printed it (NULL:
  * inspect failed, e.g. no such image) must be an integer >= 2 for a V2 configuration. */
 gboolean nz_docker_check_proxy_label (const char *image, const char *label_output,

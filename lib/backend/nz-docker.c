@@ -577,6 +577,22 @@ rollback (const char *docker, NzHandle *h, const char *name)
   nz_handle_remove_dir (h, NULL);
 }
 
+/* On an --internal network the sandbox still has a default route on docker 20.10, to a gateway
+ * whose isolation rules drop everything: a tool that ignores the proxy settings would hang in
+ * connect() instead of failing. Dropping the route (nz_docker_build_isolate_argv) makes it fail
+ * at once with "Network is unreachable". The boundary does not depend on it — the daemon drops
+ * those packets either way — so an image without namzu-egress only keeps the slow failure;
+ * the handle records which ("defaultRoute"). */
+static void
+isolate_routes (const char *docker, NzHandle *h, const char *name, const char *image)
+{
+  g_autoptr (GPtrArray) argv = nz_docker_build_isolate_argv (name, image);
+  g_autofree char *out = nz_docker_run (docker, (const char *const *)argv->pdata, argv->len,
+                                        NULL, NZ_DOCKER_RUN_TIMEOUT_MS, NULL);
+
+  json_object_set_string_member (h->priv, "defaultRoute", out != NULL ? "dropped" : "kept");
+}
+
 NzHandle *
 nz_docker_create (const NzCreateOptions *opts, GError **error)
 {
@@ -668,6 +684,9 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
       return NULL;
     }
   json_object_set_string_member (h->priv, "containerId", out);
+  if (nz_docker_network_is_internal (internal))
+    isolate_routes (docker, h, name,
+                    plan.proxy_env ? opts->egress_proxy_image : opts->image);
   h->endpoint = read_endpoint (docker, name, network, plan.host_port, error);
   if (h->endpoint == NULL || !nz_handle_save (h, error)
       || !wait_ready (docker, h, name, opts->ready_timeout_ms, opts->interrupted, error))

@@ -430,6 +430,19 @@ START_TEST (test_proxy_argv_pinned)
 }
 END_TEST
 
+START_TEST (test_isolate_argv)
+{
+  g_autoptr (GPtrArray) argv = nz_docker_build_isolate_argv ("namzu-nz-0123456789ab", "img:t");
+  const char *want[] = {
+    "run", "--rm", "--network=container:namzu-nz-0123456789ab", "--user", "0:0",
+    "--cap-drop=ALL", "--cap-add=NET_ADMIN", "--security-opt=no-new-privileges", "--read-only",
+    "--entrypoint", "/usr/local/bin/namzu-egress", "img:t", "isolate",
+  };
+
+  assert_argv (argv, want, G_N_ELEMENTS (want));
+}
+END_TEST
+
 START_TEST (test_proxy_argv_refusals)
 {
   const char *upstreams[] = { "none", "sbx-internal" };
@@ -513,6 +526,7 @@ suite (void)
   tcase_add_test (tc, test_config_refusals);
   tcase_add_test (tc, test_proxy_env_in_sandbox_argv);
   tcase_add_test (tc, test_proxy_argv_pinned);
+  tcase_add_test (tc, test_isolate_argv);
   tcase_add_test (tc, test_proxy_argv_refusals);
   tcase_add_test (tc, test_proxy_label);
   tcase_add_test (tc, test_proxy_config_fields);

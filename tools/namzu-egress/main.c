@@ -19,6 +19,7 @@
 #include "nz-egress-k8s.h"
 #include "nz-errors.h"
 #include "nz-json.h"
+#include "nz-netlink.h"
 #include "nz-profile.h"
 #include "nz-proxy-config.h"
 #include "proxy.h"
@@ -36,6 +37,8 @@ static const char summary[]
       "(NAMZU_EGRESS_PROXY_CONFIG[_V2])\n"
       "  relay --listen IP:PORT --to PATH    in-sandbox relay to the proxy's unix socket\n"
       "  set --sandbox ID HOST...|--profile F  change a live sandbox's allowlist\n"
+      "  isolate                             drop every default route of this network\n"
+      "                                      namespace (CAP_NET_ADMIN; docker backend)\n"
       "\nExit status: 0 ok (check: all allowed), 1 failure (check: any denied), 2 usage.";
 
 static int
@@ -257,6 +260,30 @@ cmd_relay (int argc, char **argv)
   return rc;
 }
 
+/* Run by the docker backend in a short-lived container that joins a sandbox's network
+ * namespace with CAP_NET_ADMIN, before the workload starts: an --internal network still gives
+ * the sandbox a default route on docker 20.10, whose packets the daemon drops, so a tool that
+ * ignores the proxy settings would hang until its connect timed out. Without the route it
+ * fails at once with "Network is unreachable", and the sandbox, holding no capabilities,
+ * cannot put one back. */
+static int
+cmd_isolate (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("isolate");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) out = json_object_new ();
+  guint dropped = 0;
+
+  nz_cli_parse (ctx, &argc, &argv);
+  if (argc > 1)
+    nz_cli_usage_error ("isolate takes no arguments");
+  if (!nz_netlink_drop_default_routes (&dropped, &error))
+    return nz_cli_fail (error, TRUE);
+  json_object_set_int_member (out, "droppedRoutes", dropped);
+  nz_cli_print_object (out);
+  return NZ_EXIT_OK;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -293,5 +320,7 @@ main (int argc, char **argv)
     return cmd_relay (argc, argv);
   if (g_str_equal (cmd, "set"))
     return nz_egress_cmd_set (argc, argv);
+  if (g_str_equal (cmd, "isolate"))
+    return cmd_isolate (argc, argv);
   nz_cli_usage_error ("unknown command '%s'", cmd);
 }
