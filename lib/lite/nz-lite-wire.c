@@ -1,0 +1,496 @@
+/* nz-lite-wire: see nz-lite-wire.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nz-host-timing.h"
+#include "nz-lite-wire.h"
+
+bool
+nz_lite_wire_fail (NzLiteErr *e, NzLiteErrKind kind, const char *fmt, ...)
+{
+  va_list ap;
+
+  e->kind = kind;
+  va_start (ap, fmt);
+  vsnprintf (e->msg, sizeof e->msg, fmt, ap);
+  va_end (ap);
+  return false;
+}
+
+int64_t
+nz_lite_wire_now_ms (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- endpoints ------------------------------------------------------------------------------ */
+
+static bool
+parse_host_port (const char *hostport, NzLiteEndpoint *ep)
+{
+  const char *colon = strrchr (hostport, ':');
+  unsigned long port = 0;
+  struct in_addr addr;
+
+  if (colon == NULL || colon == hostport || colon[1] == '\0')
+    return false;
+  for (const char *p = colon + 1; *p != '\0'; p++)
+    if (*p < '0' || *p > '9' || (port = port * 10 + (unsigned)(*p - '0')) > 65535)
+      return false;
+  ep->host = strndup (hostport, (size_t)(colon - hostport));
+  if (port == 0 || inet_pton (AF_INET, ep->host, &addr) != 1)
+    return false;
+  ep->port = (unsigned)port;
+  return true;
+}
+
+bool
+nz_lite_wire_parse_endpoint (const char *text, NzLiteEndpoint *ep)
+{
+  size_t len = strlen (text);
+
+  *ep = (NzLiteEndpoint){ 0 };
+  if (len > 5 && len - 5 < PATH_MAX && strncmp (text, "unix:/", 6) == 0)
+    {
+      ep->kind = NZ_LITE_EP_UNIX;
+      ep->path = strdup (text + 5);
+      snprintf (ep->desc, sizeof ep->desc, "unix:%s", ep->path);
+      return true;
+    }
+  if (strncmp (text, "tcp:", 4) == 0)
+    {
+      ep->kind = NZ_LITE_EP_TCP;
+      if (!parse_host_port (text + 4, ep))
+        return false;
+      snprintf (ep->desc, sizeof ep->desc, "tcp:%s:%u", ep->host, ep->port);
+      return true;
+    }
+  if (strncasecmp (text, "http://", 7) == 0)
+    {
+      char *hp = strdup (text + 7);
+      size_t n = strlen (hp);
+      bool ok;
+
+      while (n > 0 && hp[n - 1] == '/')
+        hp[--n] = '\0';
+      ep->kind = NZ_LITE_EP_HTTP;
+      ok = strpbrk (hp, "/@") == NULL && parse_host_port (hp, ep);
+      if (ok)
+        snprintf (ep->desc, sizeof ep->desc, "http://%s:%u", ep->host, ep->port);
+      free (hp);
+      return ok;
+    }
+  return false; /* vsock:, or a mistake the full implementation words */
+}
+
+void
+nz_lite_wire_endpoint_clear (NzLiteEndpoint *ep)
+{
+  free (ep->path);
+  free (ep->host);
+  *ep = (NzLiteEndpoint){ 0 };
+}
+
+/* ---- frames --------------------------------------------------------------------------------- */
+
+void
+nz_lite_wire_frame_header_write (char out[NZ_LITE_WIRE_FRAME_HEADER_LEN], size_t len)
+{
+  static const char hex[] = "0123456789abcdef";
+
+  for (int i = 7; i >= 0; i--, len >>= 4)
+    out[i] = hex[len & 0xf];
+  out[8] = '\n';
+}
+
+NzLiteFrameHeader
+nz_lite_wire_frame_header_parse (const char *p, size_t avail, size_t limit, const char *desc,
+                                 size_t *len, NzLiteErr *e)
+{
+  const char *nl = avail > 0 ? memchr (p, '\n', avail < 9 ? avail : 9) : NULL;
+  unsigned long long n = 0;
+
+  if (nl != NULL && nl - p != 8)
+    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL,
+                              "agent %s: malformed frame header (newline at %d)", desc,
+                              (int)(nl - p)), NZ_LITE_FRAME_HEADER_BAD;
+  if (avail < 9)
+    return NZ_LITE_FRAME_HEADER_PARTIAL;
+  if (nl == NULL)
+    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL,
+                              "agent %s: malformed frame header (no newline in the first 9 bytes)",
+                              desc), NZ_LITE_FRAME_HEADER_BAD;
+  for (int i = 0; i < 8; i++)
+    {
+      char c = p[i];
+      unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+                   : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                   : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                          : 16;
+
+      if (d > 15)
+        return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL,
+                                  "agent %s: invalid frame length header \"%.8s\"", desc, p),
+               NZ_LITE_FRAME_HEADER_BAD;
+      n = n * 16 + d;
+    }
+  if (n > limit)
+    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL,
+                              "agent %s: frame announces %llu bytes, over the %zu-byte limit",
+                              desc, n, limit), NZ_LITE_FRAME_HEADER_BAD;
+  *len = (size_t)n;
+  return NZ_LITE_FRAME_HEADER_OK;
+}
+
+/* ---- connections ---------------------------------------------------------------------------- */
+
+bool
+nz_lite_wire_signal_pending (NzLiteWire *w)
+{
+  struct signalfd_siginfo si;
+
+  if (w->sigfd < 0 || read (w->sigfd, &si, sizeof si) != sizeof si)
+    return false;
+  w->signo = (int)si.ssi_signo;
+  return true;
+}
+
+void
+nz_lite_wire_close (NzLiteConn *k)
+{
+  if (k->fd >= 0)
+    close (k->fd);
+  free (k->in.data);
+  *k = (NzLiteConn){ .fd = -1 };
+}
+
+/* Waits for @events on @k until @deadline; with @watch_signals a signal ends the wait. */
+static bool
+conn_wait (NzLiteWire *w, NzLiteConn *k, short events, int64_t deadline, bool watch_signals,
+           NzLiteErr *e)
+{
+  for (;;)
+    {
+      struct pollfd p[2] = { { k->fd, events, 0 }, { w->sigfd, POLLIN, 0 } };
+      int64_t left = deadline - nz_lite_wire_now_ms ();
+      int r;
+
+      if (left <= 0)
+        return nz_lite_wire_fail (e, NZ_LITE_ERR_TIMED_OUT, "timed out");
+      r = poll (p, watch_signals && w->sigfd >= 0 ? 2 : 1, (int)(left > INT_MAX ? INT_MAX : left));
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        return nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED, "agent %s: poll: %s", w->ep.desc,
+                                  strerror (errno));
+      if (watch_signals && (p[1].revents & POLLIN) && nz_lite_wire_signal_pending (w))
+        return nz_lite_wire_fail (e, NZ_LITE_ERR_CANCELLED, "Operation was cancelled");
+      if (p[0].revents != 0)
+        return true;
+    }
+}
+
+/* An IPv4 literal only: a name would need NSS, which a static program cannot load reliably,
+ * so names (and IPv6) are the full implementation's (nz_lite_wire_parse_endpoint checks). */
+static int
+dial_inet (const NzLiteEndpoint *ep, NzLiteErr *e)
+{
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons ((uint16_t)ep->port) };
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int err = 0, idle = NZ_HOST_TCP_KEEPALIVE_INITIAL_DELAY_S, on = 1, rc;
+  socklen_t elen = sizeof err;
+  struct pollfd p = { fd, POLLOUT, 0 };
+
+  inet_pton (AF_INET, ep->host, &sa.sin_addr);
+  if (fd < 0)
+    err = errno;
+  else if (connect (fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS)
+    err = errno;
+  else
+    {
+      while ((rc = poll (&p, 1, NZ_HOST_CONNECT_TIMEOUT_MS)) < 0 && errno == EINTR)
+        ;
+      if (rc == 0)
+        err = ETIMEDOUT;
+      else if (getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+        err = errno;
+    }
+  if (err != 0)
+    {
+      nz_lite_wire_fail (e, NZ_LITE_ERR_DIAL, "Could not connect to %s: %s", ep->host,
+                         strerror (err));
+      if (fd >= 0)
+        close (fd);
+      return -1;
+    }
+  /* The agent's keepalive (spec D.2.1), so a dead peer is noticed. */
+  setsockopt (fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt (fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  return fd;
+}
+
+static bool
+send_all (NzLiteWire *w, NzLiteConn *k, const char *data, size_t len, bool watch_signals,
+          NzLiteErr *e)
+{
+  while (len > 0)
+    {
+      ssize_t n;
+
+      /* Write-idle bound: an agent that stops reading for this long is gone. */
+      if (!conn_wait (w, k, POLLOUT, nz_lite_wire_now_ms () + NZ_HOST_READ_IDLE_TIMEOUT_MS,
+                      watch_signals, e))
+        return false;
+      n = send (k->fd, data, len, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        continue;
+      if (n < 0)
+        return nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED, "agent %s: Error sending data: %s",
+                                  w->ep.desc, strerror (errno));
+      data += n;
+      len -= (size_t)n;
+    }
+  return true;
+}
+
+/* Reads more into @k->in. False on error; sets @k->eof at the end. */
+static bool
+conn_fill (NzLiteWire *w, NzLiteConn *k, int64_t deadline, bool watch_signals, NzLiteErr *e)
+{
+  char chunk[65536];
+  ssize_t n;
+
+  if (!conn_wait (w, k, POLLIN, deadline, watch_signals, e))
+    return false;
+  n = recv (k->fd, chunk, sizeof chunk, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return true;
+  /* A reset after the peer's last frame reads like a close. */
+  if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
+    k->eof = true;
+  else if (n < 0)
+    return nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED, "agent %s: Error receiving data: %s",
+                              w->ep.desc, strerror (errno));
+  else
+    nz_lite_buf_add (&k->in, chunk, (size_t)n);
+  return true;
+}
+
+/* A worker: GET /v1/agent upgraded to namzu-agent/2 with the bearer token; what follows the
+ * 101 head is agent framing (lib/client/nz-worker-http.c). */
+static bool
+http_upgrade (NzLiteWire *w, NzLiteConn *k, const char *what, NzLiteErr *e)
+{
+  int64_t deadline = nz_lite_wire_now_ms () + NZ_HOST_CONNECT_TIMEOUT_MS;
+  NzLiteBuf req = { 0 };
+  char *end, *up;
+  bool sent;
+
+  nz_lite_buf_printf (&req, "GET /v1/agent HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: namzu\r\n"
+                            "Connection: Upgrade\r\nUpgrade: namzu-agent/2\r\n",
+                      w->ep.host, w->ep.port);
+  if (w->token != NULL && *w->token != '\0')
+    nz_lite_buf_printf (&req, "Authorization: Bearer %s\r\n", w->token);
+  nz_lite_buf_str (&req, "\r\n");
+  sent = send_all (w, k, req.data, req.len, true, e);
+  explicit_bzero (req.data, req.len);
+  free (req.data);
+  if (!sent)
+    return false;
+  while (k->in.data == NULL || (end = strstr (k->in.data, "\r\n\r\n")) == NULL)
+    {
+      if (k->in.len > NZ_LITE_WIRE_HTTP_HEAD_LIMIT || k->eof
+          || memchr (k->in.data ?: "", '\0', k->in.len))
+        return nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED,
+                                  "agent %s: %s failed: no HTTP/1.1 101 response", w->ep.desc,
+                                  what);
+      if (!conn_fill (w, k, deadline, true, e))
+        return false;
+    }
+  *end = '\0';
+  up = strcasestr (k->in.data, "\r\nUpgrade:");
+  if (strncmp (k->in.data, "HTTP/1.", 7) != 0 || strncmp (k->in.data + 8, " 101", 4) != 0
+      || up == NULL || strstr (up, "namzu-agent/2") == NULL)
+    return nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED, "agent %s: %s failed: HTTP %.3s",
+                              w->ep.desc, what, k->in.len > 12 ? k->in.data + 9 : "???");
+  k->pos = (size_t)(end + 4 - k->in.data);
+  return true;
+}
+
+bool
+nz_lite_wire_request (NzLiteWire *w, NzLiteConn *k, const char *op, const char *body,
+                      bool watch_signals, NzLiteErr *e)
+{
+  NzLiteBuf env = { 0 };
+  bool ok;
+
+  *k = (NzLiteConn){ .fd = -1 };
+  if (w->ep.kind == NZ_LITE_EP_UNIX)
+    {
+      struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+      k->fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      snprintf (sa.sun_path, sizeof sa.sun_path, "%s", w->ep.path);
+      if (k->fd < 0 || strlen (w->ep.path) >= sizeof sa.sun_path
+          || connect (k->fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return nz_lite_wire_fail (e, NZ_LITE_ERR_DIAL, "Could not connect: %s", strerror (errno));
+      fcntl (k->fd, F_SETFL, O_NONBLOCK);
+    }
+  else if ((k->fd = dial_inet (&w->ep, e)) < 0)
+    return false;
+  if (w->ep.kind == NZ_LITE_EP_HTTP && !http_upgrade (w, k, op, e))
+    return false;
+  /* The header is patched in once the length is known. */
+  nz_lite_buf_printf (&env, "%08x\n{\"op\":\"%s\"", 0, op);
+  if (body != NULL)
+    nz_lite_buf_printf (&env, ",\"body\":%s", body);
+  /* A worker takes the token in its bearer header instead. */
+  if (w->token != NULL && w->ep.kind != NZ_LITE_EP_HTTP)
+    {
+      nz_lite_buf_str (&env, ",\"token\":");
+      if (!nz_lite_buf_json_string (&env, w->token))
+        {
+          explicit_bzero (env.data, env.len);
+          free (env.data);
+          return nz_lite_wire_fail (e, NZ_LITE_ERR_UNSUPPORTED, "the token is not UTF-8");
+        }
+    }
+  nz_lite_buf_str (&env, "}");
+  nz_lite_wire_frame_header_write (env.data, env.len - NZ_LITE_WIRE_FRAME_HEADER_LEN);
+  ok = send_all (w, k, env.data, env.len, watch_signals, e);
+  explicit_bzero (env.data, env.len);
+  free (env.data);
+  return ok;
+}
+
+NzLiteReadStatus
+nz_lite_wire_read_frame (NzLiteWire *w, NzLiteConn *k, int64_t deadline, bool watch_signals,
+                         NzJlValue *frame, NzLiteErr *e)
+{
+  for (;;)
+    {
+      const char *p = k->in.data + k->pos;
+      size_t avail = k->in.len - k->pos, len = 0;
+
+      switch (nz_lite_wire_frame_header_parse (p, avail, NZ_LITE_WIRE_REPLY_FRAME_LIMIT,
+                                               w->ep.desc, &len, e))
+        {
+        case NZ_LITE_FRAME_HEADER_BAD:
+          return NZ_LITE_READ_ERROR;
+        case NZ_LITE_FRAME_HEADER_OK:
+          if (avail >= NZ_LITE_WIRE_FRAME_HEADER_LEN + len)
+            {
+              frame->start = p + NZ_LITE_WIRE_FRAME_HEADER_LEN;
+              frame->len = len;
+              k->pos += NZ_LITE_WIRE_FRAME_HEADER_LEN + len;
+              return NZ_LITE_READ_FRAME;
+            }
+          break;
+        case NZ_LITE_FRAME_HEADER_PARTIAL:
+        default:
+          break;
+        }
+      if (k->eof)
+        return NZ_LITE_READ_EOF;
+      /* Keep the buffer from growing with consumed frames. */
+      if (k->pos > 0)
+        {
+          memmove (k->in.data, k->in.data + k->pos, avail);
+          k->in.len = avail;
+          k->pos = 0;
+        }
+      if (!conn_fill (w, k, deadline, watch_signals, e))
+        return e->kind == NZ_LITE_ERR_TIMED_OUT ? NZ_LITE_READ_TIMEOUT : NZ_LITE_READ_ERROR;
+    }
+}
+
+bool
+nz_lite_wire_expect_close (NzLiteWire *w, NzLiteConn *k, const char *what, bool control,
+                           bool watch_signals, NzLiteErr *e)
+{
+  NzJlValue extra;
+
+  switch (nz_lite_wire_read_frame (w, k,
+                                   nz_lite_wire_now_ms () + NZ_HOST_POST_RESPONSE_CLOSE_TIMEOUT_MS,
+                                   watch_signals, &extra, e))
+    {
+    case NZ_LITE_READ_EOF:
+      if (k->in.len > k->pos)
+        return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s has trailing partial data",
+                                  w->ep.desc, what);
+      return true;
+    case NZ_LITE_READ_FRAME:
+      return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s emitted %s", w->ep.desc,
+                                what, control ? "multiple frames" : "data after its terminator");
+    case NZ_LITE_READ_TIMEOUT:
+      if (k->in.len > k->pos)
+        return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s has trailing partial data",
+                                  w->ep.desc, what);
+      return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s peer did not close after %s",
+                                w->ep.desc, control ? "control" : what,
+                                control ? "reply" : "terminator");
+    case NZ_LITE_READ_ERROR:
+    default:
+      return false;
+    }
+}
+
+/* Reads the one reply of a reply op on @k, copied to *@out (free it). */
+static bool
+read_reply (NzLiteWire *w, NzLiteConn *k, unsigned idle_ms, bool watch_signals, char **out,
+            NzJlValue *reply, NzLiteErr *e)
+{
+  size_t len;
+
+  switch (nz_lite_wire_read_frame (w, k, nz_lite_wire_now_ms () + idle_ms, watch_signals, reply, e))
+    {
+    case NZ_LITE_READ_FRAME:
+      break;
+    case NZ_LITE_READ_EOF:
+      return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s", w->ep.desc,
+                                k->in.len > k->pos ? "control reply has trailing partial data"
+                                                   : "socket closed before reply");
+    case NZ_LITE_READ_TIMEOUT:
+      return nz_lite_wire_fail (e, NZ_LITE_ERR_TIMED_OUT, "agent %s: read idle timeout after %ums",
+                                w->ep.desc, idle_ms);
+    case NZ_LITE_READ_ERROR:
+    default:
+      return false;
+    }
+  len = reply->len;
+  *out = strndup (reply->start, len);
+  if (len == 0 || !nz_jl_parse (*out, len, reply) || reply->type != NZ_JL_OBJECT)
+    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s", w->ep.desc,
+                              len == 0 ? "control reply was an empty frame"
+                                       : "reply is not a JSON object");
+  return nz_lite_wire_expect_close (w, k, "control reply", true, watch_signals, e);
+}
+
+bool
+nz_lite_wire_call (NzLiteWire *w, const char *op, const char *body, unsigned idle_ms,
+                   bool watch_signals, char **out, NzJlValue *reply, NzLiteErr *e)
+{
+  NzLiteConn k;
+  bool ok = nz_lite_wire_request (w, &k, op, body, watch_signals, e)
+            && read_reply (w, &k, idle_ms, watch_signals, out, reply, e);
+
+  nz_lite_wire_close (&k);
+  return ok;
+}

@@ -1,0 +1,143 @@
+/* Unit tests for lib/lite's pure pieces beyond the JSON reader: nz-lite-wire's frame header
+ * and endpoint parsing, nz-lite-exec's timeout parsing and request body. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nz-lite-exec.h"
+#include "nz-lite-wire.h"
+#include "../nz-test.h"
+
+static NzLiteFrameHeader
+header (const char *text, size_t limit, size_t *len, NzLiteErr *e)
+{
+  return nz_lite_wire_frame_header_parse (text, strlen (text), limit, "unix:/x", len, e);
+}
+
+START_TEST (test_frame_header_round_trip)
+{
+  const size_t lens[] = { 0, 1, 0xabc, 0x10000000, 0xffffffff };
+  char out[NZ_LITE_WIRE_FRAME_HEADER_LEN + 1] = "";
+
+  for (size_t i = 0; i < G_N_ELEMENTS (lens); i++)
+    {
+      NzLiteErr e = { 0 };
+      size_t len = 1;
+
+      nz_lite_wire_frame_header_write (out, lens[i]);
+      ck_assert_int_eq (out[8], '\n');
+      ck_assert_int_eq (header (out, SIZE_MAX, &len, &e), NZ_LITE_FRAME_HEADER_OK);
+      ck_assert_uint_eq (len, lens[i]);
+    }
+  nz_lite_wire_frame_header_write (out, 26);
+  ck_assert_str_eq (out, "0000001a\n");
+}
+END_TEST
+
+START_TEST (test_frame_header_refusals)
+{
+  NzLiteErr e = { 0 };
+  size_t len = 0;
+
+  /* Fewer than nine bytes and no newline yet: wait for more. */
+  ck_assert_int_eq (header ("", 100, &len, &e), NZ_LITE_FRAME_HEADER_PARTIAL);
+  ck_assert_int_eq (header ("0000000", 100, &len, &e), NZ_LITE_FRAME_HEADER_PARTIAL);
+  ck_assert_int_eq (header ("0000000A\n", 100, &len, &e), NZ_LITE_FRAME_HEADER_OK);
+  ck_assert_uint_eq (len, 10);
+  ck_assert_int_eq (header ("000\n", 100, &len, &e), NZ_LITE_FRAME_HEADER_BAD);
+  ck_assert_int_eq (e.kind, NZ_LITE_ERR_PROTOCOL);
+  ck_assert_str_eq (e.msg, "agent unix:/x: malformed frame header (newline at 3)");
+  ck_assert_int_eq (header ("000000000", 100, &len, &e), NZ_LITE_FRAME_HEADER_BAD);
+  ck_assert (strstr (e.msg, "no newline in the first 9 bytes") != NULL);
+  ck_assert_int_eq (header ("0000x000\n", 100, &len, &e), NZ_LITE_FRAME_HEADER_BAD);
+  ck_assert (strstr (e.msg, "invalid frame length header \"0000x000\"") != NULL);
+  /* The limit itself is allowed; one byte more is not. */
+  ck_assert_int_eq (header ("00000064\n", 100, &len, &e), NZ_LITE_FRAME_HEADER_OK);
+  ck_assert_int_eq (header ("00000065\n", 100, &len, &e), NZ_LITE_FRAME_HEADER_BAD);
+  ck_assert (strstr (e.msg, "frame announces 101 bytes, over the 100-byte limit") != NULL);
+}
+END_TEST
+
+START_TEST (test_endpoints)
+{
+  const char *plain[] = { "unix:/run/a.sock", "tcp:127.0.0.1:7", "http://10.0.0.1:8080/",
+                          "HTTP://10.0.0.1:80" };
+  const char *descs[] = { "unix:/run/a.sock", "tcp:127.0.0.1:7", "http://10.0.0.1:8080",
+                          "http://10.0.0.1:80" };
+  /* Names need NSS and IPv6 and vsock the GLib implementation: not the plain case. */
+  const char *other[] = { "unix:rel", "tcp:localhost:7", "tcp:[::1]:7", "tcp:1.2.3.4",
+                          "tcp:1.2.3.4:0", "tcp:1.2.3.4:65536", "http://1.2.3.4:80/v1",
+                          "http://u@1.2.3.4:80", "vsock:3:1024", "" };
+
+  for (size_t i = 0; i < G_N_ELEMENTS (plain); i++)
+    {
+      NzLiteEndpoint ep;
+
+      ck_assert_msg (nz_lite_wire_parse_endpoint (plain[i], &ep), "refused: %s", plain[i]);
+      ck_assert_str_eq (ep.desc, descs[i]);
+      nz_lite_wire_endpoint_clear (&ep);
+    }
+  for (size_t i = 0; i < G_N_ELEMENTS (other); i++)
+    {
+      NzLiteEndpoint ep;
+
+      ck_assert_msg (!nz_lite_wire_parse_endpoint (other[i], &ep), "accepted: %s", other[i]);
+      nz_lite_wire_endpoint_clear (&ep);
+    }
+}
+END_TEST
+
+START_TEST (test_timeouts)
+{
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("250"), 250);
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("500ms"), 500);
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("2s"), 2000);
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("3m"), 180000);
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("1h"), 3600000);
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("0"), -1);
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("s"), -1);
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("-1s"), -1);
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("1.5s"), -1);
+  ck_assert_int_eq (nz_lite_exec_parse_timeout_ms ("99999999999999999999"), -1);
+}
+END_TEST
+
+START_TEST (test_body)
+{
+  char *command[] = { "sh", "-c", "echo \"$A\"", NULL };
+  const char *env[] = { "A=1", "B=x\ty", "A=2" };
+  const char *no_key[] = { "=1" };
+  NzLiteBuf b = { 0 };
+
+  ck_assert (nz_lite_exec_build_body (command, "/tmp", env, 3, "2s", &b));
+  /* A repeated key stays where it first appeared, with the last value (json-glib's way). */
+  ck_assert_str_eq (b.data, "{\"command\":\"sh\",\"args\":[\"-c\",\"echo \\\"$A\\\"\"],"
+                            "\"cwd\":\"/tmp\",\"env\":{\"A\":\"2\",\"B\":\"x\\u0009y\"},"
+                            "\"timeoutMs\":2000");
+  free (b.data);
+  b = (NzLiteBuf){ 0 };
+  ck_assert (!nz_lite_exec_build_body (command, NULL, no_key, 1, NULL, &b));
+  free (b.data);
+  b = (NzLiteBuf){ 0 };
+  ck_assert (!nz_lite_exec_build_body (command, NULL, NULL, 0, "soon", &b));
+  free (b.data);
+  b = (NzLiteBuf){ 0 };
+  command[0] = "\xff";
+  ck_assert (!nz_lite_exec_build_body (command, NULL, NULL, 0, NULL, &b));
+  free (b.data);
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("lite-wire");
+  TCase *tc = tcase_create ("lite-wire");
+
+  tcase_add_test (tc, test_frame_header_round_trip);
+  tcase_add_test (tc, test_frame_header_refusals);
+  tcase_add_test (tc, test_endpoints);
+  tcase_add_test (tc, test_timeouts);
+  tcase_add_test (tc, test_body);
+  suite_add_tcase (s, tc);
+  return nz_test_run (s);
+}
