@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nz-errors.h"
+#include "nz-knobs.h"
 
 char *
 nz_json_to_string (JsonNode *node, gsize *out_len)
@@ -229,4 +230,38 @@ nz_json_js_truthy (JsonNode *n)
         return d != 0 && !isnan (d);
       }
     }
+}
+
+double
+nz_json_js_number (JsonNode *n)
+{
+  double d;
+
+  if (n == NULL)
+    return NAN;
+  if (JSON_NODE_HOLDS_NULL (n))
+    return 0;
+  if (!JSON_NODE_HOLDS_VALUE (n))
+    return NAN;
+  switch (json_node_get_value_type (n))
+    {
+    case G_TYPE_INT64:
+      return (double)json_node_get_int (n);
+    case G_TYPE_DOUBLE:
+      return json_node_get_double (n);
+    case G_TYPE_BOOLEAN:
+      return json_node_get_boolean (n) ? 1 : 0;
+    case G_TYPE_STRING:
+      return nz_parse_js_number (json_node_get_string (n), &d) ? d : NAN;
+    default:
+      return NAN;
+    }
+}
+
+const char *
+nz_json_node_string (JsonNode *n)
+{
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
 }

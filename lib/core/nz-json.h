@@ -28,4 +28,11 @@ char *nz_json_js_string (JsonNode *node);
  * undefined) and null, false, 0, NaN and "" are falsy; objects and arrays are truthy. */
 gboolean nz_json_js_truthy (JsonNode *node);
 
+/* JS Number(value) of a JSON node, for the members the reference coerces that way: NULL
+ * (undefined) -> NaN, null -> 0, booleans 0/1, strings parsed, objects and arrays NaN. */
+double nz_json_js_number (JsonNode *node);
+
+/* The string a node holds, or NULL when it is absent or not a JSON string (never warns). */
+const char *nz_json_node_string (JsonNode *node);
+
 G_END_DECLS
