@@ -8,6 +8,7 @@
 #include "nz-jail.h"
 #include "nz-json.h"
 #include "nz-jstext.h"
+#include "nz-knobs.h"
 
 char *
 nz_request_resolve_cwd (NzGuest *guest, JsonNode *cwd_node, GError **error)
@@ -68,6 +69,23 @@ nz_request_resolve_read (NzGuest *guest, const char *path, GError **error)
   if ((lexical = nz_jail_resolve_read (guest->jail, path, &root, error)) == NULL)
     return NULL;
   return nz_jail_realpath_within (lexical, root, error);
+}
+
+gboolean
+nz_request_range_member (JsonObject *body, const char *name, gint64 fallback, gint64 *out)
+{
+  JsonNode *n = body != NULL ? json_object_get_member (body, name) : NULL;
+  double v;
+
+  g_return_val_if_fail (name != NULL && out != NULL, FALSE);
+
+  *out = fallback;
+  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
+    return TRUE;
+  if (!nz_json_get_number (body, name, &v) || !nz_is_safe_integer (v) || v < 0)
+    return FALSE;
+  *out = (gint64)v;
+  return TRUE;
 }
 
 GBytes *

@@ -1,6 +1,6 @@
 /* nz-request.h: the request handling namzu-agent's ops and namzu-worker's reference routes
  * share (spec A.6, C.4, C.5): execute's cwd/timeout/maxOutputBytes rules, the result
- * members, and whole-file read-file/write-file. Each caller keeps its own reply shape. */
+ * members, whole-file read-file/write-file, and the ranged reads' offset/length. Each caller keeps its own reply shape. */
 #pragma once
 
 #include <glib.h>
@@ -27,6 +27,14 @@ void nz_request_set_result_members (JsonObject *obj, const NzExecResult *r);
 
 /* Resolves @path for reading (jail, then symlinks within its root). Returns a new string. */
 char *nz_request_resolve_read (NzGuest *guest, const char *path, GError **error);
+
+/* A ranged read's offset/length member: absent or null -> @fallback; otherwise it must be a
+ * safe integer >= 0 (FALSE when it is not). */
+/* Not in the reference's catalogue: ours, stable; read-file and read-file-stream share it. */
+#define NZ_REQUEST_INVALID_RANGE "invalid_range: offset and length must be safe integers >= 0"
+
+gboolean nz_request_range_member (JsonObject *body, const char *name, gint64 fallback,
+                                  gint64 *out);
 
 /* The whole file at @path (jailed). Returns a new reference. */
 GBytes *nz_request_read_file (NzGuest *guest, const char *path, GError **error);
