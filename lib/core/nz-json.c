@@ -265,3 +265,39 @@ nz_json_node_string (JsonNode *n)
     return NULL;
   return json_node_get_string (n);
 }
+
+void
+nz_json_append_escaped_byte (GString *out, guchar c)
+{
+  g_return_if_fail (out != NULL);
+
+  switch (c)
+    {
+    case '"':
+      g_string_append (out, "\\\"");
+      break;
+    case '\\':
+      g_string_append (out, "\\\\");
+      break;
+    case '\b':
+      g_string_append (out, "\\b");
+      break;
+    case '\f':
+      g_string_append (out, "\\f");
+      break;
+    case '\n':
+      g_string_append (out, "\\n");
+      break;
+    case '\r':
+      g_string_append (out, "\\r");
+      break;
+    case '\t':
+      g_string_append (out, "\\t");
+      break;
+    default:
+      if (c < 0x20)
+        g_string_append_printf (out, "\\u%04x", c);
+      else
+        g_string_append_c (out, (char)c);
+    }
+}
