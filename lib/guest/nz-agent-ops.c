@@ -82,26 +82,6 @@ node_number (JsonNode *n, double *out)
     }
 }
 
-/* terminalPayload: {ok:true, gb, state:<outcome>, started, result?, error?} (spec C.2). */
-static JsonObject *
-terminal_payload (NzGuest *guest, NzExecRecord *rec)
-{
-  JsonObject *reply = ok_reply_with_boot_id (guest);
-
-  json_object_set_string_member (reply, "state", nz_exec_outcome_to_string (rec->outcome));
-  json_object_set_boolean_member (reply, "started", rec->started);
-  if (rec->has_result)
-    {
-      JsonObject *result = json_object_new ();
-
-      nz_request_set_result_members (result, &rec->result);
-      json_object_set_object_member (reply, "result", result);
-    }
-  if (rec->error != NULL)
-    json_object_set_string_member (reply, "error", rec->error);
-  return reply;
-}
-
 /* ---- healthz ---- */
 
 JsonArray *
@@ -370,12 +350,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
     }
   g_ptr_array_add (args, NULL);
   envp = nz_guest_child_environ (env->body != NULL ? nz_json_get_object (env->body, "env") : NULL);
-  if (stdin_node != NULL)
-    {
-      char *text = nz_json_js_string (stdin_node);
-
-      stdin_bytes = g_bytes_new_take (text, strlen (text));
-    }
+  stdin_bytes = nz_request_stdin (stdin_node);
 
   spec.command = command;
   spec.args = (const char *const *)args->pdata;
@@ -417,7 +392,7 @@ cancel_confirmed (NzExecRecord *rec, const char *error_message, gpointer user_da
       return;
     }
   {
-    g_autoptr (JsonObject) reply = terminal_payload (guest, rec);
+    g_autoptr (JsonObject) reply = nz_request_terminal_payload (rec, guest->boot_id);
 
     nz_agent_conn_reply (conn, reply);
   }
@@ -448,16 +423,7 @@ op_cancel (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_reply (conn, reply);
       return;
     }
-  if (rec->state == NZ_EXEC_STATE_RESERVED || rec->state == NZ_EXEC_STATE_STARTING)
-    {
-      gint64 now = nz_guest_now_ms ();
-      NzExecResult result = { .exit_code = 1 };
-
-      result.duration_ms = rec->started_at != 0 ? MAX (0, now - rec->started_at) : 0;
-      rec->cause = NZ_EXEC_CAUSE_CANCELLED;
-      nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_CANCELLED, &result,
-                                          NULL, now);
-    }
+  nz_request_cancel_unadmitted (guest, rec);
   nz_exec_terminate (guest, rec, NZ_EXEC_CAUSE_CANCELLED, cancel_confirmed,
                      nz_agent_conn_ref (conn));
 }

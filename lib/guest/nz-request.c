@@ -58,6 +58,59 @@ nz_request_set_result_members (JsonObject *obj, const NzExecResult *r)
   json_object_set_boolean_member (obj, "stderrTruncated", r->stderr_truncated);
 }
 
+JsonObject *
+nz_request_terminal_payload (NzExecRecord *rec, const char *boot_id)
+{
+  JsonObject *reply;
+
+  g_return_val_if_fail (rec != NULL, NULL);
+
+  reply = json_object_new ();
+  json_object_set_boolean_member (reply, "ok", TRUE);
+  if (boot_id != NULL)
+    json_object_set_string_member (reply, "guestBootId", boot_id);
+  json_object_set_string_member (reply, "state", nz_exec_outcome_to_string (rec->outcome));
+  json_object_set_boolean_member (reply, "started", rec->started);
+  if (rec->has_result)
+    {
+      JsonObject *result = json_object_new ();
+
+      nz_request_set_result_members (result, &rec->result);
+      json_object_set_object_member (reply, "result", result);
+    }
+  if (rec->error != NULL)
+    json_object_set_string_member (reply, "error", rec->error);
+  return reply;
+}
+
+void
+nz_request_cancel_unadmitted (NzGuest *guest, NzExecRecord *rec)
+{
+  gint64 now;
+  NzExecResult result = { .exit_code = 1 };
+
+  g_return_if_fail (guest != NULL && rec != NULL);
+
+  if (rec->state != NZ_EXEC_STATE_RESERVED && rec->state != NZ_EXEC_STATE_STARTING)
+    return;
+  now = nz_guest_now_ms ();
+  result.duration_ms = rec->started_at != 0 ? MAX (0, now - rec->started_at) : 0;
+  rec->cause = NZ_EXEC_CAUSE_CANCELLED;
+  nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_CANCELLED, &result,
+                                      NULL, now);
+}
+
+GBytes *
+nz_request_stdin (JsonNode *stdin_node)
+{
+  char *text;
+
+  if (stdin_node == NULL)
+    return NULL;
+  text = nz_json_js_string (stdin_node);
+  return g_bytes_new_take (text, strlen (text));
+}
+
 char *
 nz_request_resolve_read (NzGuest *guest, const char *path, GError **error)
 {

@@ -25,6 +25,18 @@ double nz_request_max_output (JsonNode *node);
 /* exitCode, timedOut, durationMs, signal?, stdoutTruncated, stderrTruncated. */
 void nz_request_set_result_members (JsonObject *obj, const NzExecResult *r);
 
+/* terminalPayload: {ok:true, guestBootId?, state:<outcome>, started, result?, error?}
+ * (spec C.2); @boot_id NULL leaves guestBootId out, as the reference worker does. Returns a
+ * new reference. */
+JsonObject *nz_request_terminal_payload (NzExecRecord *rec, const char *boot_id);
+
+/* cancel of a reserved or starting execution: it becomes terminal `cancelled` now, so that
+ * id can never start later. Does nothing for any other state. */
+void nz_request_cancel_unadmitted (NzGuest *guest, NzExecRecord *rec);
+
+/* execute's stdin as JS String(), or NULL when absent. Returns a new reference. */
+GBytes *nz_request_stdin (JsonNode *stdin_node);
+
 /* Resolves @path for reading (jail, then symlinks within its root). Returns a new string. */
 char *nz_request_resolve_read (NzGuest *guest, const char *path, GError **error);
 

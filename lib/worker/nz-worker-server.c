@@ -550,27 +550,6 @@ worker_id_is_valid (const char *id)
   return TRUE;
 }
 
-/* terminalPayload: {ok:true, state, started, result?, error?}. */
-static JsonObject *
-terminal_payload (NzExecRecord *rec)
-{
-  JsonObject *reply = json_object_new ();
-
-  json_object_set_boolean_member (reply, "ok", TRUE);
-  json_object_set_string_member (reply, "state", nz_exec_outcome_to_string (rec->outcome));
-  json_object_set_boolean_member (reply, "started", rec->started);
-  if (rec->has_result)
-    {
-      JsonObject *result = json_object_new ();
-
-      nz_request_set_result_members (result, &rec->result);
-      json_object_set_object_member (reply, "result", result);
-    }
-  if (rec->error != NULL)
-    json_object_set_string_member (reply, "error", rec->error);
-  return reply;
-}
-
 /* ---- GET /healthz, POST /executions/reserve ---- */
 
 static void
@@ -843,12 +822,7 @@ route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
     g_ptr_array_add (args, nz_json_js_string (json_array_get_element (args_array, i)));
   g_ptr_array_add (args, NULL);
   envp = nz_guest_child_environ (nz_json_get_object (body, "env"));
-  if (stdin_node != NULL)
-    {
-      char *text = nz_json_js_string (stdin_node);
-
-      stdin_bytes = g_bytes_new_take (text, strlen (text));
-    }
+  stdin_bytes = nz_request_stdin (stdin_node);
 
   spec.command = command;
   spec.args = (const char *const *)args->pdata;
@@ -911,7 +885,7 @@ cancel_confirmed (NzExecRecord *rec, const char *error_message, gpointer user_da
     }
   else
     {
-      g_autoptr (JsonObject) reply = terminal_payload (rec);
+      g_autoptr (JsonObject) reply = nz_request_terminal_payload (rec, NULL);
 
       reply_object (p->msg, SOUP_STATUS_OK, reply);
     }
@@ -940,17 +914,7 @@ route_cancel (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
       reply_error (msg, SOUP_STATUS_NOT_FOUND, "unknown_execution", NULL);
       return;
     }
-  if (rec->state == NZ_EXEC_STATE_RESERVED || rec->state == NZ_EXEC_STATE_STARTING)
-    {
-      gint64 now = nz_guest_now_ms ();
-      NzExecResult result = { .exit_code = 1 };
-
-      /* Cancelled before admission: terminal now, and that id can never start later. */
-      result.duration_ms = rec->started_at != 0 ? MAX (0, now - rec->started_at) : 0;
-      rec->cause = NZ_EXEC_CAUSE_CANCELLED;
-      nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_CANCELLED,
-                                          &result, NULL, now);
-    }
+  nz_request_cancel_unadmitted (guest, rec);
   p = g_new0 (Pending, 1);
   p->server = server;
   p->msg = g_object_ref (msg);
