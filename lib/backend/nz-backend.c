@@ -25,32 +25,18 @@ static const NzBackend bwrap_backend = {
   .set_network_policy = nz_bwrap_egress_set,
 };
 
-/* container:runsc is container:docker with `--runtime runsc` (spec A.1). */
-static const NzBackend docker_backend = {
-  .name = "container:docker",
-  .tier = "container",
-  .transport = "worker",
-  .check = nz_docker_check,
-  .create = nz_docker_create,
-  .destroy = nz_docker_destroy,
-  .status = nz_docker_status,
-  .describe = nz_docker_describe,
-  .retire = nz_docker_retire,
-  .set_network_policy = nz_docker_egress_set,
-};
+/* container:runsc is container:docker with `--runtime runsc` (spec A.1): the same
+ * functions under another name, so one initialiser serves both and they cannot drift. */
+#define DOCKER_FAMILY_BACKEND(backend_name)                                                        \
+  {                                                                                                \
+    .name = (backend_name), .tier = "container", .transport = "worker",                            \
+    .check = nz_docker_check, .create = nz_docker_create, .destroy = nz_docker_destroy,            \
+    .status = nz_docker_status, .describe = nz_docker_describe, .retire = nz_docker_retire,        \
+    .set_network_policy = nz_docker_egress_set,                                                    \
+  }
 
-static const NzBackend runsc_backend = {
-  .name = "container:runsc",
-  .tier = "container",
-  .transport = "worker",
-  .check = nz_docker_check,
-  .create = nz_docker_create,
-  .destroy = nz_docker_destroy,
-  .status = nz_docker_status,
-  .describe = nz_docker_describe,
-  .retire = nz_docker_retire,
-  .set_network_policy = nz_docker_egress_set,
-};
+static const NzBackend docker_backend = DOCKER_FAMILY_BACKEND ("container:docker");
+static const NzBackend runsc_backend = DOCKER_FAMILY_BACKEND ("container:runsc");
 
 /* Named now so a config written for them is recognised and refused by name, rather than
  * reported as a typo. NULL = not in this build yet. */

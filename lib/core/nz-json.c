@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nz-errors.h"
+#include "nz-knobs.h"
 
 char *
 nz_json_to_string (JsonNode *node, gsize *out_len)
@@ -228,5 +229,75 @@ nz_json_js_truthy (JsonNode *n)
 
         return d != 0 && !isnan (d);
       }
+    }
+}
+
+double
+nz_json_js_number (JsonNode *n)
+{
+  double d;
+
+  if (n == NULL)
+    return NAN;
+  if (JSON_NODE_HOLDS_NULL (n))
+    return 0;
+  if (!JSON_NODE_HOLDS_VALUE (n))
+    return NAN;
+  switch (json_node_get_value_type (n))
+    {
+    case G_TYPE_INT64:
+      return (double)json_node_get_int (n);
+    case G_TYPE_DOUBLE:
+      return json_node_get_double (n);
+    case G_TYPE_BOOLEAN:
+      return json_node_get_boolean (n) ? 1 : 0;
+    case G_TYPE_STRING:
+      return nz_parse_js_number (json_node_get_string (n), &d) ? d : NAN;
+    default:
+      return NAN;
+    }
+}
+
+const char *
+nz_json_node_string (JsonNode *n)
+{
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+void
+nz_json_append_escaped_byte (GString *out, guchar c)
+{
+  g_return_if_fail (out != NULL);
+
+  switch (c)
+    {
+    case '"':
+      g_string_append (out, "\\\"");
+      break;
+    case '\\':
+      g_string_append (out, "\\\\");
+      break;
+    case '\b':
+      g_string_append (out, "\\b");
+      break;
+    case '\f':
+      g_string_append (out, "\\f");
+      break;
+    case '\n':
+      g_string_append (out, "\\n");
+      break;
+    case '\r':
+      g_string_append (out, "\\r");
+      break;
+    case '\t':
+      g_string_append (out, "\\t");
+      break;
+    default:
+      if (c < 0x20)
+        g_string_append_printf (out, "\\u%04x", c);
+      else
+        g_string_append_c (out, (char)c);
     }
 }

@@ -28,4 +28,16 @@ char *nz_json_js_string (JsonNode *node);
  * undefined) and null, false, 0, NaN and "" are falsy; objects and arrays are truthy. */
 gboolean nz_json_js_truthy (JsonNode *node);
 
+/* JS Number(value) of a JSON node, for the members the reference coerces that way: NULL
+ * (undefined) -> NaN, null -> 0, booleans 0/1, strings parsed, objects and arrays NaN. */
+double nz_json_js_number (JsonNode *node);
+
+/* The string a node holds, or NULL when it is absent or not a JSON string (never warns). */
+const char *nz_json_node_string (JsonNode *node);
+
+/* Appends byte @c as JSON.stringify writes it inside a string: the short escapes (\" \\ \b \f
+ * \n \r \t), \u00XX for the other control bytes, any other byte as is. Callers that must
+ * match the reference byte for byte (digests, lossy text) build their strings from it. */
+void nz_json_append_escaped_byte (GString *out, guchar c);
+
 G_END_DECLS

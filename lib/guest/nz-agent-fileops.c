@@ -5,13 +5,12 @@
 #include "nz-errors.h"
 #include "nz-fileparts.h"
 #include "nz-fileread.h"
-#include "nz-jail.h"
 #include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-knobs.h"
+#include "nz-request.h"
 
-/* Not in the reference's error catalogue (it names no text for these); ours, stable. */
-#define INVALID_RANGE "invalid_range: offset and length must be safe integers >= 0"
+/* Not in the reference's error catalogue (it names no text for this); ours, stable. */
 #define RANGE_NEEDS_BASE64 "read_file_range_requires_base64: a ranged read-file must ask for encoding \"base64\""
 
 static NzGuest *
@@ -53,33 +52,6 @@ nz_agent_fileops_write_part (NzAgentConn *conn, NzEnvelope *env, const char *pat
 
 /* ---- ranges ---- */
 
-/* offset/length: absent or null -> @fallback; otherwise a safe integer >= 0. */
-static gboolean
-range_member (JsonObject *body, const char *name, gint64 fallback, gint64 *out)
-{
-  JsonNode *n = body != NULL ? json_object_get_member (body, name) : NULL;
-  double v;
-
-  *out = fallback;
-  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
-    return TRUE;
-  if (!nz_json_get_number (body, name, &v) || !nz_is_safe_integer (v) || v < 0)
-    return FALSE;
-  *out = (gint64)v;
-  return TRUE;
-}
-
-static char *
-resolve_read (NzGuest *guest, const char *path, GError **error)
-{
-  g_autofree char *root = NULL;
-  g_autofree char *lexical = nz_jail_resolve_read (guest->jail, path, &root, error);
-
-  if (lexical == NULL)
-    return NULL;
-  return nz_jail_realpath_within (lexical, root, error);
-}
-
 void
 nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const char *path)
 {
@@ -93,15 +65,15 @@ nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const char *pat
   gint64 offset, length, wanted;
   gssize n = 0;
 
-  if ((real = resolve_read (guest, path, &error)) == NULL)
+  if ((real = nz_request_resolve_read (guest, path, &error)) == NULL)
     {
       nz_agent_conn_reply_error (conn, error->message);
       return;
     }
-  if (!range_member (env->body, "offset", 0, &offset)
-      || !range_member (env->body, "length", -1, &length))
+  if (!nz_request_range_member (env->body, "offset", 0, &offset)
+      || !nz_request_range_member (env->body, "length", -1, &length))
     {
-      nz_agent_conn_reply_error (conn, INVALID_RANGE);
+      nz_agent_conn_reply_error (conn, NZ_REQUEST_INVALID_RANGE);
       return;
     }
   /* Ranges are byte slices: a UTF-8 decode could split a character at either edge. */

@@ -7,44 +7,14 @@
 #include "nz-errors.h"
 #include "nz-frame.h"
 #include "nz-fileread.h"
-#include "nz-jail.h"
 #include "nz-json.h"
 #include "nz-knobs.h"
-
-/* Shared with nz-agent-fileops.c: not in the reference's catalogue, ours, stable. */
-#define INVALID_RANGE "invalid_range: offset and length must be safe integers >= 0"
+#include "nz-request.h"
 
 static NzGuest *
 conn_guest (NzAgentConn *conn)
 {
   return nz_agent_server_get_guest (nz_agent_conn_get_server (conn));
-}
-
-/* offset/length: absent or null -> @fallback; otherwise a safe integer >= 0. */
-static gboolean
-range_member (JsonObject *body, const char *name, gint64 fallback, gint64 *out)
-{
-  JsonNode *n = body != NULL ? json_object_get_member (body, name) : NULL;
-  double v;
-
-  *out = fallback;
-  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
-    return TRUE;
-  if (!nz_json_get_number (body, name, &v) || !nz_is_safe_integer (v) || v < 0)
-    return FALSE;
-  *out = (gint64)v;
-  return TRUE;
-}
-
-static char *
-resolve_read (NzGuest *guest, const char *path, GError **error)
-{
-  g_autofree char *root = NULL;
-  g_autofree char *lexical = nz_jail_resolve_read (guest->jail, path, &root, error);
-
-  if (lexical == NULL)
-    return NULL;
-  return nz_jail_realpath_within (lexical, root, error);
 }
 
 /* ---- read-file-stream ---- */
@@ -252,18 +222,18 @@ nz_agent_filestream_op (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_stream_error (conn, "The \"path\" argument must be of type string");
       return;
     }
-  if ((real = resolve_read (guest, path, &error)) == NULL
+  if ((real = nz_request_resolve_read (guest, path, &error)) == NULL
       || (reader = nz_file_reader_open (real, &error)) == NULL)
     {
       nz_agent_conn_stream_error (conn, error->message);
       return;
     }
   /* The range is validated after the open and the regular-file check, as the reference. */
-  if (!range_member (env->body, "offset", 0, &offset)
-      || !range_member (env->body, "length", -1, &length))
+  if (!nz_request_range_member (env->body, "offset", 0, &offset)
+      || !nz_request_range_member (env->body, "length", -1, &length))
     {
       nz_file_reader_free (reader);
-      nz_agent_conn_stream_error (conn, INVALID_RANGE);
+      nz_agent_conn_stream_error (conn, NZ_REQUEST_INVALID_RANGE);
       return;
     }
   s = g_new0 (FileStream, 1);

@@ -10,11 +10,10 @@
 #include "nz-errors.h"
 #include "nz-exec.h"
 #include "nz-flush.h"
-#include "nz-fileio.h"
-#include "nz-jail.h"
 #include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-knobs.h"
+#include "nz-request.h"
 
 /* The one ordered feature table (spec A.6.1 order; both issue-3 lanes edit only the
  * `available` column here). A host tests membership and must never be promised a feature
@@ -65,15 +64,6 @@ body_member (NzEnvelope *env, const char *name)
   return json_object_get_member (env->body, name);
 }
 
-
-static const char *
-node_string (JsonNode *n)
-{
-  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
-    return NULL;
-  return json_node_get_string (n);
-}
-
 static gboolean
 node_number (JsonNode *n, double *out)
 {
@@ -90,57 +80,6 @@ node_number (JsonNode *n, double *out)
     default:
       return FALSE;
     }
-}
-
-/* JS Number(value) for the few members the reference coerces that way. */
-static double
-node_js_number (JsonNode *n)
-{
-  double d;
-
-  if (n == NULL)
-    return NAN;
-  if (JSON_NODE_HOLDS_NULL (n))
-    return 0;
-  if (node_number (n, &d))
-    return d;
-  if (JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_BOOLEAN)
-    return json_node_get_boolean (n) ? 1 : 0;
-  if (node_string (n) != NULL && nz_parse_js_number (node_string (n), &d))
-    return d;
-  return NAN;
-}
-
-static void
-set_result_members (JsonObject *obj, const NzExecResult *r)
-{
-  json_object_set_int_member (obj, "exitCode", r->exit_code);
-  json_object_set_boolean_member (obj, "timedOut", r->timed_out);
-  json_object_set_int_member (obj, "durationMs", r->duration_ms);
-  if (r->signal != 0)
-    json_object_set_string_member (obj, "signal", nz_exec_signal_name (r->signal));
-  json_object_set_boolean_member (obj, "stdoutTruncated", r->stdout_truncated);
-  json_object_set_boolean_member (obj, "stderrTruncated", r->stderr_truncated);
-}
-
-/* terminalPayload: {ok:true, gb, state:<outcome>, started, result?, error?} (spec C.2). */
-static JsonObject *
-terminal_payload (NzGuest *guest, NzExecRecord *rec)
-{
-  JsonObject *reply = ok_reply_with_boot_id (guest);
-
-  json_object_set_string_member (reply, "state", nz_exec_outcome_to_string (rec->outcome));
-  json_object_set_boolean_member (reply, "started", rec->started);
-  if (rec->has_result)
-    {
-      JsonObject *result = json_object_new ();
-
-      set_result_members (result, &rec->result);
-      json_object_set_object_member (reply, "result", result);
-    }
-  if (rec->error != NULL)
-    json_object_set_string_member (reply, "error", rec->error);
-  return reply;
 }
 
 /* ---- healthz ---- */
@@ -196,7 +135,7 @@ op_reserve (NzAgentConn *conn, NzEnvelope *env)
   /* "Provided" is JS-truthy: an absent, null or empty id lets the guest mint one. */
   if (nz_json_js_truthy (id_node))
     {
-      id = node_string (id_node);
+      id = nz_json_node_string (id_node);
       if (id == NULL || !nz_exec_id_is_valid (id))
         {
           nz_agent_conn_reply_error (conn, "invalid_execution_id");
@@ -272,7 +211,7 @@ exec_finished (NzExecRecord *rec, const NzExecResult *result, const char *error_
     }
   frame = json_object_new ();
   json_object_set_string_member (frame, "type", "result");
-  set_result_members (frame, result);
+  nz_request_set_result_members (frame, result);
   nz_agent_conn_write_object (conn, frame);
   nz_agent_conn_write_terminator (conn);
   nz_agent_conn_end (conn);
@@ -287,7 +226,7 @@ static void
 op_execute (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = conn_guest (conn);
-  const char *command = node_string (body_member (env, "command"));
+  const char *command = nz_json_node_string (body_member (env, "command"));
   JsonNode *id_node = body_member (env, "executionId");
   JsonNode *cwd_node = body_member (env, "cwd");
   JsonNode *timeout_node = body_member (env, "timeoutMs");
@@ -313,7 +252,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
     }
   if (id_node != NULL)
     {
-      id = node_string (id_node);
+      id = nz_json_node_string (id_node);
       if (id == NULL || !nz_exec_id_is_valid (id))
         {
           nz_agent_conn_stream_error (conn, "invalid_execution_id");
@@ -325,15 +264,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_stream_error (conn, "retain_requires_execution_id");
       return;
     }
-  if (!nz_json_js_truthy (cwd_node))
-    cwd = g_strdup (nz_jail_get_workspace (guest->jail));
-  else if (node_string (cwd_node) == NULL)
-    {
-      nz_agent_conn_stream_error (conn,
-                                  "invalid_cwd: The \"path\" argument must be of type string");
-      return;
-    }
-  else if ((cwd = nz_jail_resolve_cwd (guest->jail, node_string (cwd_node), &error)) == NULL)
+  if ((cwd = nz_request_resolve_cwd (guest, cwd_node, &error)) == NULL)
     {
       g_autofree char *msg = g_strdup_printf ("invalid_cwd: %s", error->message);
 
@@ -343,8 +274,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
   /* Above the ceiling is refused, never shortened: a caller asking for more time than the
    * guest allows must learn it before the command runs. */
   if (timeout_node != NULL
-      && (!node_number (timeout_node, &timeout) || !isfinite (timeout) || timeout <= 0
-          || timeout > (double)guest->limits.max_timeout_ms))
+      && (!node_number (timeout_node, &timeout) || !nz_request_timeout_in_range (guest, timeout)))
     {
       g_autofree char *msg = g_strdup_printf (
           "invalid_timeout: timeoutMs must be a finite number in (0, %" G_GINT64_FORMAT
@@ -354,9 +284,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_stream_error (conn, msg);
       return;
     }
-  max_output = node_js_number (body_member (env, "maxOutputBytes"));
-  if (isnan (max_output) || max_output == 0)
-    max_output = (double)NZ_GUEST_DEFAULT_MAX_OUTPUT_BYTES;
+  max_output = nz_request_max_output (body_member (env, "maxOutputBytes"));
 
   if (id != NULL)
     {
@@ -405,7 +333,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
     {
       for (guint i = 0; i < json_array_get_length (args_array); i++)
         {
-          const char *a = node_string (json_array_get_element (args_array, i));
+          const char *a = nz_json_node_string (json_array_get_element (args_array, i));
 
           if (a == NULL)
             {
@@ -422,12 +350,7 @@ op_execute (NzAgentConn *conn, NzEnvelope *env)
     }
   g_ptr_array_add (args, NULL);
   envp = nz_guest_child_environ (env->body != NULL ? nz_json_get_object (env->body, "env") : NULL);
-  if (stdin_node != NULL)
-    {
-      char *text = nz_json_js_string (stdin_node);
-
-      stdin_bytes = g_bytes_new_take (text, strlen (text));
-    }
+  stdin_bytes = nz_request_stdin (stdin_node);
 
   spec.command = command;
   spec.args = (const char *const *)args->pdata;
@@ -469,7 +392,7 @@ cancel_confirmed (NzExecRecord *rec, const char *error_message, gpointer user_da
       return;
     }
   {
-    g_autoptr (JsonObject) reply = terminal_payload (guest, rec);
+    g_autoptr (JsonObject) reply = nz_request_terminal_payload (rec, guest->boot_id);
 
     nz_agent_conn_reply (conn, reply);
   }
@@ -479,7 +402,7 @@ static void
 op_cancel (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = conn_guest (conn);
-  const char *id = node_string (body_member (env, "executionId"));
+  const char *id = nz_json_node_string (body_member (env, "executionId"));
   NzExecRecord *rec;
 
   if (id == NULL || !nz_exec_id_is_valid (id))
@@ -500,16 +423,7 @@ op_cancel (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_reply (conn, reply);
       return;
     }
-  if (rec->state == NZ_EXEC_STATE_RESERVED || rec->state == NZ_EXEC_STATE_STARTING)
-    {
-      gint64 now = nz_guest_now_ms ();
-      NzExecResult result = { .exit_code = 1 };
-
-      result.duration_ms = rec->started_at != 0 ? MAX (0, now - rec->started_at) : 0;
-      rec->cause = NZ_EXEC_CAUSE_CANCELLED;
-      nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_CANCELLED, &result,
-                                          NULL, now);
-    }
+  nz_request_cancel_unadmitted (guest, rec);
   nz_exec_terminate (guest, rec, NZ_EXEC_CAUSE_CANCELLED, cancel_confirmed,
                      nz_agent_conn_ref (conn));
 }
@@ -527,7 +441,7 @@ require_path (NzAgentConn *conn, NzEnvelope *env, const char *missing_error)
       nz_agent_conn_reply_error (conn, missing_error);
       return NULL;
     }
-  path = node_string (path_node);
+  path = nz_json_node_string (path_node);
   if (path == NULL)
     nz_agent_conn_reply_error (conn, "The \"path\" argument must be of type string");
   return path;
@@ -541,13 +455,8 @@ op_read_file (NzAgentConn *conn, NzEnvelope *env)
   const char *encoding = env->body != NULL ? nz_json_get_string (env->body, "encoding") : NULL;
   gboolean base64 = g_strcmp0 (encoding, "base64") == 0;
   g_autoptr (GError) error = NULL;
-  g_autofree char *lexical = NULL;
-  g_autofree char *root = NULL;
-  g_autofree char *real = NULL;
   g_autoptr (GBytes) content = NULL;
   g_autoptr (GString) reply = NULL;
-  gsize len = 0;
-  const guint8 *data;
 
   if (path == NULL)
     return;
@@ -558,28 +467,16 @@ op_read_file (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_fileops_read_range (conn, env, path);
       return;
     }
-  if ((lexical = nz_jail_resolve_read (guest->jail, path, &root, &error)) == NULL
-      || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL
-      || (content = nz_fileio_read_all (real, &error)) == NULL)
+  if ((content = nz_request_read_file (guest, path, &error)) == NULL)
     {
       nz_agent_conn_reply_error (conn, error->message);
       return;
     }
-  data = g_bytes_get_data (content, &len);
-  reply = g_string_sized_new (len + 128);
+  reply = g_string_sized_new (g_bytes_get_size (content) + 128);
   g_string_append (reply, "{\"ok\":true,\"guestBootId\":");
   nz_jstext_append_json_string (reply, guest->boot_id);
-  g_string_append (reply, ",\"content\":");
-  if (base64)
-    {
-      g_autofree char *b64 = g_base64_encode (data, len);
-
-      g_string_append_printf (reply, "\"%s\"", b64);
-    }
-  else
-    nz_jstext_append_json_lossy (reply, data, len);
-  g_string_append_printf (reply, ",\"sizeBytes\":%" G_GSIZE_FORMAT ",\"encoding\":\"%s\"}", len,
-                          base64 ? "base64" : "utf8");
+  g_string_append_c (reply, ',');
+  nz_request_append_content (reply, content, base64);
   nz_agent_conn_write_frame (conn, reply->str, reply->len);
   nz_agent_conn_end (conn);
 }
@@ -593,14 +490,7 @@ op_write_file (NzAgentConn *conn, NzEnvelope *env)
   JsonNode *content_node = body_member (env, "content");
   const char *encoding = env->body != NULL ? nz_json_get_string (env->body, "encoding") : NULL;
   g_autoptr (GError) error = NULL;
-  g_autofree char *lexical = NULL;
-  g_autofree char *root = NULL;
-  g_autofree char *real = NULL;
-  g_autofree char *dir = NULL;
-  g_autofree char *text = NULL;
-  g_autofree guchar *decoded = NULL;
   gsize len = 0;
-  const void *data;
   g_autoptr (JsonObject) reply = NULL;
 
   if (path == NULL)
@@ -620,30 +510,7 @@ op_write_file (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_reply_error (conn, "missing_path_or_content");
       return;
     }
-  if ((lexical = nz_jail_resolve_write (guest->jail, path, &root, &error)) == NULL)
-    {
-      nz_agent_conn_reply_error (conn, error->message);
-      return;
-    }
-  dir = g_path_get_dirname (lexical);
-  if (!nz_fileio_mkdir_p (dir, &error)
-      || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL)
-    {
-      nz_agent_conn_reply_error (conn, error->message);
-      return;
-    }
-  text = nz_json_js_string (content_node);
-  if (g_strcmp0 (encoding, "base64") == 0)
-    {
-      decoded = g_base64_decode (text, &len);
-      data = decoded;
-    }
-  else
-    {
-      data = text;
-      len = strlen (text);
-    }
-  if (!nz_fileio_write_durable (real, data, len, &error))
+  if (!nz_request_write_file (guest, path, content_node, encoding, &len, &error))
     {
       nz_agent_conn_reply_error (conn, error->message);
       return;

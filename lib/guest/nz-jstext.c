@@ -5,40 +5,7 @@
 #include <string.h>
 
 #include "nz-errors.h"
-
-static void
-append_escaped_char (GString *out, guchar c)
-{
-  switch (c)
-    {
-    case '"':
-      g_string_append (out, "\\\"");
-      break;
-    case '\\':
-      g_string_append (out, "\\\\");
-      break;
-    case '\b':
-      g_string_append (out, "\\b");
-      break;
-    case '\f':
-      g_string_append (out, "\\f");
-      break;
-    case '\n':
-      g_string_append (out, "\\n");
-      break;
-    case '\r':
-      g_string_append (out, "\\r");
-      break;
-    case '\t':
-      g_string_append (out, "\\t");
-      break;
-    default:
-      if (c < 0x20)
-        g_string_append_printf (out, "\\u%04x", c);
-      else
-        g_string_append_c (out, (char)c);
-    }
-}
+#include "nz-json.h"
 
 void
 nz_jstext_append_json_lossy (GString *out, const void *data, gsize len)
@@ -57,7 +24,7 @@ nz_jstext_append_json_lossy (GString *out, const void *data, gsize len)
 
       if (b < 0x80)
         {
-          append_escaped_char (out, b);
+          nz_json_append_escaped_byte (out, b);
           i++;
           continue;
         }

@@ -379,37 +379,7 @@ append_js_string (GString *out, const char *s)
     }
   g_string_append_c (out, '"');
   for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++)
-    {
-      switch (*p)
-        {
-        case '"':
-          g_string_append (out, "\\\"");
-          break;
-        case '\\':
-          g_string_append (out, "\\\\");
-          break;
-        case '\b':
-          g_string_append (out, "\\b");
-          break;
-        case '\f':
-          g_string_append (out, "\\f");
-          break;
-        case '\n':
-          g_string_append (out, "\\n");
-          break;
-        case '\r':
-          g_string_append (out, "\\r");
-          break;
-        case '\t':
-          g_string_append (out, "\\t");
-          break;
-        default:
-          if (*p < 0x20)
-            g_string_append_printf (out, "\\u%04x", *p);
-          else
-            g_string_append_c (out, *p);
-        }
-    }
+    nz_json_append_escaped_byte (out, *p);
   g_string_append_c (out, '"');
 }
 

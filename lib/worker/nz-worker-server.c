@@ -9,12 +9,11 @@
 
 #include "nz-errors.h"
 #include "nz-exec.h"
-#include "nz-fileio.h"
-#include "nz-jail.h"
 #include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-knobs.h"
 #include "nz-agent-ops.h"
+#include "nz-request.h"
 #include "nz-token.h"
 #include "nz-worker-agent.h"
 
@@ -539,42 +538,6 @@ member (JsonObject *obj, const char *name)
   return json_object_has_member (obj, name) ? json_object_get_member (obj, name) : NULL;
 }
 
-static const char *
-node_string (JsonNode *n)
-{
-  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
-    return NULL;
-  return json_node_get_string (n);
-}
-
-
-/* JS Number(value). */
-static double
-js_number (JsonNode *n)
-{
-  double d;
-
-  if (n == NULL)
-    return NAN;
-  if (JSON_NODE_HOLDS_NULL (n))
-    return 0;
-  if (!JSON_NODE_HOLDS_VALUE (n))
-    return NAN; /* objects/arrays: close enough, every use refuses or defaults NaN */
-  switch (json_node_get_value_type (n))
-    {
-    case G_TYPE_INT64:
-      return (double)json_node_get_int (n);
-    case G_TYPE_DOUBLE:
-      return json_node_get_double (n);
-    case G_TYPE_BOOLEAN:
-      return json_node_get_boolean (n) ? 1 : 0;
-    case G_TYPE_STRING:
-      return nz_parse_js_number (json_node_get_string (n), &d) ? d : NAN;
-    default:
-      return NAN;
-    }
-}
-
 /* The worker's own id pattern, looser than the client's: ^exec_[0-9a-f-]{36}$. */
 static gboolean
 worker_id_is_valid (const char *id)
@@ -585,39 +548,6 @@ worker_id_is_valid (const char *id)
     if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || *p == '-'))
       return FALSE;
   return TRUE;
-}
-
-static void
-set_result_members (JsonObject *obj, const NzExecResult *r)
-{
-  json_object_set_int_member (obj, "exitCode", r->exit_code);
-  json_object_set_boolean_member (obj, "timedOut", r->timed_out);
-  json_object_set_int_member (obj, "durationMs", r->duration_ms);
-  if (r->signal != 0)
-    json_object_set_string_member (obj, "signal", nz_exec_signal_name (r->signal));
-  json_object_set_boolean_member (obj, "stdoutTruncated", r->stdout_truncated);
-  json_object_set_boolean_member (obj, "stderrTruncated", r->stderr_truncated);
-}
-
-/* terminalPayload: {ok:true, state, started, result?, error?}. */
-static JsonObject *
-terminal_payload (NzExecRecord *rec)
-{
-  JsonObject *reply = json_object_new ();
-
-  json_object_set_boolean_member (reply, "ok", TRUE);
-  json_object_set_string_member (reply, "state", nz_exec_outcome_to_string (rec->outcome));
-  json_object_set_boolean_member (reply, "started", rec->started);
-  if (rec->has_result)
-    {
-      JsonObject *result = json_object_new ();
-
-      set_result_members (result, &rec->result);
-      json_object_set_object_member (reply, "result", result);
-    }
-  if (rec->error != NULL)
-    json_object_set_string_member (reply, "error", rec->error);
-  return reply;
 }
 
 /* ---- GET /healthz, POST /executions/reserve ---- */
@@ -751,7 +681,7 @@ exec_finished (NzExecRecord *rec, const NzExecResult *result, const char *error_
   if (result != NULL)
     {
       json_object_set_string_member (event, "type", "result");
-      set_result_members (event, result);
+      nz_request_set_result_members (event, result);
     }
   else
     {
@@ -787,7 +717,7 @@ static void
 route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 {
   NzGuest *guest = server->guest;
-  const char *command = node_string (member (body, "command"));
+  const char *command = nz_json_node_string (member (body, "command"));
   JsonNode *id_node = member (body, "executionId");
   JsonNode *cwd_node = member (body, "cwd");
   JsonNode *timeout_node = member (body, "timeoutMs");
@@ -814,7 +744,7 @@ route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
     }
   if (policy_node != NULL)
     {
-      const char *policy = node_string (policy_node);
+      const char *policy = nz_json_node_string (policy_node);
 
       if (g_strcmp0 (policy, "computer-lifetime") == 0)
         {
@@ -829,22 +759,14 @@ route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
     }
   if (id_node != NULL)
     {
-      id = node_string (id_node);
+      id = nz_json_node_string (id_node);
       if (!worker_id_is_valid (id))
         {
           reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_execution_id", NULL);
           return;
         }
     }
-  if (!nz_json_js_truthy (cwd_node))
-    cwd = g_strdup (nz_jail_get_workspace (guest->jail));
-  else if (node_string (cwd_node) == NULL)
-    {
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_cwd",
-                   "The \"path\" argument must be of type string");
-      return;
-    }
-  else if ((cwd = nz_jail_resolve_cwd (guest->jail, node_string (cwd_node), &error)) == NULL)
+  if ((cwd = nz_request_resolve_cwd (guest, cwd_node, &error)) == NULL)
     {
       reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_cwd", error->message);
       return;
@@ -853,8 +775,8 @@ route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
    * worker allows must learn it before the command runs. */
   if (timeout_node != NULL)
     {
-      timeout = js_number (timeout_node);
-      if (!isfinite (timeout) || timeout <= 0 || timeout > (double)guest->limits.max_timeout_ms)
+      timeout = nz_json_js_number (timeout_node);
+      if (!nz_request_timeout_in_range (guest, timeout))
         {
           g_autofree char *m = g_strdup_printf (
               "timeoutMs must be a finite number in (0, %" G_GINT64_FORMAT "]",
@@ -864,9 +786,7 @@ route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
           return;
         }
     }
-  max_output = js_number (member (body, "maxOutputBytes"));
-  if (isnan (max_output) || max_output == 0)
-    max_output = (double)NZ_GUEST_DEFAULT_MAX_OUTPUT_BYTES;
+  max_output = nz_request_max_output (member (body, "maxOutputBytes"));
 
   if (id != NULL)
     {
@@ -902,12 +822,7 @@ route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
     g_ptr_array_add (args, nz_json_js_string (json_array_get_element (args_array, i)));
   g_ptr_array_add (args, NULL);
   envp = nz_guest_child_environ (nz_json_get_object (body, "env"));
-  if (stdin_node != NULL)
-    {
-      char *text = nz_json_js_string (stdin_node);
-
-      stdin_bytes = g_bytes_new_take (text, strlen (text));
-    }
+  stdin_bytes = nz_request_stdin (stdin_node);
 
   spec.command = command;
   spec.args = (const char *const *)args->pdata;
@@ -970,7 +885,7 @@ cancel_confirmed (NzExecRecord *rec, const char *error_message, gpointer user_da
     }
   else
     {
-      g_autoptr (JsonObject) reply = terminal_payload (rec);
+      g_autoptr (JsonObject) reply = nz_request_terminal_payload (rec, NULL);
 
       reply_object (p->msg, SOUP_STATUS_OK, reply);
     }
@@ -983,7 +898,7 @@ static void
 route_cancel (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 {
   NzGuest *guest = server->guest;
-  const char *id = node_string (member (body, "executionId"));
+  const char *id = nz_json_node_string (member (body, "executionId"));
   NzExecRecord *rec;
   Pending *p;
 
@@ -999,17 +914,7 @@ route_cancel (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
       reply_error (msg, SOUP_STATUS_NOT_FOUND, "unknown_execution", NULL);
       return;
     }
-  if (rec->state == NZ_EXEC_STATE_RESERVED || rec->state == NZ_EXEC_STATE_STARTING)
-    {
-      gint64 now = nz_guest_now_ms ();
-      NzExecResult result = { .exit_code = 1 };
-
-      /* Cancelled before admission: terminal now, and that id can never start later. */
-      result.duration_ms = rec->started_at != 0 ? MAX (0, now - rec->started_at) : 0;
-      rec->cause = NZ_EXEC_CAUSE_CANCELLED;
-      nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_CANCELLED,
-                                          &result, NULL, now);
-    }
+  nz_request_cancel_unadmitted (guest, rec);
   p = g_new0 (Pending, 1);
   p->server = server;
   p->msg = g_object_ref (msg);
@@ -1024,16 +929,12 @@ route_read_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bod
 {
   NzGuest *guest = server->guest;
   JsonNode *path_node = member (body, "path");
-  const char *path = node_string (path_node);
+  const char *path = nz_json_node_string (path_node);
   gboolean base64 = g_strcmp0 (nz_json_get_string (body, "encoding"), "base64") == 0;
   g_autoptr (GError) error = NULL;
-  g_autofree char *lexical = NULL;
-  g_autofree char *root = NULL;
-  g_autofree char *real = NULL;
   g_autoptr (GBytes) content = NULL;
   GString *reply;
-  gsize len = 0;
-  const guint8 *data;
+  gsize len;
 
   if (!nz_json_js_truthy (path_node))
     {
@@ -1045,26 +946,15 @@ route_read_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bod
       reply_file_error (msg, "The \"path\" argument must be of type string");
       return;
     }
-  if ((lexical = nz_jail_resolve_read (guest->jail, path, &root, &error)) == NULL
-      || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL
-      || (content = nz_fileio_read_all (real, &error)) == NULL)
+  if ((content = nz_request_read_file (guest, path, &error)) == NULL)
     {
       reply_file_error (msg, error->message);
       return;
     }
-  data = g_bytes_get_data (content, &len);
-  reply = g_string_sized_new (len + 96);
-  g_string_append (reply, "{\"ok\":true,\"content\":");
-  if (base64)
-    {
-      g_autofree char *b64 = g_base64_encode (data, len);
-
-      g_string_append_printf (reply, "\"%s\"", b64);
-    }
-  else
-    nz_jstext_append_json_lossy (reply, data, len);
-  g_string_append_printf (reply, ",\"sizeBytes\":%" G_GSIZE_FORMAT ",\"encoding\":\"%s\"}", len,
-                          base64 ? "base64" : "utf8");
+  /* The reference worker's reply carries no guestBootId. */
+  reply = g_string_sized_new (g_bytes_get_size (content) + 96);
+  g_string_append (reply, "{\"ok\":true,");
+  nz_request_append_content (reply, content, base64);
   len = reply->len;
   reply_raw (msg, SOUP_STATUS_OK, g_string_free (reply, FALSE), len);
 }
@@ -1075,17 +965,10 @@ route_write_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bo
   NzGuest *guest = server->guest;
   JsonNode *path_node = member (body, "path");
   JsonNode *content_node = member (body, "content");
-  const char *path = node_string (path_node);
+  const char *path = nz_json_node_string (path_node);
   g_autoptr (GError) error = NULL;
-  g_autofree char *lexical = NULL;
-  g_autofree char *root = NULL;
-  g_autofree char *real = NULL;
-  g_autofree char *dir = NULL;
-  g_autofree char *text = NULL;
-  g_autofree guchar *decoded = NULL;
   g_autoptr (JsonObject) reply = NULL;
   gsize len = 0;
-  const void *data;
 
   if (!nz_json_js_truthy (path_node) || content_node == NULL)
     {
@@ -1097,33 +980,8 @@ route_write_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bo
       reply_file_error (msg, "The \"path\" argument must be of type string");
       return;
     }
-  if ((lexical = nz_jail_resolve_write (guest->jail, path, &root, &error)) == NULL)
-    {
-      reply_file_error (msg, error->message);
-      return;
-    }
-  /* mkdir -p of the parent before the symlink check: the reference's order (spec C.5). */
-  dir = g_path_get_dirname (lexical);
-  if (!nz_fileio_mkdir_p (dir, &error)
-      || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL)
-    {
-      reply_file_error (msg, error->message);
-      return;
-    }
-  text = nz_json_js_string (content_node);
-  if (g_strcmp0 (nz_json_get_string (body, "encoding"), "base64") == 0)
-    {
-      decoded = g_base64_decode (text, &len);
-      data = decoded;
-    }
-  else
-    {
-      data = text;
-      len = strlen (text);
-    }
-  /* Durable and atomic (the engine's write path): stronger than the reference's
-   * fs.writeFile, never weaker. */
-  if (!nz_fileio_write_durable (real, data, len, &error))
+  if (!nz_request_write_file (guest, path, content_node, nz_json_get_string (body, "encoding"),
+                              &len, &error))
     {
       reply_file_error (msg, error->message);
       return;
