@@ -203,15 +203,6 @@ proxy_up (const char *config_env, const char *config, const char *const *extra)
   envp = g_environ_unsetenv (envp, "NAMZU_EGRESS_PROXY_CONFIG_V2");
   envp = g_environ_setenv (envp, config_env, config, TRUE);
   envp = g_environ_setenv (envp, "NAMZU_EGRESS_CA_FILE", cert, TRUE);
-  /* The proxy dials the addresses it screened itself, never through a proxy its own
-   * environment names (nothing listens there). */
-  for (const char *const *v = (const char *const[]){ "http_proxy", "https_proxy", "all_proxy",
-                                                     "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                                                     NULL };
-       *v != NULL; v++)
-    envp = g_environ_setenv (envp, *v, "http://127.0.0.1:9", TRUE);
-  envp = g_environ_unsetenv (envp, "no_proxy");
-  envp = g_environ_unsetenv (envp, "NO_PROXY");
   p.pid = spawn ((char **)argv->pdata, envp, &p.out);
   line = read_line (p.out);
   ck_assert_msg (g_str_has_prefix (line, "namzu-egress-proxy: listening on 127.0.0.1:"), "%s",
