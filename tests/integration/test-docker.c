@@ -719,6 +719,7 @@ check_tcp_connect (const char *id, NzAgentClient *c, const char *out_dir)
   g_autoptr (JsonObject) ready = NULL;
   g_autoptr (GString) got = g_string_new (NULL);
   JsonObject *frame;
+  gboolean done;
   int rc;
 
   rc = tool (NULL, NULL, &err, "namzu-attach", "--sandbox", id, "--start-detached", "srv", "--",
@@ -757,8 +758,10 @@ check_tcp_connect (const char *id, NzAgentClient *c, const char *out_dir)
         }
       ck_assert_msg (g_strcmp0 (type, "error") != 0, "tcp-connect error: %s",
                      nz_json_get_string (frame, "error"));
+      /* @type points into @frame. */
+      done = g_strcmp0 (type, "end") == 0;
       json_object_unref (frame);
-      if (g_strcmp0 (type, "end") == 0)
+      if (done)
         break;
     }
   ck_assert_str_eq (got->str, "echo:ping");
