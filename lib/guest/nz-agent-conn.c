@@ -48,6 +48,7 @@ struct _NzAgentConn
   GBytes *early; /* bytes that arrived behind the first frame */
   gboolean in_dispatch;
   gboolean send_failed;
+  guint send_failed_id; /* the deferred destroy after a failed send outside dispatch */
 };
 
 NzAgentConn *
@@ -147,6 +148,7 @@ nz_agent_conn_destroy (NzAgentConn *conn)
   stop_source (&conn->read_source);
   stop_source (&conn->write_source);
   g_clear_handle_id (&conn->backstop_id, g_source_remove);
+  g_clear_handle_id (&conn->send_failed_id, g_source_remove);
   /* Out of the pre-auth pool: its slot and charged bytes, and both timers. */
   conn_leave_preauth (conn);
   g_queue_clear_full (&conn->out, (GDestroyNotify)g_bytes_unref);
@@ -182,6 +184,18 @@ conn_drain_received (NzAgentConn *conn)
     }
 }
 
+/* After a send failed outside dispatch: apply what the peer sent before it hung up, then go. */
+static gboolean
+conn_send_failed_idle (gpointer user_data)
+{
+  NzAgentConn *conn = user_data;
+
+  conn->send_failed_id = 0;
+  conn_drain_received (conn);
+  nz_agent_conn_destroy (conn);
+  return G_SOURCE_REMOVE;
+}
+
 static void
 conn_flush (NzAgentConn *conn)
 {
@@ -211,16 +225,19 @@ conn_flush (NzAgentConn *conn)
           /* A peer that sent its request and its first stream frames and hung up: what it
            * sent is still applied (Node hands over every frame of a read before a write
            * error surfaces), then the connection goes. */
-          if (conn->in_dispatch)
-            {
-              conn->send_failed = TRUE;
-              g_queue_clear_full (&conn->out, (GDestroyNotify)g_bytes_unref);
-              conn->out_offset = 0;
-              conn->queued_bytes = 0;
-              return;
-            }
-          conn_drain_received (conn);
-          nz_agent_conn_destroy (conn);
+          /* Nothing more can be sent. The destroy waits until whoever is writing has
+           * returned: a write from inside a stream's own callback (a terminal's pty output,
+           * a session's output) would otherwise free that stream, and the pty it is being
+           * called from, under its feet. In dispatch the dispatcher destroys afterwards;
+           * elsewhere an idle does. */
+          conn->send_failed = TRUE;
+          g_queue_clear_full (&conn->out, (GDestroyNotify)g_bytes_unref);
+          conn->out_offset = 0;
+          conn->queued_bytes = 0;
+          if (!conn->in_dispatch && conn->send_failed_id == 0)
+            conn->send_failed_id
+                = g_idle_add_full (G_PRIORITY_HIGH, conn_send_failed_idle,
+                                   nz_agent_conn_ref (conn), (GDestroyNotify)nz_agent_conn_unref);
           return;
         }
       conn->out_offset += (gsize)n;
@@ -271,7 +288,7 @@ conn_writable (GSocket *sock, GIOCondition cond, gpointer user_data)
 void
 nz_agent_conn_write_framed (NzAgentConn *conn, GBytes *framed)
 {
-  if (conn->closed || conn->end_requested || conn->destroy_requested)
+  if (conn->closed || conn->end_requested || conn->destroy_requested || conn->send_failed)
     return;
   g_queue_push_tail (&conn->out, g_bytes_ref (framed));
   conn->queued_bytes += g_bytes_get_size (framed);
@@ -284,7 +301,7 @@ nz_agent_conn_write_frame (NzAgentConn *conn, const void *payload, gsize len)
 {
   g_autoptr (GBytes) framed = NULL;
 
-  if (conn->closed || conn->end_requested || conn->destroy_requested)
+  if (conn->closed || conn->end_requested || conn->destroy_requested || conn->send_failed)
     return;
   framed = nz_frame_encode (payload, len);
   nz_agent_conn_write_framed (conn, framed);
@@ -581,7 +598,7 @@ nz_agent_conn_set_send_buffer (NzAgentConn *conn, gsize bytes)
 gboolean
 nz_agent_conn_is_ending (NzAgentConn *conn)
 {
-  return conn->closed || conn->end_requested || conn->destroy_requested;
+  return conn->closed || conn->end_requested || conn->destroy_requested || conn->send_failed;
 }
 
 gboolean

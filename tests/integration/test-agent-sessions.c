@@ -207,6 +207,30 @@ START_TEST (test_terminal_background_job_dies)
 }
 END_TEST
 
+/* A peer that hangs up while its terminal pours output: the send that fails runs inside the
+ * pty's own output callback, and the connection's teardown (which frees the terminal and its
+ * pty) must wait until that callback has returned. It used to free them under it (a
+ * use-after-free, seen as an agent SIGSEGV about one hang-up in fifty). */
+START_TEST (test_terminal_hangup_while_output_flows)
+{
+  Agent *a = agent_start (FALSE);
+
+  for (int i = 0; i < 60; i++)
+    {
+      g_autoptr (Stream) s = stream_op (a, "terminal",
+                                        "{\"cols\":80,\"rows\":24,"
+                                        "\"command\":\"yes\"}");
+      g_autoptr (JsonObject) ready = stream_next_object (s, 10000);
+      g_autoptr (JsonObject) data = next_of_type (s, "data");
+      /* Hang up mid-stream, at a slightly different moment each time. */
+      if (i % 3 != 0)
+        g_usleep ((gulong)(i % 7) * 300);
+    }
+  assert_healthy (a);
+  agent_stop (a);
+}
+END_TEST
+
 /* Persistent terminal: session fields in ready, output in the ring whether or not attached,
  * replay from an offset, one-shot reads, supersede, kill-session with its default SIGKILL. */
 static void
@@ -363,7 +387,7 @@ START_TEST (test_session_refusals)
   assert_terminal_refused (a, "{\"cols\":80,\"rows\":24,\"persistent\":true}",
                            "invalid_session_id");
   started = reply (a, "start-detached",
-                      "{\"sessionId\":\"only.one_1\",\"command\":\"sleep\",\"args\":[\"30\"]}");
+                   "{\"sessionId\":\"only.one_1\",\"command\":\"sleep\",\"args\":[\"30\"]}");
   ck_assert (nz_json_get_bool (started, "ok", FALSE));
   ck_assert_str_eq (member_str (started, "kind"), "detached");
   ck_assert_str_eq (member_str (started, "state"), "running");
@@ -477,8 +501,8 @@ START_TEST (test_persistent_input_then_hangup_loop)
       g_autofree char *id = g_strdup_printf ("hup-%d", i);
       g_autofree char *body = g_strdup_printf (
           "{\"cols\":80,\"rows\":24,\"persistent\":true,\"sessionId\":\"%s\"}", id);
-      g_autofree char *ev = g_strdup_printf (
-          "{\"type\":\"input\",\"data\":\"echo $((%d+1000))-MARK\\n\"}", i);
+      g_autofree char *ev
+          = g_strdup_printf ("{\"type\":\"input\",\"data\":\"echo $((%d+1000))-MARK\\n\"}", i);
       g_autofree char *marker = g_strdup_printf ("%d-MARK\r\n", i + 1000);
       g_autofree char *kill_body
           = g_strdup_printf ("{\"sessionId\":\"%s\",\"signal\":\"SIGKILL\"}", id);
@@ -506,9 +530,9 @@ START_TEST (test_detached_output)
 {
   Agent *a = agent_start (FALSE);
   g_autoptr (JsonObject) started = reply (a, "start-detached",
-                                             "{\"sessionId\":\"d1\",\"command\":\"sh\",\"args\":["
-                                             "\"-c\",\"echo out; echo err >&2; exit 5\"],"
-                                             "\"cwd\":\"sub\"}");
+                                          "{\"sessionId\":\"d1\",\"command\":\"sh\",\"args\":["
+                                          "\"-c\",\"echo out; echo err >&2; exit 5\"],"
+                                          "\"cwd\":\"sub\"}");
   g_autoptr (GString) out = g_string_new (NULL);
   g_autoptr (GString) err = g_string_new (NULL);
   g_autoptr (JsonObject) list = NULL;
@@ -623,8 +647,7 @@ START_TEST (test_heartbeat_suspended_while_paused)
   g_autoptr (JsonObject) ready = stream_next_object (s, 10000);
   g_autoptr (GString) acc = g_string_new (NULL);
   g_autofree char *chunk = g_strnfill (65536, 'x');
-  g_autofree char *input
-      = g_strdup_printf ("{\"type\":\"input\",\"data\":\"%s\"}", chunk);
+  g_autofree char *input = g_strdup_printf ("{\"type\":\"input\",\"data\":\"%s\"}", chunk);
   gint64 exit_code = -1;
 
   ck_assert_int_eq (member_int (ready, "heartbeatMs"), 100);
@@ -796,6 +819,7 @@ main (void)
   tcase_add_test (tc, test_terminal_tcp);
   tcase_add_test (tc, test_terminal_kill_coerced);
   tcase_add_test (tc, test_terminal_background_job_dies);
+  tcase_add_test (tc, test_terminal_hangup_while_output_flows);
   tcase_add_test (tc, test_persistent_unix);
   tcase_add_test (tc, test_persistent_tcp);
   tcase_add_test (tc, test_session_refusals);
