@@ -1,4 +1,5 @@
-/* nz-autofd.h: GLib 2.74 has no g_autofd; this is the small backport. */
+/* nz-autofd.h: GLib 2.74 has no g_autofd; this is the small backport, with the other
+ * clear-a-handle helper the servers share. */
 #pragma once
 
 #include <errno.h>
@@ -6,6 +7,16 @@
 #include <unistd.h>
 
 G_BEGIN_DECLS
+
+/* Destroys and drops an attached source, if any; *@source is NULL afterwards. */
+static inline void
+nz_clear_source (GSource **source)
+{
+  if (*source == NULL)
+    return;
+  g_source_destroy (*source);
+  g_clear_pointer (source, g_source_unref);
+}
 
 static inline void
 nz_close_fd (int *fdp)

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include "nz-agent-ops.h"
+#include "nz-autofd.h"
 #include "nz-errors.h"
 #include "nz-frame.h"
 #include "nz-json.h"
@@ -83,15 +84,6 @@ nz_agent_conn_is_closed (NzAgentConn *conn)
   return conn->closed;
 }
 
-static void
-stop_source (GSource **source)
-{
-  if (*source == NULL)
-    return;
-  g_source_destroy (*source);
-  g_clear_pointer (source, g_source_unref);
-}
-
 /* Runs the stream's close handler once; its data is released right after. */
 static void
 conn_stream_closed (NzAgentConn *conn)
@@ -127,7 +119,7 @@ conn_leave_preauth (NzAgentConn *conn)
 static void
 conn_abandon (NzAgentConn *conn)
 {
-  stop_source (&conn->read_source);
+  nz_clear_source (&conn->read_source);
   conn_leave_preauth (conn);
   nz_frame_reader_reset (conn->reader);
 }
@@ -145,8 +137,8 @@ nz_agent_conn_destroy (NzAgentConn *conn)
   if (conn->closed)
     return;
   conn->closed = TRUE;
-  stop_source (&conn->read_source);
-  stop_source (&conn->write_source);
+  nz_clear_source (&conn->read_source);
+  nz_clear_source (&conn->write_source);
   g_clear_handle_id (&conn->backstop_id, g_source_remove);
   g_clear_handle_id (&conn->send_failed_id, g_source_remove);
   /* Out of the pre-auth pool: its slot and charged bytes, and both timers. */
@@ -248,7 +240,7 @@ conn_flush (NzAgentConn *conn)
           conn->out_offset = 0;
         }
     }
-  stop_source (&conn->write_source);
+  nz_clear_source (&conn->write_source);
   if (conn->destroy_requested)
     {
       nz_agent_conn_destroy (conn);
@@ -507,7 +499,7 @@ static void
 conn_on_eof (NzAgentConn *conn)
 {
   conn->peer_eof = TRUE;
-  stop_source (&conn->read_source);
+  nz_clear_source (&conn->read_source);
   if (conn->has_stream)
     {
       /* Node's allowHalfOpen:false: a peer hang-up ends the stream; what is queued still
@@ -614,7 +606,7 @@ nz_agent_conn_set_reading_paused (NzAgentConn *conn, gboolean paused)
     return;
   conn->reading_paused = paused;
   if (paused)
-    stop_source (&conn->read_source);
+    nz_clear_source (&conn->read_source);
   else if (!conn->peer_eof && conn->read_source == NULL)
     conn_watch_readable (conn);
 }

@@ -8,6 +8,7 @@
 #include <gio/gio.h>
 
 #include "nz-agent-heartbeat.h"
+#include "nz-autofd.h"
 #include "nz-guest.h"
 #include "nz-json.h"
 #include "nz-jstext.h"
@@ -38,20 +39,11 @@ typedef struct
 } TcpStream;
 
 static void
-stop_source (GSource **source)
-{
-  if (*source == NULL)
-    return;
-  g_source_destroy (*source);
-  g_clear_pointer (source, g_source_unref);
-}
-
-static void
 tcp_close_upstream (TcpStream *t)
 {
-  stop_source (&t->connect_source);
-  stop_source (&t->read_source);
-  stop_source (&t->write_source);
+  nz_clear_source (&t->connect_source);
+  nz_clear_source (&t->read_source);
+  nz_clear_source (&t->write_source);
   if (t->up != NULL)
     g_socket_close (t->up, NULL);
   g_clear_object (&t->up);
@@ -148,7 +140,7 @@ tcp_flush_upstream (TcpStream *t)
         }
       g_byte_array_remove_range (t->pending, 0, (guint)n);
     }
-  stop_source (&t->write_source);
+  nz_clear_source (&t->write_source);
   if (t->host_paused)
     tcp_set_host_paused (t, FALSE);
   if (t->end_requested)
