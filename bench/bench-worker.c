@@ -104,6 +104,16 @@ main (int argc, char **argv)
   pid = atoi (g_subprocess_get_identifier (worker));
 
   printf ("measured: %s\n", tool);
+  {
+    /* Which libsoup the worker carries (static or shared): the largest lever on its memory. */
+    const char *vargv[] = { tool, "--version", NULL };
+    g_autofree char *version = NULL;
+
+    if (g_spawn_sync (NULL, (char **)vargv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &version,
+                      NULL, NULL, NULL)
+        && strchr (version, '\n') != NULL)
+      printf ("linked: %s", strchr (version, '\n') + 1);
+  }
   report (pid, "at start:");
   request (port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   g_usleep (100 * 1000);

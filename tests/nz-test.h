@@ -34,16 +34,23 @@ nz_test_run (Suite *s)
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+/* CI is set (and not "false" or "0"): .ci/run, where every prerequisite is installed. */
+static inline gboolean
+nz_test_under_ci (void)
+{
+  const char *ci = g_getenv ("CI");
+
+  return ci != NULL && *ci != '\0' && g_strcmp0 (ci, "false") != 0 && g_strcmp0 (ci, "0") != 0;
+}
+
 /* A test may skip only when its prerequisite is missing and CI is unset (STYLE.md). Under
  * CI=true a missing prerequisite is a failure. Call at the top of main(). */
 static inline void
 nz_test_require (gboolean have, const char *what)
 {
-  const char *ci = g_getenv ("CI");
-
   if (have)
     return;
-  if (ci != NULL && *ci != '\0' && g_strcmp0 (ci, "false") != 0 && g_strcmp0 (ci, "0") != 0)
+  if (nz_test_under_ci ())
     {
       printf ("1..1\nnot ok 1 - prerequisite missing under CI: %s\n", what);
       exit (EXIT_FAILURE);

@@ -12,6 +12,7 @@
 
 static const char *cli_tool = "namzu";
 static gboolean cli_version;
+static const char *cli_version_detail;
 
 void
 nz_cli_init (const char *tool)
@@ -75,8 +76,16 @@ nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
   if (cli_version)
     {
       printf ("%s %s\n", cli_tool, NZ_VERSION);
+      if (cli_version_detail != NULL)
+        printf ("%s\n", cli_version_detail);
       exit (NZ_EXIT_OK);
     }
+}
+
+void
+nz_cli_set_version_detail (const char *line)
+{
+  cli_version_detail = line;
 }
 
 gboolean

@@ -17,6 +17,10 @@ const char *nz_cli_tool (void);
  * "<tool>: <message>\nTry '<tool> --help' for more information." and exits 2. */
 void nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
 
+/* A second line for --version (what the binary carries that its version alone does not say,
+ * e.g. a statically linked library). Call before nz_cli_parse(). @line is not copied. */
+void nz_cli_set_version_detail (const char *line);
+
 /* "<tool>: <message>" on stderr. */
 void nz_cli_warn (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
 

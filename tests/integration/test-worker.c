@@ -11,6 +11,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
+#include "nz-config.h"
 #include "nz-test.h"
 
 #define TOKEN "w0rker-t0ken-9f8e7d"
@@ -901,6 +902,43 @@ START_TEST (test_env_scrub)
 }
 END_TEST
 
+/* The libsoup the build configured (meson option libsoup_static) is the one the running worker
+ * maps, and --version says which: a static build must not load the shared libsoup (nor, with
+ * it, krb5), a shared build must. */
+START_TEST (test_libsoup_linkage)
+{
+  g_autofree char *tool = nz_test_tool ("namzu-worker");
+  gboolean is_static = strstr (NZ_LIBSOUP_LINKAGE, ", static (") != NULL;
+  Worker *w = worker_start (NULL);
+  g_autofree char *maps_path = g_strdup_printf ("/proc/%d/maps", (int)w->pid);
+  g_autofree char *maps = NULL;
+  g_autofree char *out = NULL;
+  const char *argv[] = { tool, "--version", NULL };
+  int status = -1;
+
+  /* .ci/run builds the static libsoup (scripts/install-deps): CI tests what the images ship. */
+  ck_assert_msg (is_static || !nz_test_under_ci (),
+                 "CI built the worker against the shared libsoup: %s", NZ_LIBSOUP_LINKAGE);
+  ck_assert (g_file_get_contents (maps_path, &maps, NULL, NULL));
+  if (is_static)
+    {
+      ck_assert_msg (strstr (maps, "libsoup-3.0.so") == NULL, "static build maps libsoup-3.0.so");
+      ck_assert (strstr (maps, "libkrb5") == NULL && strstr (maps, "libsqlite3") == NULL);
+    }
+  else
+    ck_assert_msg (strstr (maps, "libsoup-3.0.so") != NULL, "shared build maps no libsoup");
+  worker_stop (w);
+
+  ck_assert (g_spawn_sync (NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out,
+                           NULL, &status, NULL));
+  ck_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  ck_assert_msg (g_str_has_prefix (out, "namzu-worker ")
+                     && strstr (out, "\n" NZ_LIBSOUP_LINKAGE "\n"),
+                 "--version: %s", out);
+  ck_assert (g_str_has_prefix (NZ_LIBSOUP_LINKAGE, "libsoup 3."));
+}
+END_TEST
+
 START_TEST (test_idle_exit)
 {
   const char *extra[] = { "NAMZU_SANDBOX_IDLE_TIMEOUT_MS", "600", NULL };
@@ -1256,6 +1294,7 @@ main (void)
   tcase_add_test (tc, test_poison_on_leftover_descendant);
   tcase_add_test (tc, test_env_scrub);
   tcase_add_test (tc, test_idle_exit);
+  tcase_add_test (tc, test_libsoup_linkage);
   tcase_add_test (tc, test_namzu_exec);
   tcase_add_test (tc, test_namzu_exec_sigint_cancels);
   tcase_add_test (tc, test_agent_route);

@@ -8,6 +8,7 @@
 #include <glib-unix.h>
 
 #include "nz-cli.h"
+#include "nz-config.h"
 #include "nz-exec.h"
 #include "nz-guest.h"
 #include "nz-worker-config.h"
@@ -67,6 +68,9 @@ main (int argc, char **argv)
   g_autoptr (GMainLoop) loop = NULL;
 
   nz_cli_init ("namzu-worker");
+  /* Which libsoup serves the API, so an audit of a security update can tell whether this
+   * binary carries its own copy (meson option libsoup_static). */
+  nz_cli_set_version_detail (NZ_LIBSOUP_LINKAGE);
   g_option_context_set_summary (ctx, "Serve the namzu container-worker HTTP API.");
   g_option_context_set_description (ctx, description);
   nz_cli_parse (ctx, &argc, &argv);
