@@ -1,3 +1,5 @@
+#define _GNU_SOURCE /* memmem */
+
 #include "nz-json.h"
 
 #include <math.h>
@@ -6,13 +8,183 @@
 #include "nz-errors.h"
 #include "nz-knobs.h"
 
-char *
-nz_json_to_string (JsonNode *node, gsize *out_len)
+/* Long plain strings, both ways. json-glib 1.6 reads a string one character at a time
+ * (appending to a GString) and writes it one character at a time (escaping); a base64 file
+ * part is one 350 KiB string of printable ASCII that neither step changes. Such strings
+ * ("plain": 0x20..0x7e, no '"' or '\\', at least ELIDE_MIN_BYTES) are swapped for a
+ * placeholder holding a random nonce around the json-glib call and put back with memcpy.
+ * Every placeholder must be found exactly once, else the ordinary path runs: the result is
+ * always what json-glib alone gives. */
+#define ELIDE_MIN_BYTES 4096
+#define ELIDE_MAX 4
+#define ELIDE_PLACEHOLDER_LEN 40 /* "nz-elided-" + 28 hex digits + index + '\0' */
+
+typedef struct
+{
+  char placeholder[ELIDE_MAX][ELIDE_PLACEHOLDER_LEN];
+  guint n;
+} Elision;
+
+static gint elided_count;
+
+guint
+nz_json_elided_count (void)
+{
+  return (guint)g_atomic_int_get (&elided_count);
+}
+
+static void
+elision_init (Elision *e)
+{
+  guint32 r[4] = { g_random_int (), g_random_int (), g_random_int (), g_random_int () };
+
+  e->n = 0;
+  for (guint i = 0; i < ELIDE_MAX; i++)
+    g_snprintf (e->placeholder[i], ELIDE_PLACEHOLDER_LEN, "nz-elided-%08x%08x%08x%04x%u", r[0],
+                r[1], r[2], r[3] & 0xffff, i);
+}
+
+static gboolean
+plain_bytes (const char *s, gsize len)
+{
+  for (gsize i = 0; i < len; i++)
+    {
+      unsigned char b = (unsigned char)s[i];
+
+      if (b < 0x20 || b > 0x7e || b == '"' || b == '\\')
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Calls @visit on every string node of @node's tree, in document order. */
+static void
+walk_strings (JsonNode *node, void (*visit) (JsonNode *str, gpointer data), gpointer data)
+{
+  switch (json_node_get_node_type (node))
+    {
+    case JSON_NODE_OBJECT:
+      {
+        JsonObjectIter iter;
+        JsonNode *member;
+
+        json_object_iter_init (&iter, json_node_get_object (node));
+        while (json_object_iter_next (&iter, NULL, &member))
+          walk_strings (member, visit, data);
+        break;
+      }
+    case JSON_NODE_ARRAY:
+      {
+        JsonArray *array = json_node_get_array (node);
+
+        for (guint i = 0; i < json_array_get_length (array); i++)
+          walk_strings (json_array_get_element (array, i), visit, data);
+        break;
+      }
+    case JSON_NODE_VALUE:
+      if (json_node_get_value_type (node) == G_TYPE_STRING)
+        visit (node, data);
+      break;
+    case JSON_NODE_NULL:
+      break;
+    }
+}
+
+/* Collects into @data (a GPtrArray) the long plain string nodes, at most ELIDE_MAX. */
+static void
+collect_long_string (JsonNode *node, gpointer data)
+{
+  GPtrArray *found = data;
+  const char *str = json_node_get_string (node);
+  gsize len = str != NULL ? strlen (str) : 0;
+
+  /* A node referenced twice in the tree is swapped once. */
+  if (found->len < ELIDE_MAX && len >= ELIDE_MIN_BYTES && !json_node_is_immutable (node)
+      && !g_ptr_array_find (found, node, NULL) && plain_bytes (str, len))
+    g_ptr_array_add (found, node);
+}
+
+/* @text (@len bytes) with each quoted placeholder of @e replaced by @values[i]; NULL unless
+ * every placeholder occurs exactly once. */
+static char *
+splice_placeholders (const char *text, gsize len, const Elision *e, char **values, gsize *out_len)
+{
+  const char *at[ELIDE_MAX];
+  gsize plen = strlen (e->placeholder[0]), total = len;
+  GString *out;
+  const char *p = text;
+
+  for (guint i = 0; i < e->n; i++)
+    {
+      const char *hit = memmem (text, len, e->placeholder[i], plen);
+
+      if (hit == NULL || memmem (hit + 1, len - (gsize)(hit + 1 - text), e->placeholder[i], plen))
+        return NULL;
+      at[i] = hit;
+      total = total - plen + strlen (values[i]);
+    }
+  out = g_string_sized_new (total + 1);
+  /* In text order: placeholders need not come out in the order they were collected. */
+  for (;;)
+    {
+      int next = -1;
+
+      for (guint i = 0; i < e->n; i++)
+        if (at[i] >= p && (next < 0 || at[i] < at[next]))
+          next = (int)i;
+      if (next < 0)
+        break;
+      g_string_append_len (out, p, at[next] - p);
+      g_string_append (out, values[next]);
+      p = at[next] + plen;
+    }
+  g_string_append_len (out, p, text + len - p);
+  if (out_len != NULL)
+    *out_len = out->len;
+  return g_string_free (out, FALSE);
+}
+
+static char *
+generate (JsonNode *node, gsize *out_len)
 {
   g_autoptr (JsonGenerator) gen = json_generator_new ();
 
   json_generator_set_root (gen, node);
   return json_generator_to_data (gen, out_len);
+}
+
+char *
+nz_json_to_string (JsonNode *node, gsize *out_len)
+{
+  g_autoptr (GPtrArray) found = g_ptr_array_new ();
+  char *values[ELIDE_MAX] = { NULL };
+  g_autofree char *text = NULL;
+  char *spliced;
+  gsize len = 0;
+  Elision e;
+
+  /* A sealed tree cannot take a placeholder; it is serialised as it is. */
+  if (node == NULL || json_node_is_immutable (node))
+    return generate (node, out_len);
+  walk_strings (node, collect_long_string, found);
+  if (found->len == 0)
+    return generate (node, out_len);
+  elision_init (&e);
+  e.n = found->len;
+  for (guint i = 0; i < e.n; i++)
+    {
+      values[i] = json_node_dup_string (found->pdata[i]);
+      json_node_set_string (found->pdata[i], e.placeholder[i]);
+    }
+  text = generate (node, &len);
+  for (guint i = 0; i < e.n; i++)
+    json_node_set_string (found->pdata[i], values[i]);
+  spliced = splice_placeholders (text, len, &e, values, out_len);
+  for (guint i = 0; i < e.n; i++)
+    g_free (values[i]);
+  if (spliced != NULL)
+    g_atomic_int_inc (&elided_count);
+  return spliced != NULL ? spliced : generate (node, out_len);
 }
 
 char *
@@ -33,13 +205,20 @@ json_ws (char c)
 /* TRUE when @data is one object and nothing but JSON whitespace around it. JSON.parse refuses
  * trailing values; json-glib 1.6 accepts "0\n{...}" (keeping the last value) and leaks the
  * object it parsed on that path, so such input never reaches it. */
+typedef struct
+{
+  gsize start; /* the first byte after the opening quote */
+  gsize len;
+} Span;
+
+/* Also records in @spans (up to ELIDE_MAX) the long plain strings, for the parser below. */
 static gboolean
-single_object (const char *data, gsize len)
+single_object (const char *data, gsize len, Span *spans, guint *n_spans)
 {
   gsize i = 0;
   int depth = 0;
-  gboolean in_str = FALSE, esc = FALSE;
 
+  *n_spans = 0;
   while (i < len && json_ws (data[i]))
     i++;
   if (i == len || data[i] != '{')
@@ -48,19 +227,33 @@ single_object (const char *data, gsize len)
     {
       char c = data[i];
 
-      if (in_str)
+      if (c == '"')
         {
-          if (esc)
-            esc = FALSE;
-          else if (c == '\\')
-            esc = TRUE;
-          else if (c == '"')
-            in_str = FALSE;
+          gsize start = ++i;
+          gboolean plain = TRUE;
+
+          for (; i < len && data[i] != '"'; i++)
+            {
+              unsigned char b = (unsigned char)data[i];
+
+              if (b == '\\')
+                {
+                  plain = FALSE;
+                  i++; /* the escaped character */
+                }
+              else if (b < 0x20 || b > 0x7e)
+                plain = FALSE;
+            }
+          if (i >= len)
+            {
+              i = len;
+              break; /* unterminated: json-glib says so */
+            }
+          if (plain && i - start >= ELIDE_MIN_BYTES && *n_spans < ELIDE_MAX)
+            spans[(*n_spans)++] = (Span){ start, i - start };
           continue;
         }
-      if (c == '"')
-        in_str = TRUE;
-      else if (c == '{' || c == '[')
+      if (c == '{' || c == '[')
         depth++;
       else if ((c == '}' || c == ']') && --depth == 0)
         {
@@ -73,17 +266,89 @@ single_object (const char *data, gsize len)
   return i == len;
 }
 
+typedef struct
+{
+  const Elision *e;
+  const char *data;
+  const Span *spans;
+  guint hits[ELIDE_MAX];
+} Restore;
+
+/* Puts back the string whose placeholder @node holds, if any, and counts the hit. */
+static void
+restore_span (JsonNode *node, gpointer user_data)
+{
+  Restore *r = user_data;
+
+  for (guint i = 0; i < r->e->n; i++)
+    if (g_strcmp0 (json_node_get_string (node), r->e->placeholder[i]) == 0)
+      {
+        g_autofree char *value = g_malloc (r->spans[i].len + 1);
+
+        memcpy (value, r->data + r->spans[i].start, r->spans[i].len);
+        value[r->spans[i].len] = '\0';
+        json_node_set_string (node, value);
+        r->hits[i]++;
+        return;
+      }
+}
+
+/* The object @data holds, parsed with its long plain strings elided; NULL when anything is
+ * off (the caller then parses @data whole, which also gives the error json-glib words). */
+static JsonObject *
+parse_elided (const char *data, gsize len, const Span *spans, guint n_spans)
+{
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GString) reduced = g_string_sized_new (len - spans[0].len + 256);
+  Restore r = { 0 };
+  gsize from = 0;
+  JsonNode *root;
+  Elision e;
+
+  elision_init (&e);
+  e.n = n_spans;
+  for (guint i = 0; i < n_spans; i++)
+    {
+      g_string_append_len (reduced, data + from, spans[i].start - from);
+      g_string_append (reduced, e.placeholder[i]);
+      from = spans[i].start + spans[i].len;
+    }
+  g_string_append_len (reduced, data + from, len - from);
+  if (!json_parser_load_from_data (parser, reduced->str, reduced->len, NULL)
+      || (root = json_parser_get_root (parser)) == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return NULL;
+  r = (Restore){ .e = &e, .data = data, .spans = spans };
+  walk_strings (root, restore_span, &r);
+  for (guint i = 0; i < n_spans; i++)
+    if (r.hits[i] != 1)
+      return NULL;
+  /* Not sealed, unlike the ordinary path's immutable parse: sealing hashes every string, a
+   * byte at a time, and nothing here needs the tree immutable or hashed. */
+  g_atomic_int_inc (&elided_count);
+  return json_object_ref (json_node_get_object (root));
+}
+
 JsonObject *
 nz_json_parse_object (const char *data, gssize len, GError **error)
 {
   g_autoptr (JsonParser) parser = json_parser_new_immutable ();
   g_autoptr (GError) local_error = NULL;
+  gsize dlen = len < 0 ? strlen (data) : (gsize)len;
+  Span spans[ELIDE_MAX];
+  guint n_spans = 0;
   JsonNode *root;
 
-  if (!single_object (data, len < 0 ? strlen (data) : (gsize)len))
+  if (!single_object (data, dlen, spans, &n_spans))
     {
       nz_throw (error, NZ_ERROR_PROTOCOL, "expected exactly one JSON object");
       return NULL;
+    }
+  if (n_spans > 0)
+    {
+      JsonObject *obj = parse_elided (data, dlen, spans, n_spans);
+
+      if (obj != NULL)
+        return obj;
     }
   if (!json_parser_load_from_data (parser, data, len, &local_error))
     {
@@ -157,6 +422,15 @@ nz_json_get_array (JsonObject *obj, const char *name)
   JsonNode *n = member (obj, name);
 
   return (n != NULL && JSON_NODE_HOLDS_ARRAY (n)) ? json_node_get_array (n) : NULL;
+}
+
+const char *
+nz_json_string_or_js (JsonNode *node, char **owned)
+{
+  if (node != NULL && JSON_NODE_HOLDS_VALUE (node)
+      && json_node_get_value_type (node) == G_TYPE_STRING && json_node_get_string (node) != NULL)
+    return json_node_get_string (node);
+  return *owned = nz_json_js_string (node);
 }
 
 char *

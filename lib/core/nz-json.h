@@ -5,9 +5,16 @@
 
 G_BEGIN_DECLS
 
-/* Compact serialisation of @node (no trailing newline). Returns a new string. */
+/* Compact serialisation of @node (no trailing newline). Returns a new string. Long plain
+ * strings of a mutable tree are swapped for placeholders during the call (see nz-json.c): the
+ * tree is as it was when it returns, but must not be read from another thread meanwhile. */
 char *nz_json_to_string (JsonNode *node, gsize *out_len);
 char *nz_json_object_to_string (JsonObject *obj, gsize *out_len);
+
+/* How many parses and serialisations took the long-string path (nz-json.c): a string of at
+ * least 4 KiB of printable ASCII without a quote or a backslash (a base64 file part) moved by
+ * memcpy instead of json-glib's character loop. For tests and benchmarks. */
+guint nz_json_elided_count (void);
 
 /* Parses @data as one JSON object. Returns a new reference, or NULL with NZ_ERROR_PROTOCOL. */
 JsonObject *nz_json_parse_object (const char *data, gssize len, GError **error);
@@ -23,6 +30,9 @@ JsonArray *nz_json_get_array (JsonObject *obj, const char *member);
 /* JS String(value) of a JSON node, as the reference renders request fields (NULL node ->
  * "undefined", objects "[object Object]", arrays joined by ","). Returns a new string. */
 char *nz_json_js_string (JsonNode *node);
+/* The same text without a copy when @node is a JSON string (its own storage, valid while the
+ * node is); otherwise nz_json_js_string()'s new string, also stored in *@owned to free. */
+const char *nz_json_string_or_js (JsonNode *node, char **owned);
 
 /* JS truthiness of a JSON value, as the reference tests request fields: NULL (absent, i.e.
  * undefined) and null, false, 0, NaN and "" are falsy; objects and arrays are truthy. */

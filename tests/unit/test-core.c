@@ -198,6 +198,187 @@ START_TEST (test_base64_refuses)
 }
 END_TEST
 
+/* ---- long plain strings: nz-json swaps them for placeholders around json-glib ---- */
+
+static char *
+glib_generate (JsonNode *node)
+{
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+
+  json_generator_set_root (gen, node);
+  return json_generator_to_data (gen, NULL);
+}
+
+/* nz_json_parse_object() must give what json-glib alone gives: compared through json-glib's
+ * own serialisation of both trees. */
+static void
+assert_parses_like_glib (const char *doc)
+{
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) ours = nz_json_parse_object (doc, -1, &error);
+  g_autoptr (JsonNode) ours_node = json_node_new (JSON_NODE_OBJECT);
+  g_autofree char *want = NULL, *got = NULL;
+
+  ck_assert_msg (ours != NULL, "%s", error != NULL ? error->message : "");
+  ck_assert (json_parser_load_from_data (parser, doc, -1, NULL));
+  want = glib_generate (json_parser_get_root (parser));
+  json_node_set_object (ours_node, ours);
+  got = glib_generate (ours_node);
+  ck_assert_uint_eq (strlen (got), strlen (want));
+  ck_assert (strcmp (got, want) == 0);
+}
+
+static char *
+filled (gsize len, char c)
+{
+  char *s = g_malloc (len + 1);
+
+  memset (s, c, len);
+  s[len] = '\0';
+  return s;
+}
+
+START_TEST (test_json_long_strings)
+{
+  g_autofree char *b64 = NULL, *other = NULL, *small = filled (4095, 'x');
+  g_autofree char *raw = filled (300000, 0x5a);
+  g_autofree char *doc = NULL;
+
+  b64 = g_base64_encode ((const guint8 *)raw, 300000);
+  other = filled (5000, 'q');
+  /* One, several (more than the four it elides), nested in arrays and objects, beside short
+   * strings, numbers, booleans and nulls; a key as long as a value. */
+  guint before = nz_json_elided_count ();
+
+  doc = g_strdup_printf ("{\"op\":\"write-file\",\"body\":{\"path\":\"/w/a\",\"content\":\"%s\","
+                         "\"encoding\":\"base64\",\"part\":{\"offset\":262144,\"final\":true}}}",
+                         b64);
+  assert_parses_like_glib (doc);
+  /* That took the long-string path (and did not fall back to the whole parse). */
+  ck_assert_uint_eq (nz_json_elided_count (), before + 1);
+  g_free (doc);
+  doc = g_strdup_printf ("{\"a\":[\"%s\",\"%s\",{\"b\":\"%s\"}],\"c\":\"%s\",\"d\":\"%s\","
+                         "\"%s\":1.5,\"e\":null,\"f\":false,\"g\":\"%s\"}",
+                         other, b64, other, small, b64, other, other);
+  assert_parses_like_glib (doc);
+  g_free (doc);
+  /* Not plain: an escape, a non-ASCII character, a control character escaped. */
+  doc = g_strdup_printf ("{\"a\":\"%s\\\"%s\",\"b\":\"%s\xc3\xa9\",\"c\":\"%s\\u0001\"}", other,
+                         other, other, other);
+  assert_parses_like_glib (doc);
+  g_free (doc);
+  /* The same placeholder text a caller could send is just a string. */
+  doc = g_strdup_printf ("{\"a\":\"nz-elided-00000000000000000000000000000\",\"b\":\"%s\"}", other);
+  assert_parses_like_glib (doc);
+}
+END_TEST
+
+START_TEST (test_json_long_strings_errors)
+{
+  g_autofree char *other = filled (8000, 'q');
+  g_autofree char *bad = NULL;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GError) glib_error = NULL, error = NULL;
+  g_autoptr (JsonObject) obj = NULL;
+  g_autofree char *want = NULL;
+
+  /* A mistake after a long string is reported as json-glib reports it on the whole text
+   * (same line and column). */
+  bad = g_strdup_printf ("{\"a\":\"%s\",\"b\":tru}", other);
+  ck_assert (!json_parser_load_from_data (parser, bad, -1, &glib_error));
+  obj = nz_json_parse_object (bad, -1, &error);
+  ck_assert (obj == NULL);
+  want = g_strdup_printf ("invalid JSON: %s", glib_error->message);
+  ck_assert_str_eq (error->message, want);
+  g_clear_error (&error);
+  g_free (bad);
+  /* Unterminated, and a trailing value, as before. */
+  bad = g_strdup_printf ("{\"a\":\"%s", other);
+  ck_assert (nz_json_parse_object (bad, -1, &error) == NULL);
+  ck_assert (g_str_has_prefix (error->message, "invalid JSON: "));
+  g_clear_error (&error);
+  g_free (bad);
+  bad = g_strdup_printf ("{\"a\":\"%s\"} 1", other);
+  ck_assert (nz_json_parse_object (bad, -1, &error) == NULL);
+  ck_assert_str_eq (error->message, "expected exactly one JSON object");
+  g_clear_error (&error);
+  g_free (bad);
+  bad = g_strdup_printf ("{\"a\":\"%s\\", other);
+  ck_assert (nz_json_parse_object (bad, -1, &error) == NULL);
+  ck_assert (g_str_has_prefix (error->message, "invalid JSON: "));
+}
+END_TEST
+
+START_TEST (test_json_long_strings_generate)
+{
+  g_autofree char *raw = filled (200000, 0x33);
+  g_autofree char *b64 = g_base64_encode ((const guint8 *)raw, 200000);
+  g_autofree char *other = filled (6000, 'r');
+  g_autoptr (JsonObject) env = json_object_new ();
+  JsonObject *body = json_object_new ();
+  JsonArray *list = json_array_new ();
+  g_autoptr (JsonNode) root = json_node_new (JSON_NODE_OBJECT);
+  g_autoptr (JsonObject) sealed = NULL;
+  g_autofree char *sealed_doc = NULL;
+  g_autofree char *want = NULL, *got = NULL, *again = NULL;
+  gsize len = 0;
+  guint before;
+
+  json_array_add_string_element (list, other);
+  json_array_add_string_element (list, "short");
+  json_array_add_string_element (list, b64);
+  json_object_set_string_member (body, "content", b64);
+  json_object_set_string_member (body, "escaped", "\"quoted\"\n");
+  json_object_set_array_member (body, "list", list);
+  json_object_set_string_member (env, "op", "write-file");
+  json_object_set_object_member (env, "body", body);
+  json_node_set_object (root, env);
+  want = glib_generate (root);
+  before = nz_json_elided_count ();
+  got = nz_json_to_string (root, &len);
+  ck_assert_uint_eq (nz_json_elided_count (), before + 1);
+  ck_assert_uint_eq (len, strlen (want));
+  ck_assert (strcmp (got, want) == 0);
+  /* The caller's tree is as it was. */
+  ck_assert_str_eq (json_object_get_string_member (body, "content"), b64);
+  ck_assert_str_eq (json_array_get_string_element (list, 0), other);
+  again = glib_generate (root);
+  ck_assert (strcmp (again, want) == 0);
+
+  /* One node in two places (a reference added twice): the output is json-glib's and the
+   * node keeps its text. */
+  {
+    g_autoptr (JsonNode) shared = json_node_new (JSON_NODE_VALUE);
+    g_autoptr (JsonNode) tree = json_node_new (JSON_NODE_OBJECT);
+    JsonObject *o = json_object_new ();
+    JsonArray *a = json_array_new ();
+    g_autofree char *w = NULL, *g = NULL;
+
+    json_node_set_string (shared, other);
+    json_object_set_member (o, "x", json_node_ref (shared));
+    json_array_add_element (a, json_node_ref (shared));
+    json_object_set_array_member (o, "y", a);
+    json_node_take_object (tree, o);
+    w = glib_generate (tree);
+    g = nz_json_to_string (tree, NULL);
+    ck_assert (strcmp (g, w) == 0);
+    ck_assert_str_eq (json_node_get_string (shared), other);
+  }
+
+  /* A sealed subtree (as parsed) inside a new envelope: serialised as it is. */
+  sealed_doc = g_strdup_printf ("{\"content\":\"%s\"}", b64);
+  sealed = nz_json_parse_object (sealed_doc, -1, NULL);
+  ck_assert (sealed != NULL);
+  json_object_set_object_member (env, "sealed", json_object_ref (sealed));
+  g_free (want);
+  g_free (got);
+  want = glib_generate (root);
+  got = nz_json_to_string (root, NULL);
+  ck_assert (strcmp (got, want) == 0);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -211,6 +392,9 @@ main (void)
   tcase_add_test (tc, test_js_truthy);
   tcase_add_test (tc, test_base64_matches_glib);
   tcase_add_test (tc, test_base64_refuses);
+  tcase_add_test (tc, test_json_long_strings);
+  tcase_add_test (tc, test_json_long_strings_errors);
+  tcase_add_test (tc, test_json_long_strings_generate);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
