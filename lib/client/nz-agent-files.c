@@ -110,10 +110,11 @@ send_part (NzAgentClient *c, const char *temp, const char *path, const guint8 *d
 {
   g_autoptr (JsonObject) body = json_object_new ();
   JsonObject *part = json_object_new ();
-  g_autofree char *b64 = g_base64_encode (data, len);
+  g_autofree char *b64 = g_malloc (NZ_BASE64_ENCODED_LEN (len) + 1);
   g_autoptr (JsonObject) reply = NULL;
   double size = -1;
 
+  b64[nz_base64_encode (data, len, b64)] = '\0';
   json_object_set_string_member (body, "path", temp);
   json_object_set_string_member (body, "content", b64);
   json_object_set_string_member (body, "encoding", "base64");
@@ -233,7 +234,7 @@ download_frame (JsonObject *frame, gpointer user_data, GError **error)
 
       if (!d->have_meta)
         return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream sent data before its meta frame");
-      data = g_base64_decode (b64 != NULL ? b64 : "", &len);
+      data = nz_base64_decode_lenient (b64 != NULL ? b64 : "", &len);
       while (off < len)
         {
           ssize_t n = write (d->fd, data + off, len - off);
@@ -316,25 +317,6 @@ fast_data_frame (Download *d, const char *p, gsize len, guint8 **buf, gsize *buf
   return TRUE;
 }
 
-/* One frame header (spec A.2): eight hex digits and a newline; the payload length, or -1. */
-static gint64
-frame_header_length (const guint8 *h)
-{
-  gint64 len = 0;
-
-  if (h[8] != '\n')
-    return -1;
-  for (int i = 0; i < 8; i++)
-    {
-      int v = g_ascii_xdigit_value (h[i]);
-
-      if (v < 0)
-        return -1;
-      len = (len << 4) | v;
-    }
-  return len;
-}
-
 /* read-file-stream on a raw connection. Each frame is read whole, header then payload, into
  * one buffer that data frames are decoded from in place: no copy between the socket and the
  * decoder, which at these rates costs as much as the decode. */
@@ -366,7 +348,7 @@ download_raw (NzAgentClient *c, JsonObject *body, Download *d, GCancellable *can
         return nz_throw (error, NZ_ERROR_PROTOCOL,
                          d->have_end ? "read-file-stream socket closed before its terminator"
                                      : "read-file-stream socket closed before its end frame");
-      if ((len = frame_header_length (header)) < 0)
+      if ((len = nz_frame_header_length (header)) < 0)
         return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream: malformed frame header");
       if (len == 0)
         return TRUE; /* the terminator */

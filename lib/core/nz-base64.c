@@ -230,3 +230,19 @@ nz_base64_decode (const char *in, gsize len, guint8 *out)
     }
   return (gssize)(o - out);
 }
+
+guint8 *
+nz_base64_decode_lenient (const char *text, gsize *out_len)
+{
+  gsize len = strlen (text);
+  guint8 *out = g_malloc (NZ_BASE64_DECODED_MAX (len) + 1);
+  gssize n = nz_base64_decode (text, len, out);
+
+  if (n < 0)
+    {
+      g_free (out);
+      return g_base64_decode (text, out_len);
+    }
+  *out_len = (gsize)n;
+  return out;
+}

@@ -23,4 +23,9 @@ gsize nz_base64_encode (const guint8 *in, gsize len, char *out);
  * the text is anything else (the caller then falls back to a lenient decoder). */
 gssize nz_base64_decode (const char *in, gsize len, guint8 *out);
 
+/* Decodes the NUL-terminated @text into a new buffer (never NULL) of *@out_len bytes: the
+ * strict path above when the text is plain padded base64, else g_base64_decode()'s lenient
+ * reading, which these callers always had. */
+guint8 *nz_base64_decode_lenient (const char *text, gsize *out_len);
+
 G_END_DECLS

@@ -9,6 +9,7 @@
 
 #include "nz-agent-heartbeat.h"
 #include "nz-autofd.h"
+#include "nz-base64.h"
 #include "nz-guest.h"
 #include "nz-json.h"
 #include "nz-jstext.h"
@@ -226,7 +227,7 @@ tcp_host_frame (NzAgentConn *conn, GBytes *payload, gpointer user_data)
 
       if (b64 == NULL)
         return;
-      bytes = g_base64_decode (b64, &len);
+      bytes = nz_base64_decode_lenient (b64, &len);
       /* An oversized chunk is dropped, silently, like the reference. */
       if (len == 0 || len > TCP_MAX_CHUNK_BYTES)
         return;

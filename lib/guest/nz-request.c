@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "nz-base64.h"
 #include "nz-errors.h"
 #include "nz-fileio.h"
 #include "nz-jail.h"
@@ -180,6 +181,7 @@ nz_request_write_file (NzGuest *guest, const char *path, JsonNode *content_node,
   g_autofree char *dir = NULL;
   g_autofree char *text = NULL;
   g_autofree guchar *decoded = NULL;
+  const char *str;
   gsize len = 0;
   const void *data;
 
@@ -192,16 +194,16 @@ nz_request_write_file (NzGuest *guest, const char *path, JsonNode *content_node,
   if (!nz_fileio_mkdir_p (dir, error)
       || (real = nz_jail_realpath_within (lexical, root, error)) == NULL)
     return FALSE;
-  text = nz_json_js_string (content_node);
+  str = nz_json_string_or_js (content_node, &text);
   if (g_strcmp0 (encoding, "base64") == 0)
     {
-      decoded = g_base64_decode (text, &len);
+      decoded = nz_base64_decode_lenient (str, &len);
       data = decoded;
     }
   else
     {
-      data = text;
-      len = strlen (text);
+      data = str;
+      len = strlen (str);
     }
   /* Durable and atomic: stronger than the reference's fs.writeFile, never weaker. */
   if (!nz_fileio_write_durable (real, data, len, error))

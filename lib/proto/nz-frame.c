@@ -73,12 +73,43 @@ compact (NzFrameReader *r)
   r->pos = 0;
 }
 
+gint64
+nz_frame_header_length (const guint8 *p)
+{
+  guint64 len = 0;
+
+  if (p[8] != '\n')
+    return -1;
+  for (int i = 0; i < 8; i++)
+    {
+      int v = g_ascii_xdigit_value (p[i]);
+
+      if (v < 0)
+        return -1;
+      len = (len << 4) | (guint64)v;
+    }
+  return (gint64)len;
+}
+
 void
 nz_frame_reader_push (NzFrameReader *reader, const void *data, gsize len)
 {
   /* Compact before growing so buffered bytes stay bounded by one partial frame. */
   if (reader->pos > 0 && reader->pos >= reader->buf->len / 2)
     compact (reader);
+  /* A frame that starts here, with an acceptable length: room for all of it at once, rather
+   * than a doubling (a copy, and fresh pages) every time a read does not fit. */
+  if (reader->buf->len == 0 && len >= NZ_FRAME_HEADER_BYTES)
+    {
+      gint64 announced = nz_frame_header_length (data);
+
+      if (announced > 0 && (guint64)announced <= reader->max && announced < G_MAXUINT / 2
+          && (guint64)announced + NZ_FRAME_HEADER_BYTES > len)
+        {
+          g_byte_array_set_size (reader->buf, (guint)(announced + NZ_FRAME_HEADER_BYTES));
+          g_byte_array_set_size (reader->buf, 0);
+        }
+    }
   g_byte_array_append (reader->buf, data, len);
 }
 
@@ -175,6 +206,16 @@ nz_frame_reader_next (NzFrameReader *reader, GBytes **out_payload, GError **erro
     }
   if (avail < NZ_FRAME_HEADER_BYTES + len)
     return NZ_FRAME_NONE;
+  if (reader->pos == 0 && reader->buf->len == NZ_FRAME_HEADER_BYTES + len && len > 4096)
+    {
+      /* The buffer holds exactly this frame (a request, a reply): hand its memory over
+       * instead of copying the payload out. */
+      g_autoptr (GBytes) whole = g_byte_array_free_to_bytes (reader->buf);
+
+      reader->buf = g_byte_array_new ();
+      *out_payload = g_bytes_new_from_bytes (whole, NZ_FRAME_HEADER_BYTES, len);
+      return NZ_FRAME_OK;
+    }
   *out_payload = g_bytes_new (p + NZ_FRAME_HEADER_BYTES, len);
   reader->pos += NZ_FRAME_HEADER_BYTES + len;
   if (reader->pos == reader->buf->len)

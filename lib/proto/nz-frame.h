@@ -16,6 +16,10 @@ void nz_frame_append (GByteArray *out, const void *payload, gsize len);
 GBytes *nz_frame_encode (const void *payload, gsize len);
 GBytes *nz_frame_encode_object (JsonObject *obj);
 
+/* The payload length a frame header announces (eight hex digits, either case, then a
+ * newline, at @header[0..8]), or -1 when it is not one. */
+gint64 nz_frame_header_length (const guint8 *header);
+
 typedef struct _NzFrameReader NzFrameReader;
 
 typedef enum

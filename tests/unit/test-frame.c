@@ -151,6 +151,70 @@ START_TEST (test_envelope_fuzz_finding)
 }
 END_TEST
 
+/* A large frame that arrives in reads of 64 KiB (room is made for it when its header comes),
+ * alone in the buffer (its memory is handed over) or followed by another frame (copied out):
+ * the payloads are the bytes sent, whichever path. */
+START_TEST (test_large_frames_in_chunks)
+{
+  gsize len = 300000;
+  g_autofree guint8 *payload = g_malloc (len);
+  g_autoptr (GBytes) frame = NULL;
+  g_autoptr (GByteArray) two = g_byte_array_new ();
+  const guint8 *data;
+  gsize frame_len = 0;
+
+  for (gsize i = 0; i < len; i++)
+    payload[i] = (guint8)('a' + i % 26);
+  frame = nz_frame_encode (payload, len);
+  data = g_bytes_get_data (frame, &frame_len);
+  for (int round = 0; round < 2; round++)
+    {
+      g_autoptr (NzFrameReader) r = nz_frame_reader_new (1 << 20);
+      g_autoptr (GBytes) out = NULL;
+      g_autoptr (GBytes) next = NULL;
+      g_autoptr (GError) error = NULL;
+      const guint8 *all;
+      gsize all_len;
+
+      g_byte_array_set_size (two, 0);
+      g_byte_array_append (two, data, frame_len);
+      if (round == 1)
+        nz_frame_append (two, "{}", 2);
+      all = two->data;
+      all_len = two->len;
+      for (gsize off = 0; off < all_len; off += 65536)
+        {
+          ck_assert_int_eq (nz_frame_reader_next (r, &out, &error), NZ_FRAME_NONE);
+          nz_frame_reader_push (r, all + off, MIN (65536, all_len - off));
+        }
+      ck_assert_int_eq (nz_frame_reader_next (r, &out, &error), NZ_FRAME_OK);
+      ck_assert_uint_eq (g_bytes_get_size (out), len);
+      ck_assert (memcmp (g_bytes_get_data (out, NULL), payload, len) == 0);
+      if (round == 1)
+        {
+          ck_assert_int_eq (nz_frame_reader_next (r, &next, &error), NZ_FRAME_OK);
+          ck_assert_uint_eq (g_bytes_get_size (next), 2);
+        }
+      ck_assert_int_eq (nz_frame_reader_next (r, &next, &error), NZ_FRAME_NONE);
+      ck_assert_uint_eq (nz_frame_reader_buffered (r), 0);
+      /* The reader goes on after a handed-over frame. */
+      nz_frame_reader_push (r, "00000002\n{}", 11);
+      g_clear_pointer (&next, g_bytes_unref);
+      ck_assert_int_eq (nz_frame_reader_next (r, &next, &error), NZ_FRAME_OK);
+      ck_assert_uint_eq (g_bytes_get_size (next), 2);
+    }
+  /* Over the cap: no room is made, the overflow is reported as before. */
+  {
+    g_autoptr (NzFrameReader) r = nz_frame_reader_new (1000);
+    g_autoptr (GBytes) out = NULL;
+    g_autoptr (GError) error = NULL;
+
+    nz_frame_reader_push (r, data, 65536);
+    ck_assert_int_eq (nz_frame_reader_next (r, &out, &error), NZ_FRAME_OVERFLOW);
+  }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -165,6 +229,7 @@ main (void)
   tcase_add_test (tc, test_overflow_huge);
   tcase_add_test (tc, test_envelope);
   tcase_add_test (tc, test_envelope_fuzz_finding);
+  tcase_add_test (tc, test_large_frames_in_chunks);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
