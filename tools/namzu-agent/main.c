@@ -12,6 +12,7 @@
 #include "nz-cli.h"
 #include "nz-exec.h"
 #include "nz-guest.h"
+#include "nz-heap.h"
 
 static const char description[]
     = "Listen modes (first set wins):\n"
@@ -157,6 +158,7 @@ main (int argc, char **argv)
   Agent agent = { 0 };
 
   nz_cli_init ("namzu-agent");
+  nz_heap_keep_transfer_buffers ();
   g_option_context_set_summary (ctx, "Serve the namzu guest-agent protocol.");
   g_option_context_set_description (ctx, description);
   nz_cli_parse (ctx, &argc, &argv);

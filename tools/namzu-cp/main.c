@@ -13,6 +13,7 @@
 #include "nz-autofd.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
+#include "nz-heap.h"
 #include "nz-json.h"
 #include "nz-state.h"
 
@@ -184,6 +185,7 @@ main (int argc, char **argv)
   gboolean ok;
 
   nz_cli_init ("namzu-cp");
+  nz_heap_keep_transfer_buffers ();
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx, description);
   nz_cli_parse (ctx, &argc, &argv);

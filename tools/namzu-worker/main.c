@@ -11,6 +11,7 @@
 #include "nz-config.h"
 #include "nz-exec.h"
 #include "nz-guest.h"
+#include "nz-heap.h"
 #include "nz-worker-config.h"
 #include "nz-worker-server.h"
 
@@ -68,6 +69,7 @@ main (int argc, char **argv)
   g_autoptr (GMainLoop) loop = NULL;
 
   nz_cli_init ("namzu-worker");
+  nz_heap_keep_transfer_buffers ();
   /* Which libsoup serves the API, so an audit of a security update can tell whether this
    * binary carries its own copy (meson option libsoup_static). */
   nz_cli_set_version_detail (NZ_LIBSOUP_LINKAGE);
