@@ -310,6 +310,9 @@ try_connect (Conn *c)
   g_autoptr (GSocketAddress) addr = g_inet_socket_address_new (c->next_addr->data, c->port);
 
   c->next_addr = c->next_addr->next;
+  /* The screened address itself, never through a proxy the environment names: chaining would
+   * hand the policy decision to someone else. */
+  g_socket_client_set_enable_proxy (client, FALSE);
   /* A GSocketAddress connectable: no name, so no resolution happens here. */
   g_socket_client_connect_async (client, G_SOCKET_CONNECTABLE (addr), c->cancel, on_connected, c);
 }
