@@ -822,6 +822,81 @@ START_TEST (test_slow_reader_pauses_writer)
 }
 END_TEST
 
+/* Sockets the proxy holds open (fds that are sockets). */
+static int
+proxy_sockets (GPid pid)
+{
+  g_autofree char *dir = g_strdup_printf ("/proc/%d/fd", (int)pid);
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  int n = 0;
+
+  ck_assert (d != NULL);
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      g_autofree char *target = g_file_read_link (path, NULL);
+
+      if (target != NULL && g_str_has_prefix (target, "socket:"))
+        n++;
+    }
+  return n;
+}
+
+/* The upstream ends a tunnel first (an HTTP/1.0 reply), the client a little later: the
+ * proxy closes both sockets and goes on serving. It used to spin on the hung-up upstream
+ * socket, which starved the callback that finishes the tunnel: both sockets stayed open
+ * forever and later plain requests through the proxy hung. */
+START_TEST (test_tunnel_upstream_closes_first)
+{
+  g_autoptr (GSocketClient) client = g_socket_client_new ();
+  g_autoptr (GSocketConnection) conn = NULL;
+  g_autoptr (GString) got = g_string_new (NULL);
+  g_autofree char *config = NULL;
+  g_autofree char *body = NULL;
+  static const char connect_req[] = "CONNECT origin.test:8080 HTTP/1.1\r\n\r\n";
+  static const char get_req[] = "GET /first HTTP/1.0\r\nHost: origin.test\r\n\r\n";
+  GSocket *sock;
+  char buf[4096];
+  gssize n;
+  int idle_sockets;
+  Proxy p;
+
+  origin_up ();
+  config = g_strdup_printf (V1_PLAIN, origin_addr);
+  p = proxy_up ("NAMZU_EGRESS_PROXY_CONFIG", config, NULL);
+  idle_sockets = proxy_sockets (p.pid);
+  for (int round = 0; round < 3; round++)
+    {
+      g_string_truncate (got, 0);
+      conn = g_socket_client_connect_to_host (client, "127.0.0.1", p.port, NULL, NULL);
+      ck_assert (conn != NULL);
+      sock = g_socket_connection_get_socket (conn);
+      ck_assert (g_socket_send (sock, connect_req, strlen (connect_req), NULL, NULL)
+                 == (gssize)strlen (connect_req));
+      n = g_socket_receive (sock, buf, sizeof buf - 1, NULL, NULL);
+      ck_assert (n > 0);
+      buf[n] = '\0';
+      ck_assert_msg (strstr (buf, " 200 ") != NULL, "%s", buf);
+      ck_assert (g_socket_send (sock, get_req, strlen (get_req), NULL, NULL)
+                 == (gssize)strlen (get_req));
+      /* Read the reply to the end: the origin has closed its side. */
+      while ((n = g_socket_receive (sock, buf, sizeof buf, NULL, NULL)) > 0)
+        g_string_append_len (got, buf, n);
+      ck_assert_msg (g_str_has_prefix (got->str, "HTTP/1.0 200"), "%s", got->str);
+      g_usleep (200 * 1000);
+      g_clear_object (&conn);
+    }
+  /* Both sockets of every tunnel are closed (a bounded wait, not a timing target). */
+  for (int i = 0; i < 100 && proxy_sockets (p.pid) > idle_sockets; i++)
+    g_usleep (50 * 1000);
+  ck_assert_int_eq (proxy_sockets (p.pid), idle_sockets);
+  /* And a plain request goes through. */
+  ck_assert_int_eq (curl (&p, "http://origin.test:8080/after", NULL, &body), 200);
+  proxy_down (&p);
+}
+END_TEST
+
 static gboolean
 make_cert (void)
 {
@@ -880,6 +955,7 @@ main (void)
   tcase_add_test (tc, test_brokered_credential);
   tcase_add_test (tc, test_bounded);
   tcase_add_test (tc, test_slow_reader_pauses_writer);
+  tcase_add_test (tc, test_tunnel_upstream_closes_first);
   suite_add_tcase (s, tc);
   if (bwrap != NULL)
     {
