@@ -103,11 +103,7 @@ end_all (NzSplice *s)
 static void fd_pump (Direction *d);
 
 /* Each socket is watched for what a blocked direction needs of it: readable as a source,
- * writable as a destination. Only changes are applied (each one is a context wakeup). A
- * socket nothing waits for is not polled at all: poll(2) reports a hang-up whatever the
- * events asked, and GLib makes a source with such an fd ready, so a socket whose peer had
- * gone while its direction was done or paused made the pump run again at once, forever,
- * and its default priority starved the idle callback that would have finished it. */
+ * writable as a destination. Only changes are applied (each one is a context wakeup). */
 static void
 pump_rearm (NzSplice *s)
 {
@@ -122,16 +118,13 @@ pump_rearm (NzSplice *s)
       GIOCondition want = (!src->done && src->want_in ? G_IO_IN : 0)
                           | (!dst->done && dst->want_out ? G_IO_OUT : 0);
 
-      if (want == ps->armed[k])
-        continue;
-      if (want == 0)
+      if (ps->tag[k] == NULL)
         {
-          g_source_remove_unix_fd (s->pump, ps->tag[k]);
-          ps->tag[k] = NULL;
+          /* Dropped after a hang-up (pump_dispatch); back when something waits on it. */
+          if (want != 0)
+            ps->tag[k] = g_source_add_unix_fd (s->pump, ps->fd[k], want);
         }
-      else if (ps->tag[k] == NULL)
-        ps->tag[k] = g_source_add_unix_fd (s->pump, ps->fd[k], want);
-      else
+      else if (want != ps->armed[k])
         g_source_modify_unix_fd (s->pump, ps->tag[k], want);
       ps->armed[k] = want;
     }
@@ -145,7 +138,19 @@ pump_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
   GIOCondition ready[2];
 
   for (int k = 0; k < 2; k++)
-    ready[k] = ps->tag[k] != NULL ? g_source_query_unix_fd (source, ps->tag[k]) : 0;
+    {
+      ready[k] = ps->tag[k] != NULL ? g_source_query_unix_fd (source, ps->tag[k]) : 0;
+      /* poll(2) reports a hang-up whatever the events asked, and GLib makes a source with such
+       * an fd ready: a socket whose peer had gone while nothing waited on it (its direction
+       * done, the other idle) made this pump run again at once, forever, and its default
+       * priority starved the idle callback that finishes the tunnel. Such a socket leaves
+       * the poll set until a direction waits on it again. */
+      if (ps->armed[k] == 0 && (ready[k] & (G_IO_HUP | G_IO_ERR)) != 0)
+        {
+          g_source_remove_unix_fd (source, ps->tag[k]);
+          ps->tag[k] = NULL;
+        }
+    }
   for (int i = 0; i < 2 && s->pump != NULL; i++)
     {
       Direction *d = &s->dir[i];
@@ -259,7 +264,8 @@ fd_mode_setup (NzSplice *s, GIOStream *a, GIOStream *b, GBytes *head)
   ps->owner = s;
   ps->fd[0] = s->dir[0].from_fd;
   ps->fd[1] = s->dir[1].from_fd;
-  /* Not polled until a direction waits on them (pump_rearm). */
+  for (int k = 0; k < 2; k++)
+    ps->tag[k] = g_source_add_unix_fd (&ps->base, ps->fd[k], 0);
   s->pump = &ps->base;
   g_source_attach (s->pump, NULL);
   return TRUE;
