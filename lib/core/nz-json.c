@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "nz-base64.h"
 #include "nz-errors.h"
 #include "nz-knobs.h"
 
@@ -424,13 +425,22 @@ nz_json_get_array (JsonObject *obj, const char *name)
   return (n != NULL && JSON_NODE_HOLDS_ARRAY (n)) ? json_node_get_array (n) : NULL;
 }
 
-const char *
-nz_json_string_or_js (JsonNode *node, char **owned)
+const guint8 *
+nz_json_content_bytes (JsonNode *node, const char *encoding, gpointer *owned, gsize *len)
 {
+  g_autofree char *text = NULL;
+  const char *str;
+
   if (node != NULL && JSON_NODE_HOLDS_VALUE (node)
       && json_node_get_value_type (node) == G_TYPE_STRING && json_node_get_string (node) != NULL)
-    return json_node_get_string (node);
-  return *owned = nz_json_js_string (node);
+    str = json_node_get_string (node);
+  else
+    str = text = nz_json_js_string (node);
+  if (g_strcmp0 (encoding, "base64") == 0)
+    return *owned = nz_base64_decode_lenient (str, len);
+  *len = strlen (str);
+  *owned = g_steal_pointer (&text);
+  return (const guint8 *)str;
 }
 
 char *

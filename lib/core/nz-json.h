@@ -30,9 +30,12 @@ JsonArray *nz_json_get_array (JsonObject *obj, const char *member);
 /* JS String(value) of a JSON node, as the reference renders request fields (NULL node ->
  * "undefined", objects "[object Object]", arrays joined by ","). Returns a new string. */
 char *nz_json_js_string (JsonNode *node);
-/* The same text without a copy when @node is a JSON string (its own storage, valid while the
- * node is); otherwise nz_json_js_string()'s new string, also stored in *@owned to free. */
-const char *nz_json_string_or_js (JsonNode *node, char **owned);
+/* The bytes a request's `content` stands for: base64-decoded when @encoding is "base64"
+ * (nz_base64_decode_lenient), else its text (JS String() of a non-string). A string node is
+ * read where it lies (a file part is 350 KiB of base64), so the result points into @node or
+ * into *@owned, which the caller frees. Never NULL. */
+const guint8 *nz_json_content_bytes (JsonNode *node, const char *encoding, gpointer *owned,
+                                     gsize *len);
 
 /* JS truthiness of a JSON value, as the reference tests request fields: NULL (absent, i.e.
  * undefined) and null, false, 0, NaN and "" are falsy; objects and arrays are truthy. */

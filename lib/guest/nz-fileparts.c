@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "nz-autofd.h"
-#include "nz-base64.h"
 #include "nz-errors.h"
 #include "nz-fileio.h"
 #include "nz-jail.h"
@@ -172,9 +171,7 @@ nz_fileparts_apply (NzGuest *guest, const char *path, JsonObject *part, JsonNode
   g_autofree char *lexical = NULL;
   g_autofree char *temp = NULL;
   g_autofree char *target = NULL;
-  g_autofree char *text = NULL;
-  g_autofree guchar *decoded = NULL;
-  const char *str;
+  g_autofree gpointer owned = NULL;
   JsonNode *offset_node = json_object_get_member (part, "offset");
   const char *rename_to = nz_json_get_string (part, "renameTo");
   gboolean final = nz_json_get_bool (part, "final", FALSE);
@@ -222,19 +219,8 @@ nz_fileparts_apply (NzGuest *guest, const char *path, JsonObject *part, JsonNode
   if (g_hash_table_contains (guest->parts_in_flight, temp))
     return nz_throw (error, NZ_ERROR_BUSY, "write_part_in_flight");
   g_hash_table_add (guest->parts_in_flight, g_strdup (temp));
-  /* 9. A string is used where it lies (a part is 350 KiB of base64); anything else as JS
-   * String() would render it. */
-  str = nz_json_string_or_js (content, &text);
-  if (g_strcmp0 (encoding, "base64") == 0)
-    {
-      decoded = nz_base64_decode_lenient (str, &len);
-      data = decoded;
-    }
-  else
-    {
-      data = (const guint8 *)str;
-      len = strlen (str);
-    }
+  /* 9. */
+  data = nz_json_content_bytes (content, encoding, &owned, &len);
   ok = write_part (temp, target, (gint64)offset, final, data, len, out, error);
   g_hash_table_remove (guest->parts_in_flight, temp);
   return ok;

@@ -3,7 +3,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "nz-base64.h"
 #include "nz-errors.h"
 #include "nz-fileio.h"
 #include "nz-jail.h"
@@ -179,9 +178,7 @@ nz_request_write_file (NzGuest *guest, const char *path, JsonNode *content_node,
   g_autofree char *root = NULL;
   g_autofree char *real = NULL;
   g_autofree char *dir = NULL;
-  g_autofree char *text = NULL;
-  g_autofree guchar *decoded = NULL;
-  const char *str;
+  g_autofree gpointer owned = NULL;
   gsize len = 0;
   const void *data;
 
@@ -194,17 +191,7 @@ nz_request_write_file (NzGuest *guest, const char *path, JsonNode *content_node,
   if (!nz_fileio_mkdir_p (dir, error)
       || (real = nz_jail_realpath_within (lexical, root, error)) == NULL)
     return FALSE;
-  str = nz_json_string_or_js (content_node, &text);
-  if (g_strcmp0 (encoding, "base64") == 0)
-    {
-      decoded = nz_base64_decode_lenient (str, &len);
-      data = decoded;
-    }
-  else
-    {
-      data = str;
-      len = strlen (str);
-    }
+  data = nz_json_content_bytes (content_node, encoding, &owned, &len);
   /* Durable and atomic: stronger than the reference's fs.writeFile, never weaker. */
   if (!nz_fileio_write_durable (real, data, len, error))
     return FALSE;

@@ -163,6 +163,7 @@ nz_frame_reader_next (NzFrameReader *reader, GBytes **out_payload, GError **erro
   const guint8 *p = reader->buf->data + reader->pos;
   gsize avail = reader->buf->len - reader->pos;
   const guint8 *nl;
+  gint64 announced;
   guint64 len = 0;
 
   if (reader->overflow)
@@ -184,19 +185,14 @@ nz_frame_reader_next (NzFrameReader *reader, GBytes **out_payload, GError **erro
                 "malformed frame header (no newline in the first 9 bytes)");
       return NZ_FRAME_MALFORMED;
     }
-  for (int i = 0; i < 8; i++)
+  if ((announced = nz_frame_header_length (p)) < 0)
     {
-      int v = g_ascii_xdigit_value (p[i]);
+      g_autofree char *shown = g_strndup ((const char *)p, 8);
 
-      if (v < 0)
-        {
-          g_autofree char *shown = g_strndup ((const char *)p, 8);
-
-          nz_throw (error, NZ_ERROR_PROTOCOL, "invalid frame length header \"%s\"", shown);
-          return NZ_FRAME_MALFORMED;
-        }
-      len = (len << 4) | (guint64)v;
+      nz_throw (error, NZ_ERROR_PROTOCOL, "invalid frame length header \"%s\"", shown);
+      return NZ_FRAME_MALFORMED;
     }
+  len = (guint64)announced;
   if (len > reader->max)
     {
       reader->overflow = TRUE;
