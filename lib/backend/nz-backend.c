@@ -339,9 +339,47 @@ throw_reasons (GError **error, GPtrArray *reasons, const char *what)
 }
 
 gboolean
+nz_cpus_check (double cpus, const char *field, GError **error)
+{
+  guint host = g_get_num_processors ();
+
+  if (!isfinite (cpus) || cpus < NZ_CPUS_MIN || cpus > (double)host)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "%s must be a number from %.2f to %u (this host's CPUs), got %g", field,
+                     NZ_CPUS_MIN, host, cpus);
+  return TRUE;
+}
+
+/* --disk-mb bounds the sandbox's own scratch filesystems (tmpfs, sized). A writable host
+ * directory is the host's disk, which no tmpfs size covers, and a writable root (docker's
+ * readOnlyRootfs:false) is the image's layer, which needs xfs project quotas to bound: both
+ * refused rather than bounded in name only. */
+static void
+check_disk_bound (const NzCreateOptions *opts, GPtrArray *reasons)
+{
+  if (opts->disk_mb == 0)
+    return;
+  for (guint i = 0; i < opts->mounts->len; i++)
+    {
+      NzMount *m = opts->mounts->pdata[i];
+
+      if (m->writable)
+        g_ptr_array_add (reasons, g_strdup_printf ("--disk-mb cannot bound layout.%s: it is a "
+                                                   "writable host directory (%s), on the host's "
+                                                   "disk; drop it or --disk-mb", m->label,
+                                                   m->host_path));
+    }
+  if (!opts->read_only_rootfs)
+    g_ptr_array_add (reasons, g_strdup ("--disk-mb cannot bound a writable root filesystem "
+                                        "(backend.readOnlyRootfs false): docker sizes it only "
+                                        "on xfs with project quotas"));
+}
+
+gboolean
 nz_create_options_validate (const NzCreateOptions *opts, GError **error)
 {
   g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GError) local = NULL;
 
   for (guint i = 0; i < opts->mounts->len; i++)
     {
@@ -372,15 +410,36 @@ nz_create_options_validate (const NzCreateOptions *opts, GError **error)
           g_ptr_array_add (reasons, g_strdup_printf ("backend.writableRootfsPaths: names %s, "
                                                      "which this layout already mounts", p));
     }
-  if (opts->memory_mb < 0)
-    g_ptr_array_add (reasons, g_strdup ("--memory-mb must be a positive integer"));
-  if (opts->max_processes < 0)
+  if (opts->memory_mb < 0 || opts->memory_mb > NZ_LIMIT_MB_MAX)
+    g_ptr_array_add (reasons, g_strdup_printf ("--memory-mb must be an integer between 1 and %"
+                                               G_GINT64_FORMAT, NZ_LIMIT_MB_MAX));
+  if (opts->disk_mb < 0 || opts->disk_mb > NZ_LIMIT_MB_MAX)
+    g_ptr_array_add (reasons, g_strdup_printf ("--disk-mb must be an integer between 1 and %"
+                                               G_GINT64_FORMAT, NZ_LIMIT_MB_MAX));
+  if (opts->max_processes < 0 || opts->max_processes > G_MAXINT32)
     g_ptr_array_add (reasons, g_strdup ("--max-processes must be a positive integer"));
-  if (opts->cpus < 0 || !isfinite (opts->cpus))
-    g_ptr_array_add (reasons, g_strdup ("--cpus must be a finite number greater than 0"));
+  if (opts->cpus != 0 && !nz_cpus_check (opts->cpus, "--cpus", &local))
+    g_ptr_array_add (reasons, g_strdup (local->message));
+  check_disk_bound (opts, reasons);
   if (opts->network == NZ_NETWORK_ALLOWLIST && opts->egress_hosts->len == 0)
     g_ptr_array_add (reasons, g_strdup ("--egress needs at least one host"));
   return throw_reasons (error, reasons, "invalid sandbox options");
+}
+
+JsonObject *
+nz_create_options_limits (const NzCreateOptions *opts)
+{
+  JsonObject *limits = json_object_new ();
+
+  if (opts->memory_mb > 0)
+    json_object_set_int_member (limits, "memoryMb", opts->memory_mb);
+  if (opts->max_processes > 0)
+    json_object_set_int_member (limits, "maxProcesses", opts->max_processes);
+  if (opts->cpus > 0)
+    json_object_set_double_member (limits, "cpus", opts->cpus);
+  if (opts->disk_mb > 0)
+    json_object_set_int_member (limits, "diskMb", opts->disk_mb);
+  return limits;
 }
 
 /* ---- the reference provider config -------------------------------------------------- */
@@ -658,6 +717,7 @@ parse_backend (ConfigCtx *c, JsonObject *b)
   const char *tier = string_member (c, b, "tier", "backend.tier");
   const char *runtime = string_member (c, b, "runtime", "backend.runtime");
   const char *service = string_member (c, b, "service", "backend.service");
+  g_autoptr (GError) local = NULL;
   JsonNode *n;
 
   refuse_unknown (c, b, "backend.", known);
@@ -691,9 +751,10 @@ parse_backend (ConfigCtx *c, JsonObject *b)
   if (n != NULL)
     {
       if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) == G_TYPE_STRING
-          || json_node_get_value_type (n) == G_TYPE_BOOLEAN || !isfinite (json_node_get_double (n))
-          || json_node_get_double (n) <= 0)
+          || json_node_get_value_type (n) == G_TYPE_BOOLEAN)
         refuse (c, "backend.cpuLimit: must be a finite number greater than 0 (e.g. 1.5)");
+      else if (!nz_cpus_check (json_node_get_double (n), "backend.cpuLimit", &local))
+        refuse (c, "%s", local->message);
       else
         c->opts->cpus = json_node_get_double (n);
     }
@@ -739,7 +800,7 @@ nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize l
 {
   static const char *const known[] = { "backend", "layout", "defaultEgress", "egressProfile",
                                        "defaultTimeoutMs", "defaultMemoryLimitMb",
-                                       "defaultMaxProcesses", NULL };
+                                       "defaultMaxProcesses", "defaultDiskLimitMb", NULL };
   g_autoptr (JsonObject) root = NULL;
   g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
   ConfigCtx c = { opts, reasons };
@@ -769,7 +830,10 @@ nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize l
   opts->default_timeout_ms = positive_int (&c, root, "defaultTimeoutMs", "defaultTimeoutMs",
                                            NZ_MAX_SAFE_INTEGER);
   opts->memory_mb = positive_int (&c, root, "defaultMemoryLimitMb", "defaultMemoryLimitMb",
-                                  G_GINT64_CONSTANT (1) << 40);
+                                  NZ_LIMIT_MB_MAX);
+  /* Ours, not the reference's (it has no disk bound): named like its memory limit. */
+  opts->disk_mb = positive_int (&c, root, "defaultDiskLimitMb", "defaultDiskLimitMb",
+                                NZ_LIMIT_MB_MAX);
   opts->max_processes = positive_int (&c, root, "defaultMaxProcesses", "defaultMaxProcesses",
                                       G_MAXINT32);
   return throw_reasons (error, reasons, "invalid config");

@@ -21,6 +21,12 @@ G_BEGIN_DECLS
 #define NZ_LAYOUT_TRANSCRIPTS_PATH "/mnt/transcripts"
 #define NZ_LAYOUT_SKILLS_PARENT "/mnt/skills"
 
+/* Numeric option bounds, one place for the flags and the config (nz_create_options_validate).
+ * 1 TiB of MiB: far above any host, far below where MiB -> bytes overflows 64 bits. */
+#define NZ_LIMIT_MB_MAX (G_GINT64_CONSTANT (1) << 20)
+/* Docker's own floor for --cpus; below it the CFS quota is under the kernel's 1 ms minimum. */
+#define NZ_CPUS_MIN 0.01
+
 /* Readiness deadline default, spec B.1 (readyTimeoutMs). */
 #define NZ_READY_TIMEOUT_MS_DEFAULT 30000
 
@@ -52,6 +58,7 @@ typedef struct
   gint64 memory_mb;           /* 0 = unset */
   gint64 max_processes;       /* 0 = unset */
   double cpus;                /* 0 = unset */
+  gint64 disk_mb;             /* 0 = unset; bounds each writable scratch filesystem (tmpfs) */
   gint64 default_timeout_ms;  /* 0 = unset; recorded, the per-exec timeout is the agent's */
   guint ready_timeout_ms;
   GPtrArray *mounts;          /* NzMount *, layout order */
@@ -86,8 +93,17 @@ gboolean nz_create_options_load_config (NzCreateOptions *opts, const char *data,
                                         GError **error);
 
 /* Checks what needs no I/O and is common to every backend (paths absolute and normalised, no
- * duplicate container paths, limits positive). */
+ * duplicate container paths, limits in range, a disk bound only where it can hold). */
 gboolean nz_create_options_validate (const NzCreateOptions *opts, GError **error);
+
+/* The limits the handle records and shows: memoryMb, maxProcesses, cpus, diskMb, each only
+ * when set. Returns a new reference. */
+JsonObject *nz_create_options_limits (const NzCreateOptions *opts);
+
+/* Refuses a CPU limit outside [NZ_CPUS_MIN, the host's CPU count] (NaN and infinities too),
+ * naming @field: beyond the host it limits nothing, and a huge double is what json-glib writes
+ * as invalid JSON ("1e+17.0"), which would corrupt the handle. */
+gboolean nz_cpus_check (double cpus, const char *field, GError **error);
 
 typedef enum
 {

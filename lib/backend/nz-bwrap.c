@@ -73,7 +73,11 @@ mask_etc (GPtrArray *argv, const char *host_root, const char *rel, int depth)
       if (S_ISDIR (st.st_mode))
         {
           if ((st.st_mode & S_IROTH) == 0 || (st.st_mode & S_IXOTH) == 0)
-            add2 (argv, "--tmpfs", child_rel);
+            {
+              /* Read-only too: a mask is no place to write past --disk-mb. */
+              add2 (argv, "--tmpfs", child_rel);
+              add2 (argv, "--remount-ro", child_rel);
+            }
           else
             mask_etc (argv, host_root, child_rel, depth - 1);
         }
@@ -107,6 +111,20 @@ add_system_dirs (GPtrArray *argv, const char *host_root)
       else if (S_ISDIR (st.st_mode))
         add3 (argv, "--ro-bind", host, dirs[i]);
     }
+}
+
+/* A writable scratch tmpfs; --disk-mb sizes it (bwrap >= 0.8 takes --size just before
+ * --tmpfs). Unsized, the kernel caps it at half the RAM. Either way its pages are memory,
+ * charged to the sandbox's memory cgroup, never the host's disk. */
+static void
+add_scratch_tmpfs (GPtrArray *argv, const char *path, gint64 disk_mb)
+{
+  if (disk_mb > 0)
+    {
+      add (argv, "--size");
+      g_ptr_array_add (argv, g_strdup_printf ("%" G_GINT64_FORMAT, disk_mb * 1024 * 1024));
+    }
+  add2 (argv, "--tmpfs", path);
 }
 
 const char *
@@ -168,9 +186,9 @@ nz_bwrap_build_argv (const NzBwrapPlan *plan)
   /* Writable scratch, the docker baseline's set (spec B.1 DEFAULT_WRITABLE_ROOTFS_PATHS); bwrap's
    * tmpfs is exec, like docker's `exec` option, so `cc -o /tmp/a && /tmp/a` works. */
   for (gsize i = 0; i < G_N_ELEMENTS (tmpfs_paths); i++)
-    add2 (argv, "--tmpfs", tmpfs_paths[i]);
+    add_scratch_tmpfs (argv, tmpfs_paths[i], opts->disk_mb);
   for (guint i = 0; i < opts->writable_paths->len; i++)
-    add2 (argv, "--tmpfs", opts->writable_paths->pdata[i]);
+    add_scratch_tmpfs (argv, opts->writable_paths->pdata[i], opts->disk_mb);
   /* Layout mounts, spec B.4 order and modes. */
   for (guint i = 0; i < opts->mounts->len; i++)
     {
@@ -597,7 +615,6 @@ static void
 record_policy (NzHandle *h, const NzCreateOptions *opts, const char *agent, NzCgroup *cg)
 {
   JsonArray *cgroups = json_array_new ();
-  JsonObject *limits = json_object_new ();
   JsonArray *mounts = json_array_new ();
 
   for (guint i = 0; i < cg->paths->len; i++)
@@ -607,13 +624,7 @@ record_policy (NzHandle *h, const NzCreateOptions *opts, const char *agent, NzCg
                                  opts->network == NZ_NETWORK_ALLOW_ALL ? "allow-all"
                                  : opts->network == NZ_NETWORK_ALLOWLIST ? "allowlist"
                                                                          : "deny-all");
-  if (opts->memory_mb > 0)
-    json_object_set_int_member (limits, "memoryMb", opts->memory_mb);
-  if (opts->max_processes > 0)
-    json_object_set_int_member (limits, "maxProcesses", opts->max_processes);
-  if (opts->cpus > 0)
-    json_object_set_double_member (limits, "cpus", opts->cpus);
-  json_object_set_object_member (h->priv, "limits", limits);
+  json_object_set_object_member (h->priv, "limits", nz_create_options_limits (opts));
   json_object_set_string_member (h->priv, "rootDir", nz_bwrap_workspace (opts));
   json_object_set_string_member (h->priv, "agent", agent);
   if (opts->default_timeout_ms > 0)

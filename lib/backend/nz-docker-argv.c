@@ -241,10 +241,15 @@ add_run_baseline (GPtrArray *argv, const char *name, const char *hostname, const
 /* Executable tmpfs: docker's default is noexec, which breaks `cc -o /tmp/a && /tmp/a`; 1777
  * because the image's uid is not known here. */
 static void
-add_tmpfs (GPtrArray *argv, const char *path)
+add_tmpfs (GPtrArray *argv, const char *path, gint64 disk_mb)
 {
   add (argv, "--tmpfs");
-  g_ptr_array_add (argv, g_strdup_printf ("%s:" NZ_DOCKER_TMPFS_OPTIONS, path));
+  /* --disk-mb: the size= the baseline leaves out (the kernel's default is half the RAM). */
+  if (disk_mb > 0)
+    g_ptr_array_add (argv, g_strdup_printf ("%s:" NZ_DOCKER_TMPFS_OPTIONS ",size=%" G_GINT64_FORMAT
+                                            "m", path, disk_mb));
+  else
+    g_ptr_array_add (argv, g_strdup_printf ("%s:" NZ_DOCKER_TMPFS_OPTIONS, path));
 }
 
 static void
@@ -284,7 +289,7 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
     {
       add (argv, "--read-only");
       for (guint i = 0; i < writable->len; i++)
-        add_tmpfs (argv, writable->pdata[i]);
+        add_tmpfs (argv, writable->pdata[i], opts->disk_mb);
     }
   if (plan->run_as_user != NULL)
     add2 (argv, "--user", plan->run_as_user);
@@ -378,7 +383,7 @@ nz_docker_build_proxy_argv (const NzDockerProxyPlan *plan, GError **error)
    * default route; the internal leg is attached afterwards (nz_docker_build_proxy_attach_argv). */
   add_run_baseline (argv, plan->name, NZ_DOCKER_PROXY_ALIAS, plan->upstream_network);
   add (argv, "--read-only");
-  add_tmpfs (argv, "/tmp");
+  add_tmpfs (argv, "/tmp", 0);
   add_labels (argv, plan->labels);
   /* Valueless: the configuration (credentials included) is in the docker CLI's environment. */
   add2 (argv, "--env", plan->config_env);

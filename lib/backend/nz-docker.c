@@ -332,10 +332,14 @@ nz_docker_parse_config (NzCreateOptions *opts, JsonObject *b, GPtrArray *reasons
   n = json_object_get_member (b, "cpuLimit");
   if (n != NULL)
     {
+      g_autoptr (GError) local = NULL;
+
       if (!node_is_number (n) || !isfinite (json_node_get_double (n))
           || json_node_get_double (n) <= 0)
         refuse (reasons, "backend.cpuLimit: cpuLimit must be a finite number greater than 0 "
                 "(docker's --cpus takes a decimal, e.g. 1.5)");
+      else if (!nz_cpus_check (json_node_get_double (n), "backend.cpuLimit", &local))
+        refuse (reasons, "%s", local->message);
       else
         opts->cpus = json_node_get_double (n);
     }
@@ -497,7 +501,6 @@ static void
 record_policy (NzHandle *h, const NzCreateOptions *opts, const char *name, const char *network,
                const char *runtime)
 {
-  JsonObject *limits = json_object_new ();
 
   json_object_set_string_member (h->priv, "container", name);
   json_object_set_string_member (h->priv, "image", opts->image);
@@ -516,13 +519,7 @@ record_policy (NzHandle *h, const NzCreateOptions *opts, const char *name, const
 
   json_object_set_string_member (h->priv, "rootDir", outputs != NULL ? outputs->container_path
                                                                       : NZ_LAYOUT_OUTPUTS_PATH);
-  if (opts->memory_mb > 0)
-    json_object_set_int_member (limits, "memoryMb", opts->memory_mb);
-  if (opts->max_processes > 0)
-    json_object_set_int_member (limits, "maxProcesses", opts->max_processes);
-  if (opts->cpus > 0)
-    json_object_set_double_member (limits, "cpus", opts->cpus);
-  json_object_set_object_member (h->priv, "limits", limits);
+  json_object_set_object_member (h->priv, "limits", nz_create_options_limits (opts));
   if (opts->default_timeout_ms > 0)
     json_object_set_int_member (h->priv, "defaultTimeoutMs", opts->default_timeout_ms);
 }

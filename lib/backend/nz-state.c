@@ -188,6 +188,15 @@ nz_handle_save (NzHandle *h, GError **error)
   g_return_val_if_fail (h != NULL && h->dir != NULL, FALSE);
   obj = nz_handle_to_private_json (h);
   text = nz_json_object_to_string (obj, &len);
+  /* json-glib writes some doubles as invalid JSON ("1e+17.0"); a handle no reader can parse
+   * hides its sandbox from namzu-ls and namzu-destroy, so such a handle is never written. */
+  {
+    g_autoptr (JsonObject) back = nz_json_parse_object (text, (gssize)len, NULL);
+
+    if (back == NULL)
+      return nz_throw (error, NZ_ERROR_FAILED,
+                       "sandbox '%s': its handle does not serialise as valid JSON", h->id);
+  }
   path = g_build_filename (h->dir, NZ_HANDLE_FILE, NULL);
   /* Atomic (rename over) and created 0600: a reader sees the old handle or the new one, and
    * never a token in a world-readable file. */

@@ -125,6 +125,16 @@ nz_cli_fail (const GError *error, gboolean json_on_stdout)
   return nz_error_to_exit_code (error);
 }
 
+int
+nz_cli_fail_usage (const GError *error)
+{
+  int code = nz_cli_fail (error, TRUE);
+
+  if (code == NZ_EXIT_USAGE)
+    fprintf (stderr, "Try '%s --help' for more information.\n", cli_tool);
+  return code;
+}
+
 typedef struct
 {
   GThreadFunc func;

@@ -34,6 +34,9 @@ gboolean nz_cli_print_object (JsonObject *obj);
 /* Reports @error: stderr line always; on stdout the `{"error":{"code","message"}}` object when
  * @json_on_stdout. Returns the exit code from nz_error_to_exit_code(). */
 int nz_cli_fail (const GError *error, gboolean json_on_stdout);
+/* nz_cli_fail (@error, TRUE) for a data tool whose flags or config were refused: an INVALID_ARGS
+ * error also gets the "Try '<tool> --help'" line of a usage error (and exits 2 through it). */
+int nz_cli_fail_usage (const GError *error);
 
 /* Runs @func (@data) on a worker thread while the calling thread waits in a main loop that turns
  * SIGINT, SIGTERM and SIGHUP into g_cancellable_cancel (@cancellable): @func notices, finishes

@@ -1,5 +1,6 @@
 /* Every tool honours the CLI contract's basics: --help on stdout and exit 0, --version, and a
  * bad option exits 2 with "Try '--help'" (STYLE.md: a --help/--version test for every program). */
+#include <glib/gstdio.h>
 #include <string.h>
 
 #include "nz-config.h"
@@ -64,6 +65,98 @@ START_TEST (test_bad_option)
 }
 END_TEST
 
+/* Every numeric flag refuses what is out of range or not a number as a usage error: exit 2,
+ * the flag named, "Try '<tool> --help'". A value that slipped through would instead reach a
+ * sandbox that does not exist (exit 1) or, for namzu-create, a bwrap that is /bin/false. */
+static const struct
+{
+  const char *tool;
+  const char *args[6];
+} numeric_cases[] = {
+  { "namzu-create", { "--cpus", "1e17" } },
+  { "namzu-create", { "--cpus", "1e+17" } },
+  { "namzu-create", { "--cpus", "nan" } },
+  { "namzu-create", { "--cpus", "inf" } },
+  { "namzu-create", { "--cpus", "-1" } },
+  { "namzu-create", { "--cpus", "0" } },
+  { "namzu-create", { "--cpus", "0.001" } },
+  { "namzu-create", { "--cpus", "0x10" } },
+  { "namzu-create", { "--cpus", " 1" } },
+  { "namzu-create", { "--cpus", "1 " } },
+  { "namzu-create", { "--cpus", "1.5x" } },
+  { "namzu-create", { "--cpus", "" } },
+  { "namzu-create", { "--cpus", "100000" } },
+  { "namzu-create", { "--memory-mb", "0" } },
+  { "namzu-create", { "--memory-mb", "-64" } },
+  { "namzu-create", { "--memory-mb", "64x" } },
+  { "namzu-create", { "--memory-mb", "1e3" } },
+  { "namzu-create", { "--memory-mb", "18446744073709551617" } },
+  { "namzu-create", { "--memory-mb", "1048577" } },
+  { "namzu-create", { "--disk-mb", "0" } },
+  { "namzu-create", { "--disk-mb", "-1" } },
+  { "namzu-create", { "--disk-mb", "nan" } },
+  { "namzu-create", { "--disk-mb", "1048577" } },
+  { "namzu-create", { "--disk-mb", "9223372036854775808" } },
+  { "namzu-create", { "--max-processes", "0" } },
+  { "namzu-create", { "--max-processes", "2147483648" } },
+  { "namzu-create", { "--max-processes", "1.5" } },
+  { "namzu-create", { "--ready-timeout", "0" } },
+  { "namzu-create", { "--ready-timeout", "-1" } },
+  { "namzu-create", { "--ready-timeout", "inf" } },
+  { "namzu-exec", { "--timeout", "0", "true" } },
+  { "namzu-exec", { "--timeout", "-5", "true" } },
+  { "namzu-exec", { "--timeout", "1e3", "true" } },
+  { "namzu-exec", { "--timeout", "9223372036854775807h", "true" } },
+  { "namzu-attach", { "--from", "-1", "--list" } },
+  { "namzu-attach", { "--from", "99999999999999999999", "--list" } },
+  { "namzu-cp", { "--part-kib", "0", "a", ":b" } },
+  { "namzu-cp", { "--part-kib", "4097", "a", ":b" } },
+  { "namzu-cp", { "--part-kib", "1x", "a", ":b" } },
+  { "namzu-quiesce", { "--grace", "-1" } },
+  { "namzu-quiesce", { "--grace", "nan" } },
+  { "namzu-seed", { "--timeout", "-1", "--root", "/r", "x" } },
+  { "namzu-egress", { "proxy", "--max-connections", "0" } },
+};
+
+START_TEST (test_numeric_flags_refused)
+{
+  const char *tool = numeric_cases[_i].tool;
+  g_autofree char *path = nz_test_tool (tool);
+  g_autofree char *state = g_dir_make_tmp ("nz-cli-XXXXXX", NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  g_autofree char *try_line = g_strdup_printf ("Try '%s --help'", tool);
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_auto (GStrv) envp = g_get_environ ();
+  const char *flag = NULL;
+  g_autoptr (GError) error = NULL;
+  int status;
+
+  g_ptr_array_add (argv, path);
+  for (gsize i = 0; i < G_N_ELEMENTS (numeric_cases[_i].args) && numeric_cases[_i].args[i]; i++)
+    {
+      const char *a = numeric_cases[_i].args[i];
+
+      g_ptr_array_add (argv, (gpointer)a);
+      if (flag == NULL && g_str_has_prefix (a, "--"))
+        flag = a;
+    }
+  g_ptr_array_add (argv, NULL);
+  envp = g_environ_setenv (envp, "NAMZU_STATE_DIR", state, TRUE);
+  envp = g_environ_setenv (envp, "NAMZU_BWRAP", "/bin/false", TRUE);
+  envp = g_environ_unsetenv (envp, "NAMZU_SANDBOX");
+  ck_assert_msg (g_spawn_sync (NULL, (char **)argv->pdata, envp, G_SPAWN_STDIN_FROM_DEV_NULL, NULL,
+                               NULL, &out, &err, &status, &error),
+                 "spawn %s: %s", path, error ? error->message : "");
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 2, "%s %s %s: status %d, %s", tool,
+                 flag, numeric_cases[_i].args[1], status, err);
+  ck_assert_msg (strstr (err, flag) != NULL, "%s: the refusal does not name %s: %s", tool, flag,
+                 err);
+  ck_assert_msg (strstr (err, try_line) != NULL, "%s %s %s: no \"%s\": %s", tool, flag,
+                 numeric_cases[_i].args[1], try_line, err);
+  ck_assert_int_eq (g_rmdir (state), 0); /* nothing was created */
+}
+END_TEST
+
 int
 main (void)
 {
@@ -78,6 +171,7 @@ main (void)
   tcase_add_loop_test (tc, test_help, 0, n);
   tcase_add_loop_test (tc, test_version, 0, n);
   tcase_add_loop_test (tc, test_bad_option, 0, n);
+  tcase_add_loop_test (tc, test_numeric_flags_refused, 0, G_N_ELEMENTS (numeric_cases));
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

@@ -152,6 +152,45 @@ START_TEST (test_handle_roundtrip_and_list)
 }
 END_TEST
 
+/* The handle is always valid JSON: the largest limits the options accept round-trip through
+ * save and load, and a value json-glib cannot write (1e17 prints as "1e+17.0") fails the save
+ * instead of leaving a handle nothing can read. */
+START_TEST (test_handle_extreme_limits_roundtrip)
+{
+  g_autoptr (NzHandle) h = make_handle ("nz-0000000000c3", G_MAXINT64 / 2);
+  g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
+  g_autoptr (NzHandle) loaded = NULL;
+  g_autoptr (GError) error = NULL;
+  JsonObject *limits;
+
+  opts->memory_mb = NZ_LIMIT_MB_MAX;
+  opts->disk_mb = NZ_LIMIT_MB_MAX;
+  opts->max_processes = G_MAXINT32;
+  opts->cpus = (double)g_get_num_processors ();
+  ck_assert_msg (nz_create_options_validate (opts, &error), "%s", error ? error->message : "");
+  json_object_set_object_member (h->priv, "limits", nz_create_options_limits (opts));
+  ck_assert_msg (nz_handle_save (h, &error), "%s", error ? error->message : "");
+  loaded = nz_handle_load (h->id, &error);
+  ck_assert_msg (loaded != NULL, "%s", error ? error->message : "");
+  limits = nz_json_get_object (loaded->priv, "limits");
+  ck_assert (limits != NULL);
+  ck_assert_int_eq (json_object_get_int_member (limits, "memoryMb"), NZ_LIMIT_MB_MAX);
+  ck_assert_int_eq (json_object_get_int_member (limits, "diskMb"), NZ_LIMIT_MB_MAX);
+  ck_assert_int_eq (json_object_get_int_member (limits, "maxProcesses"), G_MAXINT32);
+  ck_assert (json_object_get_double_member (limits, "cpus") == opts->cpus);
+
+  /* Out of range is refused before any handle exists... */
+  opts->cpus = 1e17;
+  ck_assert (!nz_create_options_validate (opts, NULL));
+  /* ...and a handle that would not parse back is not written over the good one. */
+  json_object_set_double_member (json_object_get_object_member (h->priv, "limits"), "cpus", 1e17);
+  ck_assert (!nz_handle_save (h, &error));
+  g_clear_pointer (&loaded, nz_handle_free);
+  loaded = nz_handle_load (h->id, &error);
+  ck_assert_msg (loaded != NULL, "%s", error ? error->message : "");
+}
+END_TEST
+
 static NzHandle *
 resolve_with_stdin (const char *arg, const char *stdin_text, GError **error)
 {
@@ -371,6 +410,35 @@ START_TEST (test_config_refusals_name_the_field)
     ASSERT_REFUSED (j, "backend.cpuLimit");
   }
   {
+    g_autofree char *j = g_strdup_printf ("{%s,\"cpuLimit\":1e17}}", bw);
+    ASSERT_REFUSED (j, "backend.cpuLimit");
+  }
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"cpuLimit\":1e17}}",
+                  "backend.cpuLimit");
+  ASSERT_REFUSED ("{\"defaultMemoryLimitMb\":1e17}", "defaultMemoryLimitMb");
+  ASSERT_REFUSED ("{\"defaultDiskLimitMb\":0}", "defaultDiskLimitMb");
+  ASSERT_REFUSED ("{\"defaultDiskLimitMb\":-5}", "defaultDiskLimitMb");
+  ASSERT_REFUSED ("{\"defaultDiskLimitMb\":2.5}", "defaultDiskLimitMb");
+  ASSERT_REFUSED ("{\"defaultDiskLimitMb\":1048577}", "defaultDiskLimitMb");
+  ASSERT_REFUSED ("{\"defaultMaxProcesses\":2147483648}", "defaultMaxProcesses");
+  /* A disk bound where it cannot hold: a writable host directory, a writable image layer. */
+  ASSERT_REFUSED ("{\"defaultDiskLimitMb\":64,\"layout\":{\"outputs\":{\"source\":"
+                  "{\"type\":\"hostDir\",\"hostPath\":\"/a\"}}}}", "--disk-mb cannot bound layout.outputs");
+  ASSERT_REFUSED ("{\"defaultDiskLimitMb\":64,\"layout\":{\"scratch\":{\"source\":"
+                  "{\"type\":\"hostDir\",\"hostPath\":\"/a\"}}}}", "--disk-mb cannot bound layout.scratch");
+  ASSERT_REFUSED ("{\"defaultDiskLimitMb\":64,\"backend\":{\"tier\":\"container\",\"image\":\"i\","
+                  "\"readOnlyRootfs\":false}}", "--disk-mb cannot bound a writable root");
+  {
+    g_autoptr (NzCreateOptions) ok = NULL;
+    g_autofree char *msg = config_error ("{\"defaultDiskLimitMb\":64,\"layout\":{\"uploads\":"
+                                         "{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/a\"}}}}",
+                                         &ok);
+
+    ck_assert_msg (msg == NULL, "%s", msg);
+    ck_assert_int_eq (ok->disk_mb, 64);
+  }
+  ASSERT_REFUSED ("{\"defaultTimeoutMs\":1e300}", "defaultTimeoutMs");
+  {
     g_autofree char *j = g_strdup_printf ("{%s,\"readOnlyRootfs\":false}}", bw);
     ASSERT_REFUSED (j, "backend.readOnlyRootfs");
   }
@@ -445,6 +513,7 @@ state_suite (void)
   tcase_add_test (tc, test_state_dir_permissions);
   tcase_add_test (tc, test_ids);
   tcase_add_test (tc, test_handle_roundtrip_and_list);
+  tcase_add_test (tc, test_handle_extreme_limits_roundtrip);
   tcase_add_test (tc, test_resolve_order);
   tcase_add_test (tc, test_resolve_stdin_left_open);
   tcase_add_test (tc, test_resolve_errors);

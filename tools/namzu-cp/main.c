@@ -18,7 +18,8 @@
 #include "nz-state.h"
 
 static char *opt_sandbox, *opt_endpoint;
-static gint opt_part_kib;
+/* G_MININT: not given (0 would be a part size, and is refused). */
+static gint opt_part_kib = G_MININT;
 static char **opt_args;
 
 static const GOptionEntry entries[] = {
@@ -191,7 +192,7 @@ main (int argc, char **argv)
   nz_cli_parse (ctx, &argc, &argv);
   if (opt_args == NULL || g_strv_length (opt_args) != 2)
     nz_cli_usage_error ("want exactly two operands, SRC and DST");
-  if (opt_part_kib < 0 || opt_part_kib > 4096)
+  if (opt_part_kib != G_MININT && (opt_part_kib < 1 || opt_part_kib > 4096))
     nz_cli_usage_error ("--part-kib wants 1..4096");
   operand_parse (opt_args[0], &src);
   operand_parse (opt_args[1], &dst);

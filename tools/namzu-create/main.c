@@ -1,5 +1,4 @@
 /* namzu-create: create a sandbox and print its public handle (JSON) on stdout. */
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,7 @@
 #include "nz-knobs.h"
 #include "nz-profile.h"
 
-static char *opt_backend, *opt_network, *opt_image, *opt_memory, *opt_procs, *opt_cpus;
+static char *opt_backend, *opt_network, *opt_image, *opt_memory, *opt_procs, *opt_cpus, *opt_disk;
 static char *opt_outputs, *opt_uploads, *opt_config, *opt_ready;
 static char **opt_egress;
 static char *opt_profile;
@@ -39,7 +38,11 @@ static const GOptionEntry entries[] = {
   { "image", 0, 0, G_OPTION_ARG_STRING, &opt_image, "Image (image-based backends only)", "IMAGE" },
   { "memory-mb", 0, 0, G_OPTION_ARG_STRING, &opt_memory, "Memory limit in MiB", "N" },
   { "max-processes", 0, 0, G_OPTION_ARG_STRING, &opt_procs, "Process/thread limit", "N" },
-  { "cpus", 0, 0, G_OPTION_ARG_STRING, &opt_cpus, "CPU limit, e.g. 1.5", "X" },
+  { "cpus", 0, 0, G_OPTION_ARG_STRING, &opt_cpus, "CPU limit, e.g. 1.5 (0.01 to the host's CPUs)",
+    "X" },
+  { "disk-mb", 0, 0, G_OPTION_ARG_STRING, &opt_disk,
+    "Bound each writable scratch filesystem (workspace, /tmp, /var/tmp, home) to N MiB; "
+    "refused beside a writable host directory", "N" },
   { "outputs", 0, 0, G_OPTION_ARG_FILENAME, &opt_outputs,
     "Host directory bound writable at /mnt/user-data/outputs (the workspace)", "DIR" },
   { "uploads", 0, 0, G_OPTION_ARG_FILENAME, &opt_uploads,
@@ -103,6 +106,22 @@ parse_positive (const char *flag, const char *text, gint64 max, gint64 *out, GEr
                      max, text);
   *out = (gint64)v;
   return TRUE;
+}
+
+/* Plain decimal only ("1", "1.5", ".5"): no sign, exponent, hex, "inf"/"nan" or surrounding
+ * space, which strtod and JavaScript's Number() would both take. */
+static gboolean
+parse_cpus (const char *text, double *out, GError **error)
+{
+  gsize digits = strspn (text, "0123456789");
+
+  if (text[digits] == '.')
+    digits += 1 + strspn (text + digits + 1, "0123456789");
+  if (digits == 0 || text[digits] != '\0' || strcmp (text, ".") == 0 || digits > 32)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "--cpus must be a decimal number such as 1.5, got '%s'", text);
+  *out = g_ascii_strtod (text, NULL);
+  return nz_cpus_check (*out, "--cpus", error);
 }
 
 static char *
@@ -258,22 +277,16 @@ build_options (NzCreateOptions *opts, GError **error)
   if (opt_credential != NULL && !apply_credentials (opts, error))
     return FALSE;
   if (opt_memory != NULL
-      && !parse_positive ("--memory-mb", opt_memory, G_GINT64_CONSTANT (1) << 40, &opts->memory_mb,
-                          error))
+      && !parse_positive ("--memory-mb", opt_memory, NZ_LIMIT_MB_MAX, &opts->memory_mb, error))
+    return FALSE;
+  if (opt_disk != NULL
+      && !parse_positive ("--disk-mb", opt_disk, NZ_LIMIT_MB_MAX, &opts->disk_mb, error))
     return FALSE;
   if (opt_procs != NULL
       && !parse_positive ("--max-processes", opt_procs, G_MAXINT32, &opts->max_processes, error))
     return FALSE;
-  if (opt_cpus != NULL)
-    {
-      double v = 0;
-
-      if (!nz_parse_js_number (opt_cpus, &v) || !isfinite (v) || v <= 0 || *opt_cpus == '\0')
-        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                         "--cpus must be a finite number greater than 0 (e.g. 1.5), got '%s'",
-                         opt_cpus);
-      opts->cpus = v;
-    }
+  if (opt_cpus != NULL && !parse_cpus (opt_cpus, &opts->cpus, error))
+    return FALSE;
   if (opt_ready != NULL)
     {
       gint64 v = 0;
@@ -321,12 +334,12 @@ main (int argc, char **argv)
     nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
 
   if (!build_options (opts, &error))
-    return nz_cli_fail (error, TRUE);
+    return nz_cli_fail_usage (error);
   opts->interrupted = &interrupted;
   catch_signals ();
   h = nz_backend_create (opts, &error);
   if (h == NULL)
-    return nz_cli_fail (error, TRUE);
+    return nz_cli_fail_usage (error);
   pub = nz_backend_public_handle (h);
   if (!nz_cli_print_object (pub))
     {
