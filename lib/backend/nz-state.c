@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nz-autofd.h"
 #include "nz-errors.h"
 #include "nz-json.h"
 
@@ -274,7 +275,7 @@ compare_created (gconstpointer a, gconstpointer b)
 }
 
 GPtrArray *
-nz_state_list (GError **error)
+nz_state_list (GPtrArray *unreadable, GError **error)
 {
   g_autofree char *state = nz_state_dir (error);
   g_autoptr (GPtrArray) out = NULL;
@@ -299,59 +300,195 @@ nz_state_list (GError **error)
     {
       g_autofree char *dir = NULL;
       NzHandle *h;
+      g_autoptr (GError) bad = NULL;
 
       if (!nz_state_id_is_valid (name))
         continue;
       dir = g_build_filename (state, name, NULL);
-      h = load_from_dir (dir, NULL);
+      h = load_from_dir (dir, &bad);
       if (h != NULL && g_strcmp0 (h->id, name) == 0)
-        g_ptr_array_add (out, h);
-      else
-        nz_handle_free (h);
+        {
+          g_ptr_array_add (out, h);
+          continue;
+        }
+      if (h != NULL)
+        g_set_error (&bad, NZ_ERROR, NZ_ERROR_FAILED, "its handle names another sandbox, '%s'",
+                     h->id);
+      nz_handle_free (h);
+      /* No handle.json: a create that has not written it yet, or a destroy that removed it
+       * last. Anything else is a sandbox nobody could list or destroy: say so. */
+      if (unreadable != NULL && !g_error_matches (bad, NZ_ERROR, NZ_ERROR_NOT_FOUND))
+        g_ptr_array_add (unreadable, g_strdup_printf ("sandbox '%s' (%s): %s", name, dir,
+                                                      bad->message));
     }
   g_ptr_array_sort (out, compare_created);
   return g_steal_pointer (&out);
 }
 
-static gboolean
-remove_tree (int parent_fd, const char *name, GError **error)
+/* One level of the walk below: how we came in, to check ".." on the way back up. */
+typedef struct
+{
+  char *name; /* in the parent */
+  dev_t dev;
+  ino_t ino;
+} WalkLevel;
+
+static void
+walk_level_clear (gpointer p)
+{
+  g_free (((WalkLevel *)p)->name);
+}
+
+/* Owner rwx on a directory the workload made unreadable or unwritable (chmod 000), so it can
+ * be listed and emptied; as root this changes nothing that matters. */
+static void
+make_accessible (int fd)
 {
   struct stat st;
 
-  if (fstatat (parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-    return errno == ENOENT ? TRUE : nz_throw_errno_prefix (error, "stat '%s'", name);
-  if (S_ISDIR (st.st_mode))
-    {
-      int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
-      DIR *dp;
-      struct dirent *de;
+  if (fstat (fd, &st) == 0 && (st.st_mode & S_IRWXU) != S_IRWXU)
+    fchmod (fd, (st.st_mode & 07777) | S_IRWXU);
+}
 
-      if (fd < 0)
-        return nz_throw_errno_prefix (error, "open '%s'", name);
-      dp = fdopendir (fd);
-      if (dp == NULL)
+static int
+open_dir_at (int parent_fd, const char *name)
+{
+  int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+  if (fd < 0 && errno == EACCES && fchmodat (parent_fd, name, S_IRWXU, 0) == 0)
+    fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return fd;
+}
+
+/* Removes every entry of the directory @fd but (at the top) @keep. Sets *@child to the first
+ * non-empty subdirectory met (which the caller descends into), else leaves it NULL: the
+ * directory is then empty. */
+static gboolean
+empty_one_level (int fd, const char *keep, char **child, GError **error)
+{
+  nz_autofd int dup_fd = fcntl (fd, F_DUPFD_CLOEXEC, 0);
+  DIR *dp;
+  struct dirent *de;
+  gboolean ok = TRUE;
+
+  *child = NULL;
+  make_accessible (fd);
+  dp = dup_fd >= 0 ? fdopendir (dup_fd) : NULL;
+  if (dp == NULL)
+    return nz_throw_errno_prefix (error, "read a directory");
+  dup_fd = -1; /* the DIR owns it now */
+  while (ok && *child == NULL && (errno = 0, de = readdir (dp)) != NULL)
+    {
+      struct stat st;
+
+      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0
+          || g_strcmp0 (de->d_name, keep) == 0)
+        continue;
+      if (fstatat (fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         {
-          close (fd);
-          return nz_throw_errno_prefix (error, "open '%s'", name);
+          if (errno != ENOENT)
+            ok = nz_throw_errno_prefix (error, "stat '%s'", de->d_name);
+          continue;
         }
-      while ((de = readdir (dp)) != NULL)
-        if (strcmp (de->d_name, ".") != 0 && strcmp (de->d_name, "..") != 0)
-          g_ptr_array_add (names, g_strdup (de->d_name));
-      for (guint i = 0; i < names->len; i++)
-        if (!remove_tree (dirfd (dp), names->pdata[i], error))
-          {
-            closedir (dp);
-            return FALSE;
-          }
-      closedir (dp);
-      if (unlinkat (parent_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
-        return nz_throw_errno_prefix (error, "remove '%s'", name);
-      return TRUE;
+      if (!S_ISDIR (st.st_mode))
+        {
+          if (unlinkat (fd, de->d_name, 0) != 0 && errno != ENOENT)
+            ok = nz_throw_errno_prefix (error, "remove '%s'", de->d_name);
+        }
+      else if (unlinkat (fd, de->d_name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+        {
+          if (errno == ENOTEMPTY || errno == EEXIST || errno == EACCES || errno == EPERM)
+            *child = g_strdup (de->d_name);
+          else
+            ok = nz_throw_errno_prefix (error, "remove '%s'", de->d_name);
+        }
     }
-  if (unlinkat (parent_fd, name, 0) != 0 && errno != ENOENT)
-    return nz_throw_errno_prefix (error, "remove '%s'", name);
-  return TRUE;
+  if (ok && *child == NULL && de == NULL && errno != 0)
+    ok = nz_throw_errno_prefix (error, "read a directory");
+  closedir (dp);
+  return ok;
+}
+
+/* Empties the directory @top_fd (all but @keep at its top) without recursion and holding two
+ * fds at most, whatever the depth: the workload may have built a tree deeper than the
+ * open-file limit, with unreadable directories, and a destroy must still get through it. It
+ * climbs back through "..", checked against the device and inode it came down through, so a
+ * renamed directory cannot lead it out of the tree. */
+static gboolean
+empty_tree (int top_fd, const char *keep, GError **error)
+{
+  g_autoptr (GArray) path = g_array_new (FALSE, FALSE, sizeof (WalkLevel));
+  nz_autofd int fd = fcntl (top_fd, F_DUPFD_CLOEXEC, 0);
+
+  g_array_set_clear_func (path, walk_level_clear);
+  if (fd < 0)
+    return nz_throw_errno_prefix (error, "dup");
+  for (;;)
+    {
+      g_autofree char *child = NULL;
+      struct stat st;
+
+      if (!empty_one_level (fd, path->len == 0 ? keep : NULL, &child, error))
+        return FALSE;
+      if (child != NULL)
+        {
+          int next = open_dir_at (fd, child);
+          WalkLevel lv = { 0 };
+
+          if (next < 0 || fstat (next, &st) != 0)
+            {
+              if (next >= 0)
+                close (next);
+              return nz_throw_errno_prefix (error, "open '%s'", child);
+            }
+          lv.name = g_steal_pointer (&child);
+          lv.dev = st.st_dev;
+          lv.ino = st.st_ino;
+          g_array_append_val (path, lv);
+          close (fd);
+          fd = next;
+          continue;
+        }
+      if (path->len == 0)
+        return TRUE;
+      /* Empty: climb to the parent and remove it there. */
+      {
+        WalkLevel *lv = &g_array_index (path, WalkLevel, path->len - 1);
+        int up = openat (fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat here, above_want;
+        gboolean ok;
+
+        if (up < 0)
+          return nz_throw_errno_prefix (error, "open '..' of '%s'", lv->name);
+        if (path->len >= 2)
+          {
+            WalkLevel *parent = &g_array_index (path, WalkLevel, path->len - 2);
+
+            above_want.st_dev = parent->dev;
+            above_want.st_ino = parent->ino;
+          }
+        else if (fstat (top_fd, &above_want) != 0)
+          {
+            close (up);
+            return nz_throw_errno_prefix (error, "stat the top directory");
+          }
+        if (fstat (up, &here) != 0 || here.st_dev != above_want.st_dev
+            || here.st_ino != above_want.st_ino)
+          {
+            close (up);
+            return nz_throw (error, NZ_ERROR_FAILED,
+                             "'%s' moved while it was being removed", lv->name);
+          }
+        ok = unlinkat (up, lv->name, AT_REMOVEDIR) == 0 || errno == ENOENT;
+        if (!ok)
+          nz_throw_errno_prefix (error, "remove '%s'", lv->name);
+        close (fd);
+        fd = up;
+        g_array_set_size (path, path->len - 1);
+        if (!ok)
+          return FALSE;
+      }
+    }
 }
 
 gboolean
@@ -359,20 +496,27 @@ nz_handle_remove_dir (NzHandle *h, GError **error)
 {
   g_autofree char *parent = NULL;
   g_autofree char *base = NULL;
-  int fd;
-  gboolean ok;
+  nz_autofd int parent_fd = -1;
+  nz_autofd int fd = -1;
 
   g_return_val_if_fail (h != NULL, FALSE);
   if (h->dir == NULL)
     return TRUE;
   parent = g_path_get_dirname (h->dir);
   base = g_path_get_basename (h->dir);
-  fd = open (parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
+  parent_fd = open (parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (parent_fd < 0)
     return errno == ENOENT ? TRUE : nz_throw_errno_prefix (error, "open '%s'", parent);
-  ok = remove_tree (fd, base, error);
-  close (fd);
-  if (!ok)
+  fd = open_dir_at (parent_fd, base);
+  if (fd < 0)
+    return errno == ENOENT ? TRUE : nz_throw_errno_prefix (error, "open '%s'", h->dir);
+  /* The handle goes last: until everything else is gone it is what lets a retry find the
+   * sandbox (namzu-destroy resolves it by id). */
+  if (!empty_tree (fd, NZ_HANDLE_FILE, error)
+      || (unlinkat (fd, NZ_HANDLE_FILE, 0) != 0 && errno != ENOENT
+          && !nz_throw_errno_prefix (error, "remove '%s'", NZ_HANDLE_FILE))
+      || (unlinkat (parent_fd, base, AT_REMOVEDIR) != 0 && errno != ENOENT
+          && !nz_throw_errno_prefix (error, "remove the directory")))
     return nz_prefix_error (error, "cannot remove '%s'", h->dir);
   return TRUE;
 }

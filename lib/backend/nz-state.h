@@ -47,8 +47,10 @@ gboolean nz_handle_save (NzHandle *h, GError **error);
 /* Loads the handle of sandbox @id; NOT_FOUND names the state dir and suggests namzu-ls. */
 NzHandle *nz_handle_load (const char *id, GError **error);
 /* Every sandbox in the state dir, sorted by creation time (array of NzHandle *, owns them).
- * Directories whose handle cannot be read are skipped. */
-GPtrArray *nz_state_list (GError **error);
+ * A sandbox directory whose handle exists but cannot be read or parsed is left out and, when
+ * @unreadable is not NULL, described there (char *, "sandbox 'ID' (DIR): why"). One with no
+ * handle file yet (being created) or any more (being destroyed) is left out silently. */
+GPtrArray *nz_state_list (GPtrArray *unreadable, GError **error);
 /* Removes <dir> and everything in it. */
 gboolean nz_handle_remove_dir (NzHandle *h, GError **error);
 

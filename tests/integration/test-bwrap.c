@@ -9,9 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nz-autofd.h"
 #include "nz-json.h"
 #include "sandbox-harness.h"
 
@@ -24,7 +29,8 @@ setup (void)
   harness_start_reaper (0);
 }
 
-/* A failure as the CLI contract says: exit @code, one stderr line, one JSON error object. */
+/* A failure as the CLI contract says: exit @code, one stderr line (two for a usage error), one
+ * JSON error object. */
 static void
 assert_cli_failure (int rc, int code, const char *out, const char *err, const char *needle)
 {
@@ -32,7 +38,10 @@ assert_cli_failure (int rc, int code, const char *out, const char *err, const ch
   JsonObject *eo;
 
   ck_assert_msg (rc == code, "exit %d, wanted %d; stderr: %s", rc, code, err);
-  ck_assert_msg (count_lines (err) == 1, "stderr is not one line: '%s'", err);
+  /* namzu-create's usage errors (exit 2) add the "Try '--help'" line. */
+  ck_assert_msg (count_lines (err) == (strstr (err, "\nTry 'namzu-create --help'") ? 2 : 1),
+                 "stderr is not one line: '%s'", err);
+  ck_assert_msg (code == 2 || strstr (err, "\nTry '") == NULL, "a Try line for exit %d", code);
   obj = nz_json_parse_object (out, -1, NULL);
   ck_assert_msg (obj != NULL, "stdout is not one JSON object: '%s'", out);
   eo = nz_json_get_object (obj, "error");
@@ -549,6 +558,129 @@ START_TEST (test_destroy_unconfirmed_keeps_state)
 }
 END_TEST
 
+/* namzu-ls does not hide a sandbox it cannot read: the corrupt handle (what `--cpus 1e17`
+ * once wrote) and the unreadable one are named on stderr, the readable one is still listed,
+ * and the exit status is 1. */
+START_TEST (test_ls_reports_unreadable_handles)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  g_autofree char *corrupt = g_build_filename (harness.state, "nz-00000000bad1", NULL);
+  g_autofree char *corrupt_h = g_build_filename (corrupt, "handle.json", NULL);
+  g_autofree char *isdir_h = g_build_filename (harness.state, "nz-00000000bad2", "handle.json",
+                                               NULL);
+  int rc;
+
+  write_handle ("nz-00000000900d", 0, 0);
+  ck_assert_int_eq (g_mkdir_with_parents (corrupt, 0700), 0);
+  ck_assert (g_file_set_contents (corrupt_h, "{\"id\":\"nz-00000000bad1\",\"limits\":"
+                                  "{\"cpus\":1e+17.0}}", -1, NULL));
+  ck_assert_int_eq (g_mkdir_with_parents (isdir_h, 0700), 0);
+  rc = run_tool (NULL, &out, &err, "namzu-ls", "--no-probe", NULL);
+  ck_assert_msg (rc == 1, "namzu-ls exited %d: %s", rc, err);
+  ck_assert_uint_eq (count_lines (out), 1);
+  ck_assert_msg (strstr (out, "\"id\":\"nz-00000000900d\"") != NULL, "%s", out);
+  ck_assert_uint_eq (count_lines (err), 2);
+  ck_assert_msg (g_str_has_prefix (err, "namzu-ls: "), "%s", err);
+  ck_assert_msg (strstr (err, "nz-00000000bad1") != NULL && strstr (err, corrupt) != NULL,
+                 "%s", err);
+  ck_assert_msg (strstr (err, "nz-00000000bad2") != NULL, "%s", err);
+  ck_assert (strstr (err, "nz-00000000900d") == NULL);
+}
+END_TEST
+
+static void
+set_immutable (const char *path, gboolean on)
+{
+  nz_autofd int fd = open (path, O_RDONLY | O_CLOEXEC);
+  int flags = on ? FS_IMMUTABLE_FL : 0;
+
+  ck_assert (fd >= 0);
+  ck_assert_msg (ioctl (fd, FS_IOC_SETFLAGS, &flags) == 0, "chattr %ci %s: %s", on ? '+' : '-',
+                 path, g_strerror (errno));
+}
+
+/* A destroy that cannot finish keeps the handle, so namzu-ls still shows the sandbox and the
+ * retry finds it; the retry succeeds once the obstacle is gone, through a tree deeper than
+ * the open-file limit with mode-000 directories (what a workload can leave behind). */
+START_TEST (test_destroy_retries_through_deep_tree)
+{
+  g_autoptr (JsonObject) pub = create_handle (NULL, NULL);
+  const char *id = nz_json_get_string (pub, "id");
+  g_autofree char *dir = g_build_filename (harness.state, id, NULL);
+  g_autofree char *leftover = g_build_filename (dir, "leftover", NULL);
+  g_autofree char *stuck = g_build_filename (leftover, "stuck", NULL);
+  g_autofree char *out = NULL, *err = NULL, *ls = NULL;
+  g_autofree char *deep = NULL;
+  struct rlimit old, low;
+  int rc;
+
+  /* 300 levels (the path stays under PATH_MAX for mkdir -p) against 64 fds. */
+  deep = host_sh ("mkdir -p \"$1\"/$(printf 'd/%.0s' $(seq 300)) && "
+                  "chmod 000 \"$1\"/d/d/d \"$1\"/d && touch \"$1\"/stuck && echo ok",
+                  leftover, NULL);
+  ck_assert_str_eq (deep, "ok");
+  set_immutable (stuck, TRUE);
+  ck_assert_int_eq (getrlimit (RLIMIT_NOFILE, &old), 0);
+  low = old;
+  low.rlim_cur = 64;
+  ck_assert_int_eq (setrlimit (RLIMIT_NOFILE, &low), 0);
+  rc = run_tool (NULL, &out, &err, "namzu-destroy", "--sandbox", id, NULL);
+  assert_cli_failure (rc, 1, out, err, "stuck");
+  /* Still there to retry: listed, and its handle intact. */
+  ck_assert_int_eq (run_tool (NULL, &ls, NULL, "namzu-ls", "--no-probe", NULL), 0);
+  ck_assert_msg (strstr (ls, id) != NULL, "%s", ls);
+  set_immutable (stuck, FALSE);
+  rc = run_tool (NULL, NULL, &err, "namzu-destroy", "--sandbox", id, NULL);
+  ck_assert_int_eq (setrlimit (RLIMIT_NOFILE, &old), 0);
+  ck_assert_msg (rc == 0, "retry: %s", err);
+  ck_assert_msg (!g_file_test (dir, G_FILE_TEST_EXISTS), "%s is still there", dir);
+}
+END_TEST
+
+/* --disk-mb bounds every writable scratch filesystem: writing past it fails with ENOSPC
+ * inside, and none of it reached the host's disk (the state directory, the only host
+ * directory the sandbox could see, did not grow). Beside a writable outputs directory, which
+ * a tmpfs size cannot bound, it is refused. */
+START_TEST (test_disk_bound)
+{
+  g_autofree char *id = create_sandbox ("--disk-mb", "8", NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  g_autofree char *outputs = g_build_filename (harness.tmp, "outputs", NULL);
+  g_autofree char *before = host_sh ("du -sk \"$1\" | cut -f1", harness.state, NULL);
+  g_autofree char *after = NULL;
+  const char *const paths[] = { "/tmp", "/var/tmp", "/workspace", "/home/namzu" };
+  int rc;
+
+  harness.sandbox = g_strdup (id);
+  for (gsize i = 0; i < G_N_ELEMENTS (paths); i++)
+    {
+      g_autofree char *script = g_strdup_printf (
+        "dd if=/dev/zero of=%s/fill bs=1M count=32 2>&1; echo rc=$?", paths[i]);
+      g_autofree char *res = sh_in_out (script);
+
+      ck_assert_msg (strstr (res, "No space left on device") != NULL, "%s: %s", paths[i], res);
+      ck_assert_msg (strstr (res, "rc=1") != NULL, "%s: %s", paths[i], res);
+      g_free (script);
+      script = g_strdup_printf ("du -k %s/fill | cut -f1; rm %s/fill", paths[i], paths[i]);
+      g_free (res);
+      res = sh_in_out (script);
+      ck_assert_msg (g_ascii_strtoll (res, NULL, 10) <= 8192, "%s holds %s KiB", paths[i], res);
+    }
+  /* Nowhere else writable: the /etc masks are read-only too. */
+  ck_assert (!sandbox_has ("-w /etc/ssl/private"));
+  after = host_sh ("du -sk \"$1\" | cut -f1", harness.state, NULL);
+  ck_assert_msg (g_ascii_strtoll (after, NULL, 10) < g_ascii_strtoll (before, NULL, 10) + 1024,
+                 "the state directory grew from %s to %s KiB", before, after);
+  destroy_ok (id);
+
+  ck_assert_int_eq (g_mkdir (outputs, 0700), 0);
+  rc = run_tool (NULL, &out, &err, "namzu-create", "--disk-mb", "8", "--outputs", outputs, NULL);
+  ck_assert_msg (rc == 2, "exit %d: %s", rc, err);
+  ck_assert_msg (strstr (out, "--disk-mb cannot bound layout.outputs") != NULL, "%s", out);
+  ck_assert_uint_eq (count_sandboxes (), 0);
+}
+END_TEST
+
 /* A cancel the agent cannot confirm (the leader died on SIGTERM, a member ignoring it keeps
  * the group: the agent will not SIGKILL a reusable pgid and fences itself) leaves an outcome
  * nobody knows: namzu-exec retires the sandbox through the backend and exits 125. */
@@ -584,6 +716,9 @@ bwrap_suite (void)
   tcase_add_test (tc, test_interrupted_create_leaves_nothing);
   tcase_add_test (tc, test_destroy_unconfirmed_keeps_state);
   tcase_add_test (tc, test_unconfirmed_cancel_retires);
+  tcase_add_test (tc, test_ls_reports_unreadable_handles);
+  tcase_add_test (tc, test_destroy_retries_through_deep_tree);
+  tcase_add_test (tc, test_disk_bound);
   suite_add_tcase (s, tc);
   return s;
 }

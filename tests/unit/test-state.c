@@ -3,6 +3,10 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,6 +134,7 @@ START_TEST (test_handle_roundtrip_and_list)
   g_autoptr (GError) error = NULL;
   g_autofree char *state = nz_state_dir (NULL);
   g_autofree char *junk = g_build_filename (state, "nz-00000000ffff", NULL);
+  g_autoptr (GPtrArray) unreadable = g_ptr_array_new_with_free_func (g_free);
 
   loaded = nz_handle_load ("nz-0000000000b2", &error);
   ck_assert_msg (loaded != NULL, "%s", error ? error->message : "");
@@ -139,13 +144,47 @@ START_TEST (test_handle_roundtrip_and_list)
   ck_assert_str_eq (loaded->dir, a->dir);
   ck_assert (json_object_has_member (loaded->priv, "bwrapPid"));
 
-  /* A directory without a readable handle is not listed. */
+  /* A directory without a handle (yet, or any more) is not listed, and not reported. */
   ck_assert_int_eq (g_mkdir (junk, 0700), 0);
-  list = nz_state_list (&error);
+  list = nz_state_list (unreadable, &error);
   ck_assert (list != NULL);
   ck_assert_uint_eq (list->len, 2);
+  ck_assert_uint_eq (unreadable->len, 0);
   ck_assert_str_eq (((NzHandle *)list->pdata[0])->id, "nz-0000000000a1");
   ck_assert_str_eq (((NzHandle *)list->pdata[1])->id, "nz-0000000000b2");
+
+  /* A corrupt handle, one that is a directory, and one naming another sandbox are left out
+   * of the list but reported by id, and the good ones are still listed. */
+  {
+    g_autofree char *corrupt = g_build_filename (junk, NZ_HANDLE_FILE, NULL);
+    g_autofree char *other = g_build_filename (state, "nz-00000000eeee", NULL);
+    g_autofree char *other_h = g_build_filename (other, NZ_HANDLE_FILE, NULL);
+    g_autofree char *dirh = g_build_filename (state, "nz-00000000dddd", NZ_HANDLE_FILE, NULL);
+    g_autofree char *a_path = g_build_filename (a->dir, NZ_HANDLE_FILE, NULL);
+    g_autofree char *moved = NULL;
+
+    ck_assert (g_file_set_contents (corrupt, "{\"id\":\"nz-00000000ffff\",\"cpus\":1e+17.0}", -1,
+                                    NULL));
+    ck_assert_int_eq (g_mkdir_with_parents (dirh, 0700), 0);
+    ck_assert_int_eq (g_mkdir (other, 0700), 0);
+    ck_assert (g_file_get_contents (a_path, &moved, NULL, NULL));
+    ck_assert (g_file_set_contents (other_h, moved, -1, NULL));
+    g_clear_pointer (&list, g_ptr_array_unref);
+    list = nz_state_list (unreadable, &error);
+    ck_assert (list != NULL);
+    ck_assert_uint_eq (list->len, 2);
+    ck_assert_uint_eq (unreadable->len, 3);
+    for (guint i = 0; i < unreadable->len; i++)
+      {
+        const char *m = unreadable->pdata[i];
+
+        ck_assert_msg (strstr (m, "sandbox 'nz-00000000ffff'") != NULL
+                           || strstr (m, "sandbox 'nz-00000000dddd'") != NULL
+                           || strstr (m, "sandbox 'nz-00000000eeee'") != NULL,
+                       "%s", m);
+        ck_assert_msg (strstr (m, state) != NULL, "%s does not name its path", m);
+      }
+  }
 
   ck_assert (nz_handle_remove_dir (b, NULL));
   ck_assert (!g_file_test (b->dir, G_FILE_TEST_EXISTS));
@@ -188,6 +227,93 @@ START_TEST (test_handle_extreme_limits_roundtrip)
   g_clear_pointer (&loaded, nz_handle_free);
   loaded = nz_handle_load (h->id, &error);
   ck_assert_msg (loaded != NULL, "%s", error ? error->message : "");
+}
+END_TEST
+
+/* What a hostile workload can leave in a directory it could write: a tree deeper than the
+ * open-file limit, files at every level, directories with mode 000. Built with relative
+ * chdir()s (the path is far past PATH_MAX); Check forks the case, so the cwd is its own. */
+static void
+build_deep_tree (const char *top, guint depth)
+{
+  g_autofree char *here = g_get_current_dir ();
+
+  ck_assert_int_eq (chdir (top), 0);
+  for (guint i = 0; i < depth; i++)
+    {
+      int fd;
+
+      ck_assert_int_eq (mkdir ("d", 0700), 0);
+      fd = open ("f", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      ck_assert (fd >= 0);
+      close (fd);
+      ck_assert_int_eq (symlink ("/", "link"), 0);
+      ck_assert_int_eq (chdir ("d"), 0);
+    }
+  for (guint i = depth; i > 0; i--)
+    {
+      ck_assert_int_eq (chdir (".."), 0);
+      if (i % 7 == 0)
+        ck_assert_int_eq (chmod ("d", 0), 0);
+    }
+  ck_assert_int_eq (chdir (here), 0);
+}
+
+START_TEST (test_remove_dir_deep_tree)
+{
+  g_autoptr (NzHandle) h = make_handle ("nz-0000000000d1", 1);
+  g_autofree char *sock = g_build_filename (h->dir, "sock", NULL);
+  g_autofree char *outside = g_build_filename (tmp, "outside", NULL);
+  g_autoptr (GError) error = NULL;
+  struct rlimit rl = { 64, 64 };
+
+  ck_assert_int_eq (g_mkdir (sock, 0700), 0);
+  ck_assert (g_file_set_contents (outside, "keep", -1, NULL));
+  build_deep_tree (sock, 5000);
+  ck_assert_int_eq (chmod (sock, 0), 0);
+  /* Far fewer fds than levels: a walk that holds one per level runs out. */
+  ck_assert_int_eq (setrlimit (RLIMIT_NOFILE, &rl), 0);
+  ck_assert_msg (nz_handle_remove_dir (h, &error), "%s", error ? error->message : "");
+  ck_assert (!g_file_test (h->dir, G_FILE_TEST_EXISTS));
+  /* The symlinks to / were removed, not followed. */
+  ck_assert (g_file_test (outside, G_FILE_TEST_IS_REGULAR));
+}
+END_TEST
+
+/* A removal that fails keeps the handle, so the sandbox can still be found and the destroy
+ * retried; once the obstacle (here an immutable file) is gone, the retry removes it all. */
+START_TEST (test_remove_dir_keeps_handle_until_gone)
+{
+  g_autoptr (NzHandle) h = make_handle ("nz-0000000000d2", 1);
+  g_autoptr (NzHandle) again = NULL;
+  g_autofree char *sub = g_build_filename (h->dir, "sock", "a", NULL);
+  g_autofree char *stuck = g_build_filename (sub, "stuck", NULL);
+  g_autoptr (GError) error = NULL;
+  int flags = FS_IMMUTABLE_FL;
+  int fd;
+
+  ck_assert_int_eq (g_mkdir_with_parents (sub, 0700), 0);
+  ck_assert (g_file_set_contents (stuck, "x", 1, NULL));
+  fd = open (stuck, O_RDONLY | O_CLOEXEC);
+  ck_assert (fd >= 0);
+  if (ioctl (fd, FS_IOC_SETFLAGS, &flags) != 0)
+    {
+      /* The one way found to make a removal fail as root; it needs CAP_LINUX_IMMUTABLE. */
+      close (fd);
+      ck_assert_msg (!nz_test_under_ci (), "cannot set the immutable flag: %s", g_strerror (errno));
+      return;
+    }
+  ck_assert (!nz_handle_remove_dir (h, &error));
+  ck_assert_msg (strstr (error->message, "stuck") != NULL, "%s", error->message);
+  g_clear_error (&error);
+  again = nz_handle_load (h->id, &error);
+  flags = 0;
+  ck_assert_int_eq (ioctl (fd, FS_IOC_SETFLAGS, &flags), 0);
+  close (fd);
+  ck_assert_msg (again != NULL, "the handle went with the failed removal: %s",
+                 error ? error->message : "");
+  ck_assert (nz_handle_remove_dir (again, NULL));
+  ck_assert (!g_file_test (h->dir, G_FILE_TEST_EXISTS));
 }
 END_TEST
 
@@ -508,12 +634,17 @@ state_suite (void)
   Suite *s = suite_create ("state");
   TCase *tc = tcase_create ("state");
 
+  /* The deep-tree case builds and removes 5,000 levels (slow under the sanitizers). */
+  tcase_set_timeout (tc, 60);
+
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_add_test (tc, test_state_dir_resolution);
   tcase_add_test (tc, test_state_dir_permissions);
   tcase_add_test (tc, test_ids);
   tcase_add_test (tc, test_handle_roundtrip_and_list);
   tcase_add_test (tc, test_handle_extreme_limits_roundtrip);
+  tcase_add_test (tc, test_remove_dir_deep_tree);
+  tcase_add_test (tc, test_remove_dir_keeps_handle_until_gone);
   tcase_add_test (tc, test_resolve_order);
   tcase_add_test (tc, test_resolve_stdin_left_open);
   tcase_add_test (tc, test_resolve_errors);

@@ -20,13 +20,17 @@ static const GOptionEntry entries[] = {
 static const char summary[] =
   "Prints one JSON object per line: the public handle namzu-create printed, plus \"status\":\n"
   "running (processes alive, agent answers), unresponsive (alive, agent silent) or dead.\n"
-  "Exit status: 0 listed, 1 the state directory cannot be read, 2 bad usage.";
+  "A sandbox whose handle cannot be read or parsed is named on stderr; the others are still\n"
+  "listed.\n"
+  "Exit status: 0 listed, 1 the state directory or a sandbox's handle cannot be read, 2 bad\n"
+  "usage.";
 
 int
 main (int argc, char **argv)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- list sandboxes");
   g_autoptr (GPtrArray) handles = NULL;
+  g_autoptr (GPtrArray) unreadable = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GError) error = NULL;
 
   nz_cli_init ("namzu-ls");
@@ -36,7 +40,7 @@ main (int argc, char **argv)
   if (argc > 1)
     nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
 
-  handles = nz_state_list (&error);
+  handles = nz_state_list (unreadable, &error);
   if (handles == NULL)
     return nz_cli_fail (error, TRUE);
   for (guint i = 0; i < handles->len; i++)
@@ -49,5 +53,8 @@ main (int argc, char **argv)
       if (!nz_cli_print_object (pub))
         return NZ_EXIT_FAILURE;
     }
-  return NZ_EXIT_OK;
+  /* Not silently skipped: such a sandbox may still be running, and nothing else shows it. */
+  for (guint i = 0; i < unreadable->len; i++)
+    nz_cli_warn ("%s", (const char *)unreadable->pdata[i]);
+  return unreadable->len > 0 ? NZ_EXIT_FAILURE : NZ_EXIT_OK;
 }
