@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "nz-bwrap-egress.h"
 #include "nz-bwrap.h"
@@ -104,7 +105,8 @@ nz_backend_create (const NzCreateOptions *opts, GError **error)
 {
   const NzBackend *b = nz_backend_lookup (opts->backend, error);
 
-  if (b == NULL || !nz_create_options_validate (opts, error) || !b->check (opts, error))
+  if (b == NULL || !nz_create_options_validate (opts, error)
+      || !nz_create_options_check_disk (opts, error) || !b->check (opts, error))
     return NULL;
   return b->create (opts, error);
 }
@@ -351,28 +353,38 @@ nz_cpus_check (double cpus, const char *field, GError **error)
 }
 
 /* --disk-mb bounds the sandbox's own scratch filesystems (tmpfs, sized). A writable host
- * directory is the host's disk, which no tmpfs size covers, and a writable root (docker's
- * readOnlyRootfs:false) is the image's layer, which needs xfs project quotas to bound: both
- * refused rather than bounded in name only. */
-static void
-check_disk_bound (const NzCreateOptions *opts, GPtrArray *reasons)
+ * directory is the host's disk, which no tmpfs size covers, unless the filesystem it is on is
+ * itself no bigger than the bound (a sized tmpfs or loop mount the caller made there); a
+ * writable root (docker's readOnlyRootfs:false) is the image's layer, which needs xfs project
+ * quotas to bound. Refused rather than bounded in name only. */
+gboolean
+nz_create_options_check_disk (const NzCreateOptions *opts, GError **error)
 {
+  g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
+  guint64 bound = (guint64)opts->disk_mb * 1024 * 1024;
+
   if (opts->disk_mb == 0)
-    return;
+    return TRUE;
   for (guint i = 0; i < opts->mounts->len; i++)
     {
       NzMount *m = opts->mounts->pdata[i];
+      struct statvfs sv;
 
-      if (m->writable)
-        g_ptr_array_add (reasons, g_strdup_printf ("--disk-mb cannot bound layout.%s: it is a "
-                                                   "writable host directory (%s), on the host's "
-                                                   "disk; drop it or --disk-mb", m->label,
-                                                   m->host_path));
+      if (!m->writable)
+        continue;
+      if (statvfs (m->host_path, &sv) == 0 && (guint64)sv.f_blocks * sv.f_frsize <= bound)
+        continue;
+      g_ptr_array_add (reasons, g_strdup_printf ("--disk-mb cannot bound layout.%s: it is a "
+                                                 "writable host directory (%s) on a filesystem "
+                                                 "larger than %" G_GINT64_FORMAT " MiB; mount "
+                                                 "one no larger there, or drop --disk-mb",
+                                                 m->label, m->host_path, opts->disk_mb));
     }
   if (!opts->read_only_rootfs)
     g_ptr_array_add (reasons, g_strdup ("--disk-mb cannot bound a writable root filesystem "
                                         "(backend.readOnlyRootfs false): docker sizes it only "
                                         "on xfs with project quotas"));
+  return throw_reasons (error, reasons, "invalid sandbox options");
 }
 
 gboolean
@@ -420,7 +432,6 @@ nz_create_options_validate (const NzCreateOptions *opts, GError **error)
     g_ptr_array_add (reasons, g_strdup ("--max-processes must be a positive integer"));
   if (opts->cpus != 0 && !nz_cpus_check (opts->cpus, "--cpus", &local))
     g_ptr_array_add (reasons, g_strdup (local->message));
-  check_disk_bound (opts, reasons);
   if (opts->network == NZ_NETWORK_ALLOWLIST && opts->egress_hosts->len == 0)
     g_ptr_array_add (reasons, g_strdup ("--egress needs at least one host"));
   return throw_reasons (error, reasons, "invalid sandbox options");

@@ -96,6 +96,10 @@ gboolean nz_create_options_load_config (NzCreateOptions *opts, const char *data,
  * duplicate container paths, limits in range, a disk bound only where it can hold). */
 gboolean nz_create_options_validate (const NzCreateOptions *opts, GError **error);
 
+/* Refuses --disk-mb where it cannot hold: beside a writable host directory on a filesystem
+ * larger than the bound, or a writable root. Looks at the host directories (statvfs). */
+gboolean nz_create_options_check_disk (const NzCreateOptions *opts, GError **error);
+
 /* The limits the handle records and shows: memoryMb, maxProcesses, cpus, diskMb, each only
  * when set. Returns a new reference. */
 JsonObject *nz_create_options_limits (const NzCreateOptions *opts);

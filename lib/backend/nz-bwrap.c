@@ -183,6 +183,10 @@ nz_bwrap_build_argv (const NzBwrapPlan *plan)
   mask_etc (argv, root, "/etc", NZ_BWRAP_ETC_DEPTH);
   add2 (argv, "--proc", "/proc");
   add2 (argv, "--dev", "/dev");
+  /* bwrap's /dev is a writable tmpfs with no size: read-only here, with /dev/shm a scratch
+   * tmpfs like the others, so --disk-mb leaves no unbounded place to write. */
+  add_scratch_tmpfs (argv, "/dev/shm", opts->disk_mb);
+  add2 (argv, "--remount-ro", "/dev");
   /* Writable scratch, the docker baseline's set (spec B.1 DEFAULT_WRITABLE_ROOTFS_PATHS); bwrap's
    * tmpfs is exec, like docker's `exec` option, so `cc -o /tmp/a && /tmp/a` works. */
   for (gsize i = 0; i < G_N_ELEMENTS (tmpfs_paths); i++)

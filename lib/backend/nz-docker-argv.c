@@ -291,6 +291,12 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
       for (guint i = 0; i < writable->len; i++)
         add_tmpfs (argv, writable->pdata[i], opts->disk_mb);
     }
+  /* /dev/shm is docker's own tmpfs (64 MiB): bounded like the others. */
+  if (opts->disk_mb > 0)
+    {
+      add (argv, "--shm-size");
+      g_ptr_array_add (argv, g_strdup_printf ("%" G_GINT64_FORMAT "m", opts->disk_mb));
+    }
   if (plan->run_as_user != NULL)
     add2 (argv, "--user", plan->run_as_user);
   add_labels (argv, opts->labels);

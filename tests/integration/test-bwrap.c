@@ -648,7 +648,7 @@ START_TEST (test_disk_bound)
   g_autofree char *outputs = g_build_filename (harness.tmp, "outputs", NULL);
   g_autofree char *before = host_sh ("du -sk \"$1\" | cut -f1", harness.state, NULL);
   g_autofree char *after = NULL;
-  const char *const paths[] = { "/tmp", "/var/tmp", "/workspace", "/home/namzu" };
+  const char *const paths[] = { "/tmp", "/var/tmp", "/workspace", "/home/namzu", "/dev/shm" };
   int rc;
 
   harness.sandbox = g_strdup (id);
@@ -666,8 +666,10 @@ START_TEST (test_disk_bound)
       res = sh_in_out (script);
       ck_assert_msg (g_ascii_strtoll (res, NULL, 10) <= 8192, "%s holds %s KiB", paths[i], res);
     }
-  /* Nowhere else writable: the /etc masks are read-only too. */
+  /* Nowhere else writable: the /etc masks and /dev are read-only. */
   ck_assert (!sandbox_has ("-w /etc/ssl/private"));
+  ck_assert (!sandbox_has ("-w /dev"));
+  ck_assert_int_eq (sh_in ("echo x > /dev/null", NULL), 0);
   after = host_sh ("du -sk \"$1\" | cut -f1", harness.state, NULL);
   ck_assert_msg (g_ascii_strtoll (after, NULL, 10) < g_ascii_strtoll (before, NULL, 10) + 1024,
                  "the state directory grew from %s to %s KiB", before, after);
@@ -678,6 +680,19 @@ START_TEST (test_disk_bound)
   ck_assert_msg (rc == 2, "exit %d: %s", rc, err);
   ck_assert_msg (strstr (out, "--disk-mb cannot bound layout.outputs") != NULL, "%s", out);
   ck_assert_uint_eq (count_sandboxes (), 0);
+
+  /* Unless the outputs directory is on a filesystem no larger than the bound. */
+  g_free (host_sh ("mount -t tmpfs -o size=8m nz-outputs \"$1\"", outputs, NULL));
+  {
+    g_autofree char *id2 = create_sandbox ("--disk-mb", "8", "--outputs", outputs, NULL);
+    g_autofree char *res = NULL;
+
+    rc = sh_in_sandbox (id2, "dd if=/dev/zero of=/mnt/user-data/outputs/fill bs=1M count=32 "
+                        "2>&1", &res);
+    destroy_ok (id2);
+    g_free (host_sh ("umount \"$1\"", outputs, NULL));
+    ck_assert_msg (rc != 0 && strstr (res, "No space left on device") != NULL, "%s", res);
+  }
 }
 END_TEST
 

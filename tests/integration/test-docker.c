@@ -591,6 +591,70 @@ START_TEST (test_deny_all_on_internal_network)
 }
 END_TEST
 
+/* --disk-mb on docker: every scratch tmpfs and /dev/shm stop the workload with ENOSPC at the
+ * bound, the root stays read-only, and the container has no writable layer on the host's disk
+ * (SizeRw stays 0). Beside a writable outputs directory it is refused before docker runs. */
+START_TEST (test_disk_bound)
+{
+  static const char *const paths[] = { "/tmp", "/var/tmp", "/workspace", "/home/namzu",
+                                       "/dev/shm", "/mnt/user-data/outputs" };
+  g_autofree char *err = NULL, *name = NULL, *size_rw = NULL, *id = NULL, *ro = NULL;
+  g_autofree char *out_dir = new_outputs ();
+  g_autofree char *mount_cmd = g_strdup_printf ("mount -t tmpfs -o size=8m,mode=0777 nz-outputs "
+                                                "'%s'", out_dir);
+  g_autofree char *umount_cmd = g_strdup_printf ("umount '%s'", out_dir);
+  g_autoptr (GString) failures = g_string_new (NULL);
+  int rc = 0;
+
+  /* docker needs an outputs directory: one on a filesystem no larger than the bound is one
+   * the bound holds for; any other is refused (below). What goes wrong is collected and
+   * asserted after the umount, so a failure leaves no mount behind. */
+  ck_assert_int_eq (system (mount_cmd), 0);
+  id = create (NULL, "container:docker", out_dir, &err, "--disk-mb", "8");
+  if (id == NULL)
+    g_string_append_printf (failures, "create --disk-mb failed: %s", err);
+  for (gsize i = 0; id != NULL && i < G_N_ELEMENTS (paths); i++)
+    {
+      g_autofree char *script = g_strdup_printf (
+          "dd if=/dev/zero of=%s/fill bs=1M count=32 2>&1; echo rc=$?; "
+          "du -k %s/fill | cut -f1; rm -f %s/fill", paths[i], paths[i], paths[i]);
+      g_autofree char *res = sh (id, script, NULL);
+      g_auto (GStrv) lines = g_strsplit (res, "\n", -1);
+      guint n = g_strv_length (lines);
+
+      if (strstr (res, "No space left on device") == NULL || strstr (res, "rc=1") == NULL
+          || n < 2 || g_ascii_strtoll (lines[n - 2], NULL, 10) > 8192)
+        g_string_append_printf (failures, "%s is not bounded at 8 MiB: %s\n", paths[i], res);
+    }
+  if (id != NULL)
+    {
+      const char *const a[] = { "container", "inspect", "--size", "--format", "{{.SizeRw}}",
+                                NULL, NULL };
+      const char *a2[G_N_ELEMENTS (a)];
+
+      memcpy (a2, a, sizeof a);
+      name = g_strconcat ("namzu-sandbox-", id, NULL);
+      a2[5] = name;
+      ro = sh (id, "{ echo x > /nz-probe; } 2>&1; { echo x > /etc/nz-probe; } 2>&1", &rc);
+      if (strstr (ro, "Read-only file system") == NULL)
+        g_string_append_printf (failures, "the root is writable: %s\n", ro);
+      /* Nothing landed in a writable layer on the host's disk. */
+      size_rw = docker_out (a2);
+      if (size_rw == NULL || g_ascii_strtoll (size_rw, NULL, 10) >= 1024 * 1024)
+        g_string_append_printf (failures, "the writable layer holds %s bytes\n", size_rw);
+      if (tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", id, NULL) != 0)
+        g_string_append (failures, "destroy failed\n");
+    }
+  ck_assert_int_eq (system (umount_cmd), 0);
+  ck_assert_msg (failures->len == 0, "%s", failures->str);
+
+  g_clear_pointer (&err, g_free);
+  g_free (create (NULL, "container:docker", out_dir, &err, "--disk-mb", "8"));
+  ck_assert_msg (err != NULL && strstr (err, "--disk-mb cannot bound layout.outputs") != NULL,
+                 "%s", err);
+}
+END_TEST
+
 /* ---- runsc ---------------------------------------------------------------------------------- */
 
 START_TEST (test_runsc_is_gvisor)
@@ -995,6 +1059,7 @@ suite (void)
   tcase_add_test (life, test_retire_after_unknown_outcome);
   tcase_add_test (life, test_refusals_read_back_from_the_daemon);
   tcase_add_test (life, test_deny_all_on_internal_network);
+  tcase_add_test (life, test_disk_bound);
   tcase_add_test (life, test_runsc_is_gvisor);
   suite_add_tcase (s, life);
   tcase_set_timeout (verbs, 120);

@@ -139,6 +139,36 @@ START_TEST (test_bounds_only_when_asked)
 }
 END_TEST
 
+/* --disk-mb: every scratch tmpfs gets size=, and /dev/shm --shm-size; without it, neither
+ * (the reference baseline has no size=). */
+START_TEST (test_disk_bound_sizes_every_tmpfs)
+{
+  g_autoptr (NzCreateOptions) opts = base_opts ();
+  g_autoptr (GPtrArray) plain = build (opts, "bridge", NULL, TRUE, NULL, NULL);
+  g_autoptr (GPtrArray) bounded = NULL;
+  guint tmpfs = 0, sized = 0, shm = 0;
+
+  for (guint i = 0; i < plain->len; i++)
+    ck_assert (strstr (plain->pdata[i], "size") == NULL);
+  opts->disk_mb = 8;
+  g_ptr_array_add (opts->writable_paths, g_strdup ("/var/cache"));
+  bounded = build (opts, "bridge", NULL, TRUE, NULL, NULL);
+  for (guint i = 0; i + 1 < bounded->len; i++)
+    {
+      if (strcmp (bounded->pdata[i], "--tmpfs") == 0)
+        {
+          tmpfs++;
+          sized += g_str_has_suffix (bounded->pdata[i + 1], ",size=8m");
+        }
+      if (strcmp (bounded->pdata[i], "--shm-size") == 0)
+        shm += strcmp (bounded->pdata[i + 1], "8m") == 0;
+    }
+  ck_assert_uint_eq (tmpfs, 5);
+  ck_assert_uint_eq (sized, tmpfs);
+  ck_assert_uint_eq (shm, 1);
+}
+END_TEST
+
 START_TEST (test_never_a_privilege_grant)
 {
   g_autoptr (NzCreateOptions) opts = base_opts ();
@@ -517,6 +547,7 @@ suite (void)
   tcase_add_test (tc, test_default_argv_pinned);
   tcase_add_test (tc, test_full_argv_pinned);
   tcase_add_test (tc, test_bounds_only_when_asked);
+  tcase_add_test (tc, test_disk_bound_sizes_every_tmpfs);
   tcase_add_test (tc, test_never_a_privilege_grant);
   tcase_add_test (tc, test_writable_paths);
   tcase_add_test (tc, test_cpus_and_labels);

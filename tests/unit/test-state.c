@@ -453,7 +453,8 @@ config_error (const char *json, NzCreateOptions **out)
   g_autoptr (GError) error = NULL;
 
   if (nz_create_options_load_config (opts, json, -1, &error)
-      && nz_create_options_validate (opts, &error))
+      && nz_create_options_validate (opts, &error)
+      && nz_create_options_check_disk (opts, &error))
     {
       if (out != NULL)
         *out = g_steal_pointer (&opts);
