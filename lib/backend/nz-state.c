@@ -368,7 +368,7 @@ empty_one_level (int fd, const char *keep, char **child, GError **error)
 {
   nz_autofd int dup_fd = fcntl (fd, F_DUPFD_CLOEXEC, 0);
   DIR *dp;
-  struct dirent *de;
+  struct dirent *de = NULL;
   gboolean ok = TRUE;
 
   *child = NULL;

@@ -638,6 +638,16 @@ START_TEST (test_disk_bound)
       ro = sh (id, "{ echo x > /nz-probe; } 2>&1; { echo x > /etc/nz-probe; } 2>&1", &rc);
       if (strstr (ro, "Read-only file system") == NULL)
         g_string_append_printf (failures, "the root is writable: %s\n", ro);
+      /* No writable mount of a real filesystem but the (sized) outputs directory: docker's
+       * /etc/hosts, hostname and resolv.conf binds are read-only under --read-only. */
+      {
+        g_autofree char *rw = sh (
+            id, "awk '$4 ~ /^rw/ && $3 !~ /^(tmpfs|devtmpfs|proc|devpts|mqueue|sysfs|cgroup2?)$/ "
+            "{print $2, $3}' /proc/mounts", NULL);
+
+        if (*rw != '\0')
+          g_string_append_printf (failures, "writable host filesystems: %s\n", rw);
+      }
       /* Nothing landed in a writable layer on the host's disk. */
       size_rw = docker_out (a2);
       if (size_rw == NULL || g_ascii_strtoll (size_rw, NULL, 10) >= 1024 * 1024)
