@@ -410,7 +410,7 @@ empty_one_level (int fd, const char *keep, char **child, GError **error)
 }
 
 /* Empties the directory @top_fd (all but @keep at its top) without recursion and holding two
- * fds at most, whatever the depth: the workload may have built a tree deeper than the
+ * fds at most, whatever the depth, and without crossing into another filesystem: the workload may have built a tree deeper than the
  * open-file limit, with unreadable directories, and a destroy must still get through it. It
  * climbs back through "..", checked against the device and inode it came down through, so a
  * renamed directory cannot lead it out of the tree. */
@@ -420,9 +420,13 @@ empty_tree (int top_fd, const char *keep, GError **error)
   g_autoptr (GArray) path = g_array_new (FALSE, FALSE, sizeof (WalkLevel));
   nz_autofd int fd = fcntl (top_fd, F_DUPFD_CLOEXEC, 0);
 
+  struct stat top_st;
+  dev_t top_dev;
+
   g_array_set_clear_func (path, walk_level_clear);
-  if (fd < 0)
-    return nz_throw_errno_prefix (error, "dup");
+  if (fd < 0 || fstat (fd, &top_st) != 0)
+    return nz_throw_errno_prefix (error, "open the tree");
+  top_dev = top_st.st_dev;
   for (;;)
     {
       g_autofree char *child = NULL;
@@ -440,6 +444,12 @@ empty_tree (int top_fd, const char *keep, GError **error)
               if (next >= 0)
                 close (next);
               return nz_throw_errno_prefix (error, "open '%s'", child);
+            }
+          /* Another filesystem mounted in the tree: its contents are not the sandbox's. */
+          if (st.st_dev != top_dev)
+            {
+              close (next);
+              return nz_throw (error, NZ_ERROR_BUSY, "'%s' is a mount point", child);
             }
           lv.name = g_steal_pointer (&child);
           lv.dev = st.st_dev;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -314,6 +315,35 @@ START_TEST (test_remove_dir_keeps_handle_until_gone)
                  error ? error->message : "");
   ck_assert (nz_handle_remove_dir (again, NULL));
   ck_assert (!g_file_test (h->dir, G_FILE_TEST_EXISTS));
+}
+END_TEST
+
+/* A filesystem mounted inside the tree is not the sandbox's to empty: the removal stops there
+ * (keeping the handle) and leaves what is in it. */
+START_TEST (test_remove_dir_stops_at_a_mount)
+{
+  g_autoptr (NzHandle) h = make_handle ("nz-0000000000d3", 1);
+  g_autofree char *mnt = g_build_filename (h->dir, "sock", "m", NULL);
+  g_autofree char *inside = g_build_filename (mnt, "theirs", NULL);
+  g_autoptr (GError) error = NULL;
+  gboolean removed, kept;
+
+  ck_assert_int_eq (g_mkdir_with_parents (mnt, 0700), 0);
+  if (mount ("nz-test", mnt, "tmpfs", 0, "size=1m") != 0)
+    {
+      ck_assert_msg (!nz_test_under_ci (), "cannot mount a tmpfs: %s", g_strerror (errno));
+      return;
+    }
+  ck_assert (g_file_set_contents (inside, "x", 1, NULL));
+  removed = nz_handle_remove_dir (h, &error);
+  kept = g_file_test (inside, G_FILE_TEST_EXISTS);
+  ck_assert_int_eq (umount (mnt), 0);
+  ck_assert (!removed);
+  ck_assert_msg (strstr (error->message, "mount point") != NULL
+                     || strstr (error->message, g_strerror (EBUSY)) != NULL, "%s", error->message);
+  ck_assert_msg (kept, "the walk emptied a mounted filesystem");
+  g_clear_error (&error);
+  ck_assert_msg (nz_handle_remove_dir (h, &error), "%s", error ? error->message : "");
 }
 END_TEST
 
@@ -646,6 +676,7 @@ state_suite (void)
   tcase_add_test (tc, test_handle_extreme_limits_roundtrip);
   tcase_add_test (tc, test_remove_dir_deep_tree);
   tcase_add_test (tc, test_remove_dir_keeps_handle_until_gone);
+  tcase_add_test (tc, test_remove_dir_stops_at_a_mount);
   tcase_add_test (tc, test_resolve_order);
   tcase_add_test (tc, test_resolve_stdin_left_open);
   tcase_add_test (tc, test_resolve_errors);
