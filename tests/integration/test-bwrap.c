@@ -630,6 +630,7 @@ START_TEST (test_destroy_retries_through_deep_tree)
   ck_assert_int_eq (run_tool (NULL, &ls, NULL, "namzu-ls", "--no-probe", NULL), 0);
   ck_assert_msg (strstr (ls, id) != NULL, "%s", ls);
   set_immutable (stuck, FALSE);
+  g_clear_pointer (&err, g_free);
   rc = run_tool (NULL, NULL, &err, "namzu-destroy", "--sandbox", id, NULL);
   ck_assert_int_eq (setrlimit (RLIMIT_NOFILE, &old), 0);
   ck_assert_msg (rc == 0, "retry: %s", err);
