@@ -665,6 +665,23 @@ START_TEST (test_refused_without_the_guard)
 }
 END_TEST
 
+/* A create that fails once the guard is in force (here: an image whose entrypoint is no
+ * worker, so the container exits during startup) takes the network and the rule with it. */
+START_TEST (test_failed_create_leaves_no_guard)
+{
+  g_autofree char *err = NULL;
+  g_autofree char *id = create (&err, 4, "--image", egress_image, "--ready-timeout", "20000");
+  const char *at = NULL;
+  g_autofree char *failed = NULL;
+
+  ck_assert_msg (id == NULL, "created %s", id);
+  at = err != NULL ? strstr (err, "namzu-sandbox-nz-") : NULL;
+  ck_assert_msg (at != NULL, "no sandbox named in: %s", err);
+  failed = g_strndup (at + strlen ("namzu-sandbox-"), 15);
+  assert_released (failed);
+}
+END_TEST
+
 /* Last: every sandbox this run made is destroyed, and none left a network or a rule. */
 START_TEST (test_nothing_left_behind)
 {
@@ -972,6 +989,7 @@ suite (void)
   tcase_add_test (tc, test_allowlist_alone);
   tcase_add_test (tc, test_named_network_is_not_shared);
   tcase_add_test (tc, test_refused_without_the_guard);
+  tcase_add_test (tc, test_failed_create_leaves_no_guard);
   tcase_add_test (tc, test_policy_swap);
   tcase_add_test (tc, test_runsc_allowlist);
   tcase_add_test (tc, test_create_refusals);
