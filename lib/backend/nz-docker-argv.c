@@ -471,16 +471,18 @@ nz_docker_check_network (const char *network, gboolean host_port, NzNetwork egre
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "a deny-all egress policy needs an --internal docker network, and the "
                      "daemon says network '%s' is not one: a container on it can still reach "
-                     "the world. Create one with `docker network create --internal %s-internal` "
-                     "and name it (with hostReachability: 'container-network'), or choose "
-                     "--network allow-all",
+                     "the world. Name no network (the backend then creates one for the sandbox "
+                     "alone), or create one with `docker network create --internal "
+                     "%s-internal` and name it (with hostReachability: 'container-network'), or "
+                     "choose --network allow-all",
                      network, strcmp (network, "none") == 0 ? "namzu" : network);
   /* 3. An allowlist is enforced by a proxy on an internal network, never by a name. */
   if (egress == NZ_NETWORK_ALLOWLIST && !internal)
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "an egress allowlist needs an --internal docker network, and the daemon "
                      "says network '%s' is not one: the sandbox could route around the proxy. "
-                     "Create one with `docker network create --internal %s-internal` and name it "
+                     "Name no network (the backend then creates one for the sandbox alone), or "
+                     "create one with `docker network create --internal %s-internal` and name it "
                      "(with hostReachability: 'container-network')",
                      network, strcmp (network, "none") == 0 ? "namzu" : network);
   return TRUE;

@@ -25,32 +25,8 @@ proxy_name (NzHandle *h)
   return g_strconcat (NZ_DOCKER_PROXY_NAME_PREFIX, h->id, NULL);
 }
 
-/* The alias namzu-egress must name one proxy on the network: with two, a sandbox there could
- * reach the other sandbox's list (docker's DNS answers for both). */
-static gboolean
-check_network_alone (const char *docker, const char *network, GError **error)
-{
-  const char *const args[] = { "network", "inspect", "--format",
-                               "{{range .Containers}}{{.Name}} {{end}}", network, NULL };
-  g_autofree char *out = docker_call (docker, PROXY_CALL_TIMEOUT_MS, error, args);
-  g_auto (GStrv) names = NULL;
-
-  if (out == NULL)
-    return nz_prefix_error (error, "cannot list the containers on network '%s': ", network);
-  names = g_strsplit (out, " ", -1);
-  for (char **n = names; *n != NULL; n++)
-    if (g_str_has_prefix (*n, NZ_DOCKER_PROXY_NAME_PREFIX))
-      return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                       "network '%s' already carries another sandbox's egress proxy (%s): a "
-                       "sandbox there could reach either allowlist through the alias "
-                       NZ_DOCKER_PROXY_ALIAS ". Give each allowlist sandbox its own --internal "
-                       "network", network, *n);
-  return TRUE;
-}
-
 gboolean
-nz_docker_egress_preflight (const char *docker, const NzCreateOptions *opts, const char *network,
-                            GError **error)
+nz_docker_egress_preflight (const char *docker, const NzCreateOptions *opts, GError **error)
 {
   g_autoptr (NzEgressProfile) profile = NULL;
   g_autofree char *label = NULL;
@@ -72,7 +48,7 @@ nz_docker_egress_preflight (const char *docker, const NzCreateOptions *opts, con
       if (!nz_docker_check_proxy_label (opts->egress_proxy_image, label, error))
         return FALSE;
     }
-  return check_network_alone (docker, network, error);
+  return TRUE;
 }
 
 static JsonArray *

@@ -13,11 +13,11 @@
 
 G_BEGIN_DECLS
 
-/* Before anything starts: the internal @network carries no other sandbox's proxy (the alias
- * must be ours alone); a profile with port rules needs a V2 proxy image, so the image's
- * ai.namzu.egress-proxy.config label is read (`docker image inspect`, which does not pull). */
+/* Before anything starts: a profile with port rules needs a V2 proxy image, so the image's
+ * ai.namzu.egress-proxy.config label is read (`docker image inspect`, which does not pull).
+ * That the network carries nothing else is nz_docker_net_check_alone()'s. */
 gboolean nz_docker_egress_preflight (const char *docker, const NzCreateOptions *opts,
-                                     const char *network, GError **error);
+                                     GError **error);
 
 /* Records the policy in h->priv ("egress": hosts come with the start) for @internal_network;
  * no I/O. */

@@ -14,6 +14,7 @@
 #include "nz-autofd.h"
 #include "nz-docker-argv.h"
 #include "nz-docker-egress.h"
+#include "nz-docker-net.h"
 #include "nz-egress-live.h"
 #include "nz-errors.h"
 #include "nz-json.h"
@@ -499,14 +500,14 @@ check_runtime (const char *docker, const char *runtime, GError **error)
 
 static void
 record_policy (NzHandle *h, const NzCreateOptions *opts, const char *name, const char *network,
-               const char *runtime)
+               gboolean host_port, const char *runtime)
 {
 
   json_object_set_string_member (h->priv, "container", name);
   json_object_set_string_member (h->priv, "image", opts->image);
   json_object_set_string_member (h->priv, "dockerNetwork", network);
   json_object_set_string_member (h->priv, "hostReachability",
-                                 is_host_port (opts) ? "host-port" : "container-network");
+                                 host_port ? "host-port" : "container-network");
   if (runtime != NULL)
     json_object_set_string_member (h->priv, "runtime", runtime);
   json_object_set_string_member (h->priv, "network",
@@ -564,13 +565,16 @@ read_endpoint (const char *docker, const char *name, const char *network, gboole
                                    : g_strdup_printf ("http://%s:2024", out);
 }
 
-/* A failed create leaves nothing: the sandbox container, the proxy container, the state. */
+/* A failed create leaves nothing: the sandbox container, the proxy container, the network and
+ * its host guard, the state. The guard stays while anything of the sandbox may still run. */
 static void
 rollback (const char *docker, NzHandle *h, const char *name)
 {
   g_autofree char *rm = DOCKER (docker, NULL, NZ_DOCKER_CALL_TIMEOUT_MS, NULL, "rm", "-f", name);
+  gboolean proxy_gone = nz_docker_egress_stop (h, NULL);
 
-  nz_docker_egress_stop (h, NULL);
+  if (rm != NULL && proxy_gone)
+    nz_docker_net_release (docker, h, NULL);
   nz_handle_remove_dir (h, NULL);
 }
 
@@ -599,8 +603,14 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
   g_autofree char *name = NULL;
   g_autofree char *internal = NULL;
   g_autofree char *out = NULL;
+  g_autofree char *private_name = NULL;
   const char *network = docker_network (opts);
   const char *runtime = backend_is_runsc (opts->backend) ? "runsc" : NULL;
+  /* A boundary (deny-all, an allowlist) is alone on its network, behind the host guard. */
+  gboolean guarded = opts->network != NZ_NETWORK_ALLOW_ALL;
+  gboolean private_net = nz_docker_net_wants_private (opts);
+  gboolean host_port = is_host_port (opts);
+  gboolean internal_net;
   NzDockerPlan plan = { 0 };
   gboolean started;
 
@@ -620,20 +630,30 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
     }
   if (runtime != NULL && !check_runtime (docker, runtime, error))
     return NULL;
-  /* The daemon's answer, never the name, says whether the network is a boundary; an
-   * unreadable answer (no such network, daemon down) is no boundary. */
-  internal = DOCKER (docker, NULL, NZ_DOCKER_CALL_TIMEOUT_MS, NULL, "network", "inspect",
-                     "--format", "{{.Internal}}", network);
-  if (!nz_docker_check_network (network, is_host_port (opts), opts->network,
-                                nz_docker_network_is_internal (internal), error))
+  h->id = nz_state_new_id ();
+  if (private_net)
+    {
+      /* Created --internal below, for this sandbox alone; reached on it unless the host asked
+       * for a published port (which an internal network cannot give, and is refused). */
+      network = private_name = g_strconcat (NZ_DOCKER_NET_PREFIX, h->id, NULL);
+      if (opts->host_reachability == NULL)
+        host_port = FALSE;
+    }
+  else
+    /* The daemon's answer, never the name, says whether the network is a boundary; an
+     * unreadable answer (no such network, daemon down) is no boundary. */
+    internal = DOCKER (docker, NULL, NZ_DOCKER_CALL_TIMEOUT_MS, NULL, "network", "inspect",
+                       "--format", "{{.Internal}}", network);
+  internal_net = private_net || nz_docker_network_is_internal (internal);
+  if (!nz_docker_check_network (network, host_port, opts->network, internal_net, error))
     return NULL;
-  /* One proxy per internal network, and a V2 configuration only for an image that reads it:
-   * refused before anything starts. */
-  if (opts->network == NZ_NETWORK_ALLOWLIST
-      && !nz_docker_egress_preflight (docker, opts, network, error))
+  /* A V2 configuration only for an image that reads it, and a named network that carries
+   * nothing else: refused before anything starts. */
+  if (opts->network == NZ_NETWORK_ALLOWLIST && !nz_docker_egress_preflight (docker, opts, error))
+    return NULL;
+  if (guarded && !private_net && !nz_docker_net_check_alone (docker, network, error))
     return NULL;
 
-  h->id = nz_state_new_id ();
   h->backend = g_strdup (backend_is_runsc (opts->backend) ? "container:runsc"
                                                           : "container:docker");
   h->tier = g_strdup ("container");
@@ -646,15 +666,17 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
   plan.name = name;
   plan.network = network;
   plan.runtime = runtime;
-  plan.host_port = is_host_port (opts);
+  plan.host_port = host_port;
   plan.proxy_env = opts->network == NZ_NETWORK_ALLOWLIST;
   argv = nz_docker_build_run_argv (&plan, error);
   if (argv == NULL || !nz_handle_make_dir (h, error))
     return NULL;
-  record_policy (h, opts, name, network, runtime);
+  record_policy (h, opts, name, network, host_port, runtime);
   /* Saved before anything runs: a create killed half-way leaves a handle namzu-destroy can
-   * act on (the proxy's name follows from the id). */
-  if (!nz_handle_save (h, error))
+   * act on (the proxy's name follows from the id). The guard is in force before anything
+   * joins the network, and a create that cannot install it is refused. */
+  if (!nz_handle_save (h, error)
+      || (guarded && !nz_docker_net_prepare (docker, h, opts, network, private_net, error)))
     {
       nz_handle_remove_dir (h, NULL);
       return NULL;
@@ -681,7 +703,13 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
       return NULL;
     }
   json_object_set_string_member (h->priv, "containerId", out);
-  if (nz_docker_network_is_internal (internal))
+  /* Two creates racing onto one named network: neither keeps it shared. */
+  if (guarded && !private_net && !nz_docker_net_check_members (docker, h, network, error))
+    {
+      rollback (docker, h, name);
+      return NULL;
+    }
+  if (internal_net)
     isolate_routes (docker, h, name,
                     plan.proxy_env ? opts->egress_proxy_image : opts->image);
   h->endpoint = read_endpoint (docker, name, network, plan.host_port, error);
@@ -710,6 +738,7 @@ teardown (NzHandle *h, guint timeout_ms, GError **error)
   gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
   g_autoptr (GError) rm_error = NULL;
   g_autoptr (GError) proxy_error = NULL;
+  g_autoptr (GError) net_error = NULL;
   nz_autofd int lock = -1;
 
   if (docker == NULL)
@@ -746,6 +775,12 @@ teardown (NzHandle *h, guint timeout_ms, GError **error)
   if (!nz_docker_egress_stop (h, &proxy_error) && out != NULL)
     {
       rm_error = g_steal_pointer (&proxy_error);
+      g_clear_pointer (&out, g_free);
+    }
+  /* The network and its guard last, once nothing of the sandbox runs. */
+  if (out != NULL && !nz_docker_net_release (docker, h, &net_error))
+    {
+      rm_error = g_steal_pointer (&net_error);
       g_clear_pointer (&out, g_free);
     }
   if (out == NULL)

@@ -10,11 +10,15 @@
  * under another name, must stay screened. Images: $NAMZU_WORKER_IMAGE / $NAMZU_EGRESS_IMAGE
  * (default the :latest tags scripts/build-images makes). Under CI=true a missing daemon, image,
  * certtool or host python3.11 is a failure. */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <gio/gio.h>
 #include <glib/gstdio.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,7 +54,8 @@ static const char profile_json[] = "{\"name\":\"t\",\"hosts\":[{\"host\":\"origi
                                    "{\"host\":\"localhost\"}]}";
 
 static char base[] = "/tmp/nz-docker-egress-XXXXXX";
-static char *state, *prefix, *label, *up_net, *int_net, *int2_net, *int3_net, *origin;
+static char *state, *prefix, *label, *up_net, *int_net, *int2_net, *int3_net, *int4_net;
+static char *origin, *created_log;
 static char *origin_ip;
 static char *worker_image, *egress_image, *test_proxy_image, *profile_path, *log_dir;
 static char *shared_id;
@@ -139,6 +144,14 @@ create (char **err, int n, ...)
     return NULL;
   pub = nz_json_parse_object (out, -1, NULL);
   REQUIRE (pub != NULL, "namzu-create printed no handle: %s", out);
+  /* Every id this run made, for test_nothing_left_behind (cases fork: a file, not memory). */
+  {
+    FILE *f = fopen (created_log, "a");
+
+    REQUIRE (f != NULL, "open %s", created_log);
+    fprintf (f, "%s\n", nz_json_get_string (pub, "id"));
+    fclose (f);
+  }
   return g_strdup (nz_json_get_string (pub, "id"));
 }
 
@@ -193,6 +206,169 @@ static char *
 proxy_of (const char *id)
 {
   return g_strconcat ("namzu-egress-", id, NULL);
+}
+
+static void
+destroy_sandbox (const char *id)
+{
+  g_autofree char *destroy = tool ("namzu-destroy");
+  const char *const argv[] = { destroy, "--sandbox", id, NULL };
+
+  ck_assert_int_eq (run (argv, NULL, NULL), 0);
+}
+
+/* ---- no way to the host ----------------------------------------------------------------- */
+
+static char *
+gateway_of (const char *net)
+{
+  return docker ("network", "inspect", "--format", "{{(index .IPAM.Config 0).Gateway}}", net,
+                 NULL);
+}
+
+static char *
+address_on (const char *container, const char *net)
+{
+  g_autofree char *fmt
+      = g_strdup_printf ("{{(index .NetworkSettings.Networks \"%s\").IPAddress}}", net);
+
+  return docker ("inspect", "--format", fmt, container, NULL);
+}
+
+/* A TCP listener on @ip, the host's address on a bridge this run or the backend created, on a
+ * port the kernel picks. Nothing accepts: a connection that got through waits in its queue. */
+static int
+listen_on (const char *ip, guint *port)
+{
+  struct sockaddr_in sa = { .sin_family = AF_INET };
+  socklen_t len = sizeof sa;
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+  ck_assert_int_ge (fd, 0);
+  ck_assert_msg (ip != NULL && inet_pton (AF_INET, ip, &sa.sin_addr) == 1, "address '%s'", ip);
+  ck_assert_msg (bind (fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen (fd, 8) == 0,
+                 "listen on %s: %s", ip, g_strerror (errno));
+  ck_assert_int_eq (getsockname (fd, (struct sockaddr *)&sa, &len), 0);
+  *port = ntohs (sa.sin_port);
+  return fd;
+}
+
+/* A raw TCP connect from inside @id to @ip:@port, no proxy involved, fails (and the host's
+ * control connection that carried the command works). */
+static void
+assert_cannot_connect (const char *id, const char *ip, guint port)
+{
+  g_autofree char *script = g_strdup_printf ("timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%u' 2>&1; "
+                                             "echo rc=$?",
+                                             ip, port);
+  g_autofree char *out = NULL;
+
+  sandbox_sh (id, script, &out);
+  ck_assert_msg (strstr (out, "rc=") != NULL && strstr (out, "rc=0") == NULL,
+                 "%s reached %s:%u: %s", id, ip, port, out);
+}
+
+/* The host's address on the sandbox's own bridge (@net's gateway) and on another bridge
+ * (up_net's gateway), each with a listener: both stay unreached. */
+static void
+assert_no_way_to_the_host (const char *id, const char *net)
+{
+  g_autofree char *gw = gateway_of (net);
+  g_autofree char *up_gw = gateway_of (up_net);
+  const char *ips[] = { gw, up_gw };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (ips); i++)
+    {
+      guint port = 0;
+      int fd = listen_on (ips[i], &port);
+      int c;
+
+      assert_cannot_connect (id, ips[i], port);
+      c = accept (fd, NULL, NULL);
+      ck_assert_msg (c < 0 && (errno == EAGAIN || errno == EWOULDBLOCK),
+                     "the host's listener on %s:%u accepted a connection from %s", ips[i], port,
+                     id);
+      close (fd);
+    }
+}
+
+/* Neither the shared sandbox's proxy (on either of its networks) nor its worker. */
+static void
+assert_cannot_reach_the_shared_sandbox (const char *id)
+{
+  g_autofree char *proxy = proxy_of (shared_id);
+  g_autofree char *sbx = g_strconcat ("namzu-sandbox-", shared_id, NULL);
+  g_autofree char *p_int = address_on (proxy, int_net);
+  g_autofree char *p_up = address_on (proxy, up_net);
+  g_autofree char *w_int = address_on (sbx, int_net);
+
+  ck_assert_msg (p_int != NULL && p_up != NULL && w_int != NULL, "shared sandbox addresses");
+  assert_cannot_connect (id, p_int, 2025);
+  assert_cannot_connect (id, p_up, 2025);
+  assert_cannot_connect (id, w_int, 2024);
+}
+
+static gboolean
+has_guard_rule (const char *id)
+{
+  g_autofree char *want = g_strconcat ("namzu:", id, NULL);
+  const char *bins[] = { "iptables", "ip6tables" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (bins); i++)
+    {
+      const char *const argv[] = { bins[i], "-w", "10", "-S", "INPUT", NULL };
+      g_autofree char *out = NULL;
+
+      ck_assert_int_eq (run (argv, &out, NULL), 0);
+      if (strstr (out, want) != NULL)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* The sandbox's network is its own: internal, with it (and its proxy) alone on it. */
+static void
+assert_private_network (const char *id, gboolean with_proxy)
+{
+  g_autofree char *net = g_strconcat ("namzu-net-", id, NULL);
+  g_autofree char *internal = docker ("network", "inspect", "--format", "{{.Internal}}", net,
+                                      NULL);
+  g_autofree char *members = docker ("network", "inspect", "--format",
+                                     "{{range .Containers}}{{.Name}} {{end}}", net, NULL);
+  g_autofree char *want = g_strdup_printf ("namzu-sandbox-%s", id);
+  g_auto (GStrv) names = g_strsplit (members != NULL ? members : "", " ", -1);
+
+  ck_assert_str_eq (internal, "true");
+  ck_assert_int_eq (g_strv_length (names), with_proxy ? 2 : 1);
+  ck_assert_msg (strstr (members, want) != NULL, "%s", members);
+  ck_assert (has_guard_rule (id));
+}
+
+/* Of namzu's containers with this run's label, only the shared sandbox and its proxy. */
+static void
+assert_only_the_shared_sandbox_runs (void)
+{
+  g_autofree char *filter = g_strconcat ("label=", label, NULL);
+  g_autofree char *left = docker ("ps", "-a", "--filter", filter, "--format", "{{.Names}}", NULL);
+  g_autofree char *shared_sbx = g_strconcat ("namzu-sandbox-", shared_id, NULL);
+  g_autofree char *shared_proxy = proxy_of (shared_id);
+  g_auto (GStrv) names = g_strsplit (left != NULL ? left : "", "\n", -1);
+
+  for (char **n = names; *n != NULL; n++)
+    ck_assert_msg (**n == '\0' || g_str_equal (*n, shared_sbx) || g_str_equal (*n, shared_proxy)
+                       || g_str_has_prefix (*n, "namzu-") == FALSE,
+                   "left behind: %s", *n);
+}
+
+/* After destroy: the network and the guard are gone too. */
+static void
+assert_released (const char *id)
+{
+  g_autofree char *net = g_strconcat ("namzu-net-", id, NULL);
+  g_autofree char *left = docker ("network", "inspect", "--format", "{{.Name}}", net, NULL);
+
+  ck_assert_msg (left == NULL, "network %s left behind", net);
+  ck_assert_msg (!has_guard_rule (id), "guard rule of %s left behind", id);
 }
 
 /* ---- the topology ---------------------------------------------------------------------- */
@@ -344,6 +520,187 @@ START_TEST (test_brokered_header_reaches_only_the_origin)
 }
 END_TEST
 
+/* The shared allowlist sandbox is on a network the test named; the host guard is on its
+ * bridge all the same. */
+START_TEST (test_allowlist_sandbox_cannot_reach_the_host)
+{
+  assert_no_way_to_the_host (shared_id, int_net);
+}
+END_TEST
+
+/* Named no network: deny-all gets an --internal one of its own, reached on it by the host. */
+static void
+check_private_deny_all (const char *backend)
+{
+  g_autofree char *err = NULL;
+  g_autofree char *id = create (&err, 2, "--backend", backend);
+  g_autofree char *net = NULL, *kernel = NULL;
+
+  ck_assert_msg (id != NULL, "create: %s", err);
+  net = g_strconcat ("namzu-net-", id, NULL);
+  assert_private_network (id, FALSE);
+  if (strcmp (backend, "container:runsc") == 0)
+    {
+      sandbox_sh (id, "dmesg 2>&1 | head -n 1", &kernel);
+      ck_assert_msg (strstr (kernel, "gVisor") != NULL, "not gVisor: %s", kernel);
+    }
+  assert_no_way_to_the_host (id, net);
+  /* Another sandbox's proxy and worker are out of reach too. */
+  assert_cannot_reach_the_shared_sandbox (id);
+  destroy_sandbox (id);
+  assert_released (id);
+}
+
+START_TEST (test_deny_all_alone_runc)
+{
+  check_private_deny_all ("container:docker");
+}
+END_TEST
+
+START_TEST (test_deny_all_alone_runsc)
+{
+  check_private_deny_all ("container:runsc");
+}
+END_TEST
+
+/* Even with the default route left in place (an image without namzu-egress, faked here by a
+ * docker whose isolate run fails), every host address stays unreached: the guard does not
+ * depend on the route being gone. */
+START_TEST (test_kept_route_still_no_way_out)
+{
+  g_autofree char *real = g_find_program_in_path ("docker");
+  g_autofree char *fake = g_build_filename (base, "docker-no-isolate", NULL);
+  g_autofree char *script = g_strdup_printf ("#!/bin/sh\n[ \"$1\" = run ] && [ \"$2\" = --rm ] "
+                                             "&& exit 1\nexec %s \"$@\"\n",
+                                             real);
+  g_autofree char *err = NULL, *id = NULL, *net = NULL, *handle = NULL, *text = NULL;
+
+  ck_assert (g_file_set_contents (fake, script, -1, NULL) && chmod (fake, 0755) == 0);
+  g_setenv ("NAMZU_DOCKER", fake, TRUE);
+  id = create (&err, 0);
+  g_unsetenv ("NAMZU_DOCKER");
+  ck_assert_msg (id != NULL, "create: %s", err);
+  handle = g_build_filename (state, id, "handle.json", NULL);
+  ck_assert (g_file_get_contents (handle, &text, NULL, NULL));
+  ck_assert_msg (strstr (text, "\"defaultRoute\":\"kept\"") != NULL, "%s", text);
+  net = g_strconcat ("namzu-net-", id, NULL);
+  assert_no_way_to_the_host (id, net);
+  assert_cannot_reach_the_shared_sandbox (id);
+  destroy_sandbox (id);
+  assert_released (id);
+}
+END_TEST
+
+/* An allowlist sandbox that names no network: its own network, its proxy alone beside it. */
+START_TEST (test_allowlist_alone)
+{
+  g_autofree char *err = NULL;
+  g_autofree char *id
+      = create (&err, 10, "--profile", profile_path, "--egress-proxy-image", test_proxy_image,
+                "--egress-upstream-network", up_net, "--allow-inward-for", "origin.test",
+                "--credential", "origin.test:X-Api-Key:NZ_TEST_SECRET");
+  g_autofree char *net = NULL, *ok = NULL;
+
+  ck_assert_msg (id != NULL, "create: %s", err);
+  net = g_strconcat ("namzu-net-", id, NULL);
+  assert_private_network (id, TRUE);
+  ok = curl_in (id, "-k https://origin.test:8443/alone");
+  ck_assert_msg (strstr (ok, "origin:GET /alone") && strstr (ok, "HTTP=200"), "%s", ok);
+  assert_no_way_to_the_host (id, net);
+  assert_cannot_reach_the_shared_sandbox (id);
+  destroy_sandbox (id);
+  assert_released (id);
+}
+END_TEST
+
+/* A named network takes one sandbox: deny-all is refused beside another sandbox's proxy, and
+ * beside another deny-all sandbox. */
+START_TEST (test_named_network_is_not_shared)
+{
+  g_autofree char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+  g_autofree char *i1 = create (&e1, 4, "--docker-network", int_net, "--host-reachability",
+                                "container-network");
+  g_autofree char *a = create (&e2, 4, "--docker-network", int4_net, "--host-reachability",
+                               "container-network");
+  g_autofree char *b = NULL;
+  g_autofree char *want = NULL;
+
+  ck_assert_msg (i1 == NULL, "deny-all admitted beside the shared proxy: %s", i1);
+  ck_assert_msg (strstr (e1, "already carries another sandbox's egress proxy") != NULL, "%s", e1);
+  ck_assert_msg (a != NULL, "create: %s", e2);
+  assert_no_way_to_the_host (a, int4_net);
+  b = create (&e3, 4, "--docker-network", int4_net, "--host-reachability", "container-network");
+  want = g_strdup_printf ("already carries container namzu-sandbox-%s", a);
+  ck_assert_msg (b == NULL, "a second sandbox was admitted onto %s", int4_net);
+  ck_assert_msg (strstr (e3, want) != NULL, "%s", e3);
+  destroy_sandbox (a);
+  ck_assert (!has_guard_rule (a));
+}
+END_TEST
+
+/* No guard, no sandbox: a create that cannot install the rule is refused and leaves nothing. */
+START_TEST (test_refused_without_the_guard)
+{
+  g_autofree char *fake = g_build_filename (base, "iptables-refuses", NULL);
+  g_autofree char *e1 = NULL, *e2 = NULL, *nets = NULL;
+  g_autofree char *i1 = NULL, *i2 = NULL;
+  g_autofree char *filter = g_strconcat ("label=", label, NULL);
+
+  ck_assert (g_file_set_contents (fake, "#!/bin/sh\necho 'iptables: Permission denied' >&2\n"
+                                        "exit 4\n",
+                                  -1, NULL)
+             && chmod (fake, 0755) == 0);
+  g_setenv ("NAMZU_IPTABLES", fake, TRUE);
+  i1 = create (&e1, 0);
+  i2 = create (&e2, 12, "--profile", profile_path, "--egress-proxy-image", test_proxy_image,
+               "--egress-upstream-network", up_net, "--allow-inward-for", "origin.test",
+               "--docker-network", int4_net, "--host-reachability", "container-network");
+  g_unsetenv ("NAMZU_IPTABLES");
+  ck_assert_msg (i1 == NULL && strstr (e1, "cannot install the host guard") != NULL, "%s", e1);
+  ck_assert_msg (i2 == NULL && strstr (e2, "cannot install the host guard") != NULL, "%s", e2);
+  /* Nothing started, no network of the backend's left. */
+  assert_only_the_shared_sandbox_runs ();
+  nets = docker ("network", "ls", "--filter", filter, "--format", "{{.Name}}", NULL);
+  ck_assert_msg (nets != NULL && strstr (nets, "namzu-net-") == NULL, "left behind: %s", nets);
+}
+END_TEST
+
+/* A create that fails once the guard is in force (here: an image whose entrypoint is no
+ * worker, so the container exits during startup) takes the network and the rule with it. */
+START_TEST (test_failed_create_leaves_no_guard)
+{
+  g_autofree char *err = NULL;
+  g_autofree char *id = create (&err, 4, "--image", egress_image, "--ready-timeout", "20000");
+  const char *at = NULL;
+  g_autofree char *failed = NULL;
+
+  ck_assert_msg (id == NULL, "created %s", id);
+  at = err != NULL ? strstr (err, "namzu-sandbox-nz-") : NULL;
+  ck_assert_msg (at != NULL, "no sandbox named in: %s", err);
+  failed = g_strndup (at + strlen ("namzu-sandbox-"), 15);
+  assert_released (failed);
+}
+END_TEST
+
+/* Last: every sandbox this run made is destroyed, and none left a network or a rule. */
+START_TEST (test_nothing_left_behind)
+{
+  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
+  g_autofree char *ids = NULL;
+  g_auto (GStrv) lines = NULL;
+  const char *n;
+
+  while (d != NULL && (n = g_dir_read_name (d)) != NULL)
+    destroy_sandbox (n);
+  ck_assert (g_file_get_contents (created_log, &ids, NULL, NULL));
+  lines = g_strsplit (ids, "\n", -1);
+  ck_assert_int_gt (g_strv_length (lines), 1);
+  for (char **id = lines; *id != NULL; id++)
+    if (**id != '\0')
+      assert_released (*id);
+}
+END_TEST
+
 /* ---- live policy change --------------------------------------------------------------- */
 
 START_TEST (test_policy_swap)
@@ -445,6 +802,7 @@ START_TEST (test_runsc_allowlist)
                          origin_ip);
   sandbox_sh (id, raw, &unreachable);
   ck_assert_msg (strstr (unreachable, "Network is unreachable") != NULL, "%s", unreachable);
+  assert_no_way_to_the_host (id, int3_net);
   {
     const char *const argv[] = { destroy, "--sandbox", id, NULL };
 
@@ -481,11 +839,6 @@ START_TEST (test_create_refusals)
   g_autofree char *i5 = create (&e5, 8, "--egress", "origin.test", "--docker-network", int_net,
                                 "--host-reachability", "container-network", "--egress-proxy-image",
                                 test_proxy_image);
-  g_autofree char *filter = g_strconcat ("label=", label, NULL);
-  g_autofree char *left = NULL;
-  g_autofree char *shared_sbx = g_strconcat ("namzu-sandbox-", shared_id, NULL);
-  g_autofree char *shared_proxy = proxy_of (shared_id);
-  g_auto (GStrv) names = NULL;
 
   assert_refused (i1, e1, "an egress allowlist needs an --internal docker network");
   assert_refused (i2, e2, "cannot publish the worker's port on network");
@@ -493,12 +846,7 @@ START_TEST (test_create_refusals)
   assert_refused (i4, e4, "ai.namzu.egress-proxy.config");
   assert_refused (i5, e5, "already carries another sandbox's egress proxy");
   /* Nothing started for any of them. */
-  left = docker ("ps", "-a", "--filter", filter, "--format", "{{.Names}}", NULL);
-  names = g_strsplit (left != NULL ? left : "", "\n", -1);
-  for (char **n = names; *n != NULL; n++)
-    ck_assert_msg (**n == '\0' || g_str_equal (*n, shared_sbx) || g_str_equal (*n, shared_proxy)
-                       || g_str_has_prefix (*n, "namzu-") == FALSE,
-                   "left behind: %s", *n);
+  assert_only_the_shared_sandbox_runs ();
 }
 END_TEST
 
@@ -557,7 +905,7 @@ setup (void)
 {
   g_autofree char *certs = g_build_filename (base, "certs", NULL);
   g_autofree char *certs_arg = NULL, *log_arg = NULL, *ip_fmt = NULL, *r1 = NULL, *r2 = NULL;
-  g_autofree char *r3 = NULL, *r4 = NULL, *r5 = NULL;
+  g_autofree char *r3 = NULL, *r4 = NULL, *r5 = NULL, *r6 = NULL;
 
   state = g_build_filename (base, "state", NULL);
   log_dir = g_build_filename (base, "log", NULL);
@@ -571,7 +919,9 @@ setup (void)
   r2 = docker ("network", "create", "--internal", "--label", label, int_net, NULL);
   r4 = docker ("network", "create", "--internal", "--label", label, int2_net, NULL);
   r5 = docker ("network", "create", "--internal", "--label", label, int3_net, NULL);
-  REQUIRE (r1 != NULL && r2 != NULL && r4 != NULL && r5 != NULL, "docker network create failed");
+  r6 = docker ("network", "create", "--internal", "--label", label, int4_net, NULL);
+  REQUIRE (r1 != NULL && r2 != NULL && r4 != NULL && r5 != NULL && r6 != NULL,
+           "docker network create failed");
   certs_arg = g_strconcat (certs, ":/certs:ro", NULL);
   log_arg = g_strconcat (log_dir, ":/log", NULL);
   /* The image's python3 is minimal; the host's stdlib (the same 3.11) gives it http.server. */
@@ -611,6 +961,7 @@ teardown (void)
   g_free (docker ("network", "rm", int_net, NULL));
   g_free (docker ("network", "rm", int2_net, NULL));
   g_free (docker ("network", "rm", int3_net, NULL));
+  g_free (docker ("network", "rm", int4_net, NULL));
   g_free (docker ("network", "rm", up_net, NULL));
   g_free (docker ("image", "rm", "-f", test_proxy_image, NULL));
   if (system (cmd) != 0)
@@ -631,9 +982,18 @@ suite (void)
   tcase_add_test (tc, test_only_the_named_host_is_exempt);
   tcase_add_test (tc, test_no_way_around_the_proxy);
   tcase_add_test (tc, test_brokered_header_reaches_only_the_origin);
+  tcase_add_test (tc, test_allowlist_sandbox_cannot_reach_the_host);
+  tcase_add_test (tc, test_deny_all_alone_runc);
+  tcase_add_test (tc, test_deny_all_alone_runsc);
+  tcase_add_test (tc, test_kept_route_still_no_way_out);
+  tcase_add_test (tc, test_allowlist_alone);
+  tcase_add_test (tc, test_named_network_is_not_shared);
+  tcase_add_test (tc, test_refused_without_the_guard);
+  tcase_add_test (tc, test_failed_create_leaves_no_guard);
   tcase_add_test (tc, test_policy_swap);
   tcase_add_test (tc, test_runsc_allowlist);
   tcase_add_test (tc, test_create_refusals);
+  tcase_add_test (tc, test_nothing_left_behind);
   suite_add_tcase (s, tc);
   return s;
 }
@@ -678,6 +1038,8 @@ main (void)
   int_net = g_strconcat (prefix, "-int", NULL);
   int2_net = g_strconcat (prefix, "-int2", NULL);
   int3_net = g_strconcat (prefix, "-int3", NULL);
+  int4_net = g_strconcat (prefix, "-int4", NULL);
+  created_log = g_build_filename (base, "created", NULL);
   origin = g_strconcat (prefix, "-origin", NULL);
   test_proxy_image = g_strdup_printf ("namzu-egress-proxy:%s", prefix);
   if (!setup ())
