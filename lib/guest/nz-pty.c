@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "nz-pty.h"
+#include "nz-privsep.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -166,6 +167,12 @@ child_exec (int slave, const char *cwd, const char *command, char *const *argv, 
     {
       dprintf (2, "%s: %s\r\n", cwd, strerror (errno));
       _exit (1);
+    }
+  /* A terminal is the workload's like any command: its uid, no capabilities. */
+  if ((code = nz_privsep_drop_child ()) != 0)
+    {
+      dprintf (2, "namzu: cannot switch to the workload's uid: %s\r\n", strerror (code));
+      _exit (126);
     }
   execvpe (command, argv, envp);
   code = errno == ENOENT ? 127 : 126;
