@@ -12,6 +12,7 @@
 #include "nz-exec.h"
 #include "nz-guest.h"
 #include "nz-heap.h"
+#include "nz-privsep.h"
 #include "nz-worker-config.h"
 #include "nz-worker-server.h"
 
@@ -28,7 +29,10 @@ static const char description[]
       "\n"
       "Once bound, prints \"[namzu-sandbox-worker] listening on <bind>:<port> workspace=<ws>\n"
       "idleTimeoutMs=<n> auth=bearer|none\". Refuses to start (exit 1) on a routable bind\n"
-      "without a token, and on a token no HTTP header can carry. SIGTERM exits 0.";
+      "without a token, and on a token no HTTP header can carry. SIGTERM exits 0.\n"
+      "Privilege separation (additive): NAMZU_WORKER_UID/NAMZU_WORKER_GID (the worker's own\n"
+      "ids, started as root with CAP_SETUID/SETGID/KILL) with NAMZU_WORKER_WORKLOAD_UID/\n"
+      "NAMZU_WORKER_WORKLOAD_GID (every command's); the worker is always non-dumpable.";
 
 G_NORETURN static void
 refuse (const char *reason)
@@ -78,6 +82,10 @@ main (int argc, char **argv)
   nz_cli_parse (ctx, &argc, &argv);
   if (argc > 1)
     nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+
+  /* Before anything else, and before any thread: out of the workload's reach. */
+  if (!nz_privsep_enter_from_env ("NAMZU_WORKER", &error))
+    refuse (error->message);
 
   /* A peer that hangs up mid-stream must never kill the worker. */
   signal (SIGPIPE, SIG_IGN);
