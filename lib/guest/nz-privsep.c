@@ -64,9 +64,14 @@ nz_privsep_enter (uid_t server_uid, gid_t server_gid, uid_t workload_uid, gid_t 
   setfsgid (workload_gid);
   setfsuid (workload_uid);
   if ((uid_t)setfsuid ((uid_t)-1) != workload_uid || (gid_t)setfsgid ((gid_t)-1) != workload_gid)
-    return nz_throw (error, NZ_ERROR_PERMISSION_DENIED,
-                     "privsep: cannot act on files as uid %u gid %u", (unsigned)workload_uid,
-                     (unsigned)workload_gid);
+    {
+      /* gVisor has no setfsuid (ENOSYS): the effective ids do the same there. Signals and
+       * ptrace look at the real and saved uid, which stay ours (docs/security.md, runsc). */
+      if (setresgid (server_gid, workload_gid, server_gid) != 0
+          || setresuid (server_uid, workload_uid, server_uid) != 0)
+        return nz_throw_errno_prefix (error, "privsep: cannot act on files as uid %u gid %u",
+                                      (unsigned)workload_uid, (unsigned)workload_gid);
+    }
   workload_uid_saved = workload_uid;
   workload_gid_saved = workload_gid;
   active = TRUE;
@@ -121,6 +126,17 @@ nz_privsep_enter_from_env (const char *prefix, GError **error)
                      "%s_UID and %s_WORKLOAD_UID must differ (%u): the workload would own the "
                      "server", prefix, prefix, ids[0]);
   return nz_privsep_enter (ids[0], ids[1], ids[2], ids[3], error);
+}
+
+void
+nz_privsep_scrub_env (const char *name)
+{
+  gsize len = strlen (name);
+
+  for (char **e = environ; e != NULL && *e != NULL; e++)
+    if (strncmp (*e, name, len) == 0 && (*e)[len] == '=')
+      memset (*e + len + 1, 0, strlen (*e + len + 1));
+  g_unsetenv (name);
 }
 
 gboolean

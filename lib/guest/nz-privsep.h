@@ -25,6 +25,12 @@ gboolean nz_privsep_enter (uid_t server_uid, gid_t server_gid, uid_t workload_ui
  * the process non-dumpable. @prefix names the variables ("NAMZU_AGENT" or "NAMZU_WORKER"). */
 gboolean nz_privsep_enter_from_env (const char *prefix, GError **error);
 
+/* Overwrites the value of @name in the process's original environment block with NULs and
+ * unsets it. /proc/<pid>/environ shows that block (not the C library's copy) for the life of
+ * the process, and gVisor lets another uid read it: a secret read from the environment is
+ * copied first, then scrubbed. */
+void nz_privsep_scrub_env (const char *name);
+
 /* Whether nz_privsep_enter() ran: spawned processes then change uid. */
 gboolean nz_privsep_active (void);
 

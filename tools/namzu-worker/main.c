@@ -94,6 +94,8 @@ main (int argc, char **argv)
   config = nz_worker_config_new_from_env (&error);
   if (config == NULL)
     refuse (error->message);
+  /* The config holds its own copy; not one byte of the token stays in /proc/1/environ. */
+  nz_privsep_scrub_env ("NAMZU_SANDBOX_TOKEN");
   guest = nz_guest_new (&config->limits, config->workspace, config->read_roots,
                         config->write_roots);
   /* Subreaper: orphans of a command are reaped here, or their zombies keep its group alive. */
