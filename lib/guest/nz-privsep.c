@@ -139,6 +139,12 @@ nz_privsep_scrub_env (const char *name)
   g_unsetenv (name);
 }
 
+uid_t
+nz_privsep_workload_uid (void)
+{
+  return active ? workload_uid_saved : getuid ();
+}
+
 gboolean
 nz_privsep_active (void)
 {

@@ -31,6 +31,9 @@ gboolean nz_privsep_enter_from_env (const char *prefix, GError **error);
  * copied first, then scrubbed. */
 void nz_privsep_scrub_env (const char *name);
 
+/* The uid every workload process runs as: the workload's under privsep, else ours. */
+uid_t nz_privsep_workload_uid (void);
+
 /* Whether nz_privsep_enter() ran: spawned processes then change uid. */
 gboolean nz_privsep_active (void);
 

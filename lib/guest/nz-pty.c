@@ -1,6 +1,5 @@
 #define _GNU_SOURCE
 #include "nz-pty.h"
-#include "nz-privsep.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +18,7 @@
 
 #include "nz-errors.h"
 #include "nz-exec.h"
+#include "nz-privsep.h"
 
 #define READ_CHUNK_BYTES 65536
 
