@@ -610,6 +610,25 @@ START_TEST (test_workload_cannot_reach_agent)
   ck_assert_int_eq (sh_in_sandbox (id, "echo more >> in.txt && cat in.txt && stat -c %u in.txt",
                                    &owned), 0);
   ck_assert_str_eq (owned, "from host\nmore\n1001\n");
+  /* A terminal and a detached session are the workload's too: uid 1001, no capability. */
+  {
+    g_autofree char *term = NULL, *sess = NULL;
+
+    ck_assert_int_eq (run_tool ("echo u-$(id -u)-$(grep -c 'CapEff:.0000000000000000' "
+                                "/proc/self/status)-end; exit 0\n",
+                                &term, NULL, "namzu-attach", "--sandbox", id, "--terminal", NULL),
+                      0);
+    ck_assert_msg (strstr (term, "u-1001-1-end") != NULL, "%s", term);
+    ck_assert_int_eq (run_tool (NULL, NULL, NULL, "namzu-attach", "--sandbox", id,
+                                "--start-detached", "who", "--", "sh", "-c",
+                                "echo u-$(id -u)-$(grep -c 'CapEff:.0000000000000000' "
+                                "/proc/self/status)-end", NULL),
+                      0);
+    ck_assert_int_eq (run_tool (NULL, &sess, NULL, "namzu-attach", "--sandbox", id, "--session",
+                                "who", NULL),
+                      0);
+    ck_assert_msg (strstr (sess, "u-1001-1-end") != NULL, "%s", sess);
+  }
   destroy_ok (id);
 }
 END_TEST
