@@ -4,8 +4,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -159,20 +161,35 @@ nz_bwrap_build_argv (const NzBwrapPlan *plan)
   g_autofree char *etc = g_build_filename (root, "etc", NULL);
   g_autofree char *fd_seccomp = g_strdup_printf ("%d", NZ_BWRAP_SECCOMP_FD);
   g_autofree char *fd_status = g_strdup_printf ("%d", NZ_BWRAP_STATUS_FD);
+  g_autofree char *userns_fd = g_strdup_printf ("%d", NZ_BWRAP_USERNS_FD);
   const char *agent = agent_inside (plan->agent_host_path);
 
   add (argv, plan->bwrap);
   /* Namespaces: user (so the sandbox's root is nobody's root), pid, ipc, uts, cgroup where the
-   * kernel has it, and net unless the host asked for its network. */
-  add3 (argv, "--unshare-user", "--uid", uid);
-  add2 (argv, "--gid", uid);
+   * kernel has it, and net unless the host asked for its network. Under privsep the user
+   * namespace is ours, with two uids: bwrap (host root) enters it as the workload's uid. */
+  if (plan->privsep)
+    add2 (argv, "--userns", userns_fd);
+  else
+    {
+      add3 (argv, "--unshare-user", "--uid", uid);
+      add2 (argv, "--gid", uid);
+    }
   add3 (argv, "--unshare-pid", "--unshare-ipc", "--unshare-uts");
   add (argv, "--unshare-cgroup-try");
   if (opts->network != NZ_NETWORK_ALLOW_ALL)
     add (argv, "--unshare-net"); /* deny-all: a fresh net namespace has only lo */
   add2 (argv, "--hostname", NZ_BWRAP_HOSTNAME);
-  /* No capabilities, even inside the user namespace; bwrap always sets no-new-privs. */
+  /* No capabilities, even inside the user namespace; bwrap always sets no-new-privs. Under
+   * privsep the agent keeps the three it needs to start commands as the workload and signal
+   * them; it drops them from every command (nz-privsep.c). */
   add2 (argv, "--cap-drop", "ALL");
+  if (plan->privsep)
+    {
+      add2 (argv, "--cap-add", "CAP_SETUID");
+      add2 (argv, "--cap-add", "CAP_SETGID");
+      add2 (argv, "--cap-add", "CAP_KILL");
+    }
   /* Its own session, so the workload cannot TIOCSTI into a terminal it was started from. */
   add (argv, "--new-session");
 
@@ -200,8 +217,9 @@ nz_bwrap_build_argv (const NzBwrapPlan *plan)
 
       add3 (argv, m->writable ? "--bind" : "--ro-bind", m->host_path, m->container_path);
     }
-  /* The agent's socket directory is the host's <state>/<id>/sock. */
-  add3 (argv, "--bind", plan->sock_dir, NZ_BWRAP_SOCK_DIR);
+  /* The egress proxy's socket directory, read-only: the workload must not replace what is
+   * there nor write onto the host's disk through it. */
+  add3 (argv, "--ro-bind", plan->sock_dir, NZ_BWRAP_SOCK_DIR);
   if (strcmp (agent, plan->agent_host_path) != 0)
     add3 (argv, "--ro-bind", plan->agent_host_path, agent);
   /* Like docker's --read-only: the root tmpfs bwrap built stays as it is now. */
@@ -238,7 +256,7 @@ join_roots (const NzCreateOptions *opts, gboolean writable_only)
 }
 
 char **
-nz_bwrap_build_envp (const NzCreateOptions *opts, const char *token)
+nz_bwrap_build_envp (const NzCreateOptions *opts, gboolean privsep)
 {
   GPtrArray *env = g_ptr_array_new ();
 
@@ -250,7 +268,15 @@ nz_bwrap_build_envp (const NzCreateOptions *opts, const char *token)
   g_ptr_array_add (env, g_strdup ("USER=namzu"));
   g_ptr_array_add (env, g_strdup ("LOGNAME=namzu"));
   g_ptr_array_add (env, g_strdup ("LANG=C.UTF-8"));
-  g_ptr_array_add (env, g_strdup ("NAMZU_AGENT_UNIX_PATH=" NZ_BWRAP_SOCK_PATH));
+  g_ptr_array_add (env, g_strdup_printf ("NAMZU_AGENT_LISTEN_FD=%d", NZ_BWRAP_LISTEN_FD));
+  g_ptr_array_add (env, g_strdup_printf ("NAMZU_AGENT_BIND_TOKEN_FD=%d", NZ_BWRAP_TOKEN_FD));
+  if (privsep)
+    {
+      g_ptr_array_add (env, g_strdup_printf ("NAMZU_AGENT_UID=%d", NZ_BWRAP_AGENT_UID));
+      g_ptr_array_add (env, g_strdup_printf ("NAMZU_AGENT_GID=%d", NZ_BWRAP_AGENT_UID));
+      g_ptr_array_add (env, g_strdup_printf ("NAMZU_AGENT_WORKLOAD_UID=%d", NZ_BWRAP_UID));
+      g_ptr_array_add (env, g_strdup_printf ("NAMZU_AGENT_WORKLOAD_GID=%d", NZ_BWRAP_UID));
+    }
   g_ptr_array_add (env, g_strdup_printf ("NAMZU_SANDBOX_WORKSPACE=%s", nz_bwrap_workspace (opts)));
   if (opts->mounts->len > 0)
     {
@@ -260,10 +286,6 @@ nz_bwrap_build_envp (const NzCreateOptions *opts, const char *token)
       g_ptr_array_add (env, g_strdup_printf ("NAMZU_SANDBOX_READ_ROOTS=%s", r));
       g_ptr_array_add (env, g_strdup_printf ("NAMZU_SANDBOX_WRITE_ROOTS=%s", w));
     }
-  /* The agent strips NAMZU_AGENT_* from every command it starts, so the workload does not get
-   * the token through its environment. */
-  if (token != NULL)
-    g_ptr_array_add (env, g_strdup_printf ("NAMZU_AGENT_BIND_TOKEN=%s", token));
   g_ptr_array_add (env, NULL);
   return (char **)g_ptr_array_free (env, FALSE);
 }
@@ -474,11 +496,13 @@ move_fd_high (int fd)
   return high;
 }
 
-/* fork + exec bwrap detached: its own session, stdin /dev/null, stdout/stderr to @log_fd, the
- * seccomp program at fd 3 and the status file at fd 4, joined to the cgroups before exec so
- * nothing it forks escapes the limits. Returns bwrap's pid, or -1 with an error. */
+/* fork + exec bwrap detached: its own session, stdin /dev/null, stdout/stderr to @log_fd,
+ * @inherit[i] at fd 3 + i (the seccomp program, the status file, the agent's listener, the
+ * token pipe, the user namespace; -1 leaves a number unused), joined to the cgroups before exec
+ * so nothing it forks escapes the limits. Returns bwrap's pid, or -1 with an error. */
+#define NZ_BWRAP_N_INHERIT (NZ_BWRAP_USERNS_FD - NZ_BWRAP_SECCOMP_FD + 1)
 static pid_t
-spawn_bwrap (char **argv, char **envp, int log_in, int seccomp_in, int status_in,
+spawn_bwrap (char **argv, char **envp, int log_in, const int inherit_in[NZ_BWRAP_N_INHERIT],
              NzCgroup *cg, GError **error)
 {
   nz_autofd int devnull = open ("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -486,26 +510,37 @@ spawn_bwrap (char **argv, char **envp, int log_in, int seccomp_in, int status_in
   nz_autofd int err_w = -1;
   /* Above the fixed numbers the child dup2()s into, so no dup2 clobbers a source. */
   nz_autofd int log_fd = fcntl (log_in, F_DUPFD_CLOEXEC, 10);
-  nz_autofd int seccomp_fd = fcntl (seccomp_in, F_DUPFD_CLOEXEC, 10);
-  nz_autofd int status_fd = fcntl (status_in, F_DUPFD_CLOEXEC, 10);
+  int inherit[NZ_BWRAP_N_INHERIT];
   int pipefd[2];
   int child_errno = 0;
   const int *cg_fds = (const int *)(gpointer)cg->procs_fds->data;
   guint n_cg = cg->procs_fds->len;
+  gboolean ok = TRUE;
   pid_t pid;
   ssize_t n;
 
-  if (devnull < 0 || pipe2 (pipefd, O_CLOEXEC) != 0)
-    return (nz_throw_errno_prefix (error, "cannot prepare bwrap's descriptors"), -1);
+  for (int i = 0; i < NZ_BWRAP_N_INHERIT; i++)
+    {
+      inherit[i] = inherit_in[i] >= 0 ? fcntl (inherit_in[i], F_DUPFD_CLOEXEC, 10) : -1;
+      ok = ok && (inherit_in[i] < 0 || inherit[i] >= 0);
+    }
+  if (devnull < 0 || !ok || pipe2 (pipefd, O_CLOEXEC) != 0)
+    {
+      for (int i = 0; i < NZ_BWRAP_N_INHERIT; i++)
+        nz_close_fd (&inherit[i]);
+      return (nz_throw_errno_prefix (error, "cannot prepare bwrap's descriptors"), -1);
+    }
   err_r = pipefd[0];
   err_w = move_fd_high (pipefd[1]);
   devnull = move_fd_high (devnull);
-  if (err_w < 0 || devnull < 0 || log_fd < 0 || seccomp_fd < 0 || status_fd < 0)
-    return (nz_throw_errno_prefix (error, "cannot prepare bwrap's descriptors"), -1);
+  if (err_w < 0 || devnull < 0 || log_fd < 0)
+    {
+      for (int i = 0; i < NZ_BWRAP_N_INHERIT; i++)
+        nz_close_fd (&inherit[i]);
+      return (nz_throw_errno_prefix (error, "cannot prepare bwrap's descriptors"), -1);
+    }
 
   pid = fork ();
-  if (pid < 0)
-    return (nz_throw_errno_prefix (error, "fork"), -1);
   if (pid == 0)
     {
       /* Child: async-signal-safe calls only. */
@@ -522,14 +557,15 @@ spawn_bwrap (char **argv, char **envp, int log_in, int seccomp_in, int status_in
         e = errno;
       if (e == 0)
         e = nz_cgroup_join_fds (cg_fds, n_cg);
-      if (e == 0 && (dup2 (devnull, 0) < 0 || dup2 (log_fd, 1) < 0 || dup2 (log_fd, 2) < 0
-                     || dup2 (seccomp_fd, NZ_BWRAP_SECCOMP_FD) < 0
-                     || dup2 (status_fd, NZ_BWRAP_STATUS_FD) < 0))
+      if (e == 0 && (dup2 (devnull, 0) < 0 || dup2 (log_fd, 1) < 0 || dup2 (log_fd, 2) < 0))
         e = errno;
+      for (int i = 0; e == 0 && i < NZ_BWRAP_N_INHERIT; i++)
+        if (inherit[i] >= 0 && dup2 (inherit[i], NZ_BWRAP_SECCOMP_FD + i) < 0)
+          e = errno;
       if (e == 0)
         {
           /* Everything else we hold (sockets, other sandboxes' files) stays out of bwrap. */
-          syscall (SYS_close_range, NZ_BWRAP_STATUS_FD + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
+          syscall (SYS_close_range, NZ_BWRAP_USERNS_FD + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
           execve (argv[0], argv, envp);
           e = errno;
         }
@@ -537,6 +573,10 @@ spawn_bwrap (char **argv, char **envp, int log_in, int seccomp_in, int status_in
         ;
       _exit (127);
     }
+  for (int i = 0; i < NZ_BWRAP_N_INHERIT; i++)
+    nz_close_fd (&inherit[i]);
+  if (pid < 0)
+    return (nz_throw_errno_prefix (error, "fork"), -1);
   nz_close_fd (&err_w);
   do
     n = read (err_r, &child_errno, sizeof child_errno);
@@ -551,6 +591,112 @@ spawn_bwrap (char **argv, char **envp, int log_in, int seccomp_in, int status_in
       return (nz_throw_errno_prefix (error, "cannot start %s", argv[0]), -1);
     }
   return pid;
+}
+
+/* ---- privsep: the agent's socket, token and user namespace ------------------------------ */
+
+/* The agent's listening socket, bound on the host where the workload cannot see it (not in
+ * any directory bound into the sandbox) and handed to the agent as a descriptor. */
+static int
+bind_agent_socket (const char *path, GError **error)
+{
+  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  nz_autofd int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  if (fd < 0)
+    return (nz_throw_errno_prefix (error, "socket"), -1);
+  g_strlcpy (addr.sun_path, path, sizeof addr.sun_path);
+  unlink (path);
+  if (bind (fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen (fd, 128) != 0)
+    return (nz_throw_errno_prefix (error, "cannot listen on '%s'", path), -1);
+  return nz_steal_fd (&fd);
+}
+
+/* The token in a pipe the agent reads to EOF at start: never in an environment, which
+ * /proc/<pid>/environ shows for the life of the process. */
+static int
+token_pipe (const char *token, GError **error)
+{
+  nz_autofd int rd = -1, wr = -1;
+  gsize len = strlen (token);
+  int fds[2];
+
+  /* A token is far below a pipe's capacity: the write never blocks. */
+  if (pipe2 (fds, O_CLOEXEC) != 0)
+    return (nz_throw_errno_prefix (error, "pipe"), -1);
+  rd = fds[0];
+  wr = fds[1];
+  if (write (wr, token, len) != (ssize_t)len)
+    return (nz_throw_errno_prefix (error, "cannot hand the token over"), -1);
+  return nz_steal_fd (&rd);
+}
+
+static gboolean
+write_proc_file (pid_t pid, const char *name, const char *text, GError **error)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d/%s", (int)pid, name);
+  nz_autofd int fd = open (path, O_WRONLY | O_CLOEXEC);
+  gsize len = strlen (text);
+
+  if (fd < 0 || write (fd, text, len) != (ssize_t)len)
+    return nz_throw_errno_prefix (error, "privsep: cannot write '%s'", path);
+  return TRUE;
+}
+
+/* A user namespace with two ids: NZ_BWRAP_AGENT_UID for the agent (host NZ_BWRAP_AGENT_HOST_UID)
+ * and NZ_BWRAP_UID for the workload (host root, as bwrap's own single-uid map has it, so layout
+ * outputs keep their owner). Writing a map with a host id other than our own needs root. Returns
+ * a descriptor of the namespace (it lives as long as a descriptor or a process holds it). */
+static int
+make_userns (GError **error)
+{
+  g_autofree char *map = g_strdup_printf ("%d %d 1\n%d 0 1\n", NZ_BWRAP_AGENT_UID,
+                                          NZ_BWRAP_AGENT_HOST_UID, NZ_BWRAP_UID);
+  g_autofree char *ns_path = NULL;
+  nz_autofd int go_r = -1, go_w = -1;
+  int ns_fd = -1;
+  int fds[2];
+  char c = 0;
+  pid_t pid;
+
+  if (pipe2 (fds, O_CLOEXEC) != 0)
+    return (nz_throw_errno_prefix (error, "pipe"), -1);
+  go_r = fds[0];
+  go_w = fds[1];
+  pid = fork ();
+  if (pid < 0)
+    return (nz_throw_errno_prefix (error, "fork"), -1);
+  if (pid == 0)
+    {
+      /* Child: unshare, then wait until the parent has the namespace (or gave up). */
+      nz_close_fd (&go_w);
+      if (unshare (CLONE_NEWUSER) != 0)
+        _exit (1);
+      while (read (go_r, &c, 1) < 0 && errno == EINTR)
+        ;
+      _exit (0);
+    }
+  nz_close_fd (&go_r);
+  ns_path = g_strdup_printf ("/proc/%d/ns/user", (int)pid);
+  /* The child's namespace differs from ours once it has unshared. */
+  for (int i = 0; i < 2000; i++)
+    {
+      struct stat self_st, child_st;
+
+      if (stat ("/proc/self/ns/user", &self_st) == 0 && stat (ns_path, &child_st) == 0
+          && child_st.st_ino != self_st.st_ino)
+        break;
+      g_usleep (1000);
+    }
+  if (write_proc_file (pid, "uid_map", map, error) && write_proc_file (pid, "gid_map", map, error))
+    {
+      ns_fd = open (ns_path, O_RDONLY | O_CLOEXEC);
+      if (ns_fd < 0)
+        nz_throw_errno_prefix (error, "privsep: open '%s'", ns_path);
+    }
+  nz_close_fd (&go_w);
+  waitpid (pid, NULL, 0);
+  return ns_fd;
 }
 
 /* ---- create --------------------------------------------------------------------------- */
@@ -647,6 +793,23 @@ record_policy (NzHandle *h, const NzCreateOptions *opts, const char *agent, NzCg
   json_object_set_array_member (h->priv, "mounts", mounts);
 }
 
+/* TRUE (and @error set) once bwrap has exited, with its status and the log's last line. */
+static gboolean
+bwrap_exited (CreateState *st, const char *log_path, GError **error)
+{
+  g_autofree char *tail = NULL;
+  int status = 0;
+
+  if (waitpid (st->bwrap_pid, &status, WNOHANG) != st->bwrap_pid)
+    return FALSE;
+  tail = log_tail (log_path);
+  st->bwrap_pid = 0;
+  nz_throw (error, NZ_ERROR_FAILED, "the sandbox exited during startup (%s %d): %s",
+            WIFSIGNALED (status) ? "signal" : "status",
+            WIFSIGNALED (status) ? WTERMSIG (status) : WEXITSTATUS (status), tail);
+  return TRUE;
+}
+
 /* Waits for bwrap to report its child and for the agent to answer healthz with protocol 2,
  * watching bwrap so a sandbox that died is reported at once, not at the deadline. */
 static gboolean
@@ -661,17 +824,9 @@ wait_ready (CreateState *st, const char *status_path, const char *log_path, guin
   for (;;)
     {
       gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
-      int status = 0;
 
-      if (waitpid (st->bwrap_pid, &status, WNOHANG) == st->bwrap_pid)
-        {
-          g_autofree char *tail = log_tail (log_path);
-
-          st->bwrap_pid = 0;
-          return nz_throw (error, NZ_ERROR_FAILED, "the sandbox exited during startup (%s %d): %s",
-                           WIFSIGNALED (status) ? "signal" : "status",
-                           WIFSIGNALED (status) ? WTERMSIG (status) : WEXITSTATUS (status), tail);
-        }
+      if (bwrap_exited (st, log_path, error))
+        return FALSE;
       if (child == 0 && (child = read_child_pid (status_path)) > 0)
         {
           json_object_set_int_member (st->h->priv, "childPid", child);
@@ -703,6 +858,11 @@ wait_ready (CreateState *st, const char *status_path, const char *log_path, guin
           /* A protocol mismatch or a retiring agent does not heal by waiting. */
           if (!g_error_matches (last, NZ_ERROR, NZ_ERROR_TIMED_OUT))
             {
+              /* The host holds the socket from the start, so an agent that died shows up as a
+               * closed connection: its exit status and log say more, if it is on its way out. */
+              for (int i = 0; i < 50; i++, g_usleep (10 * 1000))
+                if (bwrap_exited (st, log_path, error))
+                  return FALSE;
               g_propagate_prefixed_error (error, g_steal_pointer (&last),
                                           "the sandbox's agent was refused: ");
               return FALSE;
@@ -730,6 +890,12 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
   nz_autofd int seccomp_fd = -1;
   nz_autofd int log_fd = -1;
   nz_autofd int status_fd = -1;
+  nz_autofd int listen_fd = -1;
+  nz_autofd int token_fd = -1;
+  nz_autofd int userns_fd = -1;
+  /* Root can give the agent a uid of its own; anyone else gets bwrap's one-uid namespace, where
+   * the agent is only non-dumpable (docs/security.md, "Without root"). */
+  gboolean privsep = geteuid () == 0;
   NzCgroupLimits limits = { opts->memory_mb, opts->max_processes, opts->cpus };
   CreateState st = { h, NULL, 0 };
   NzBwrapPlan plan = { 0 };
@@ -772,12 +938,12 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
     }
   st.cg = cg;
   sock_dir = g_build_filename (h->dir, "sock", NULL);
-  sock_path = g_build_filename (sock_dir, "agent.sock", NULL);
+  /* Beside the sock dir, not in it: the sock dir is bound into the sandbox, this is not. */
+  sock_path = g_build_filename (h->dir, "agent.sock", NULL);
   log_path = g_build_filename (h->dir, "bwrap.log", NULL);
   status_path = g_build_filename (h->dir, "status.json", NULL);
   h->endpoint = g_strdup_printf ("unix:%s", sock_path);
-  /* The agent binds /run/namzu/agent.sock inside, but we connect by the host path, which must
-   * fit a sockaddr_un. */
+  /* We bind and connect by the host path, which must fit a sockaddr_un. */
   if (strlen (sock_path) >= sizeof (((struct sockaddr_un *)NULL)->sun_path))
     {
       nz_throw (error, NZ_ERROR_INVALID_ARGS,
@@ -790,6 +956,13 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
   if (mkdir (sock_dir, 0700) != 0)
     {
       nz_throw_errno_prefix (error, "mkdir '%s'", sock_dir);
+      create_rollback (&st);
+      return NULL;
+    }
+  if ((listen_fd = bind_agent_socket (sock_path, error)) < 0
+      || (token_fd = token_pipe (h->token, error)) < 0
+      || (privsep && (userns_fd = make_userns (error)) < 0))
+    {
       create_rollback (&st);
       return NULL;
     }
@@ -831,15 +1004,24 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
   plan.agent_host_path = agent;
   plan.sock_dir = sock_dir;
   plan.host_root = "/";
+  plan.privsep = privsep;
   argv = nz_bwrap_build_argv (&plan);
   if (egress_bin != NULL)
     nz_bwrap_egress_wrap_argv (argv, egress_bin);
   g_ptr_array_add (argv, NULL);
-  envp = nz_bwrap_build_envp (opts, h->token);
+  envp = nz_bwrap_build_envp (opts, privsep);
   if (egress_bin != NULL)
     envp = nz_bwrap_egress_envp (envp);
-  st.bwrap_pid = spawn_bwrap ((char **)argv->pdata, envp, log_fd, seccomp_fd, status_fd, cg,
-                              error);
+  {
+    const int inherit[NZ_BWRAP_N_INHERIT] = { seccomp_fd, status_fd, listen_fd, token_fd,
+                                              userns_fd };
+
+    st.bwrap_pid = spawn_bwrap ((char **)argv->pdata, envp, log_fd, inherit, cg, error);
+  }
+  /* The agent holds the listener now; the token went into the pipe already. */
+  nz_close_fd (&listen_fd);
+  nz_close_fd (&token_fd);
+  nz_close_fd (&userns_fd);
   if (st.bwrap_pid < 0)
     {
       st.bwrap_pid = 0;

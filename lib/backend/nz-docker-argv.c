@@ -299,6 +299,20 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
     }
   if (plan->run_as_user != NULL)
     add2 (argv, "--user", plan->run_as_user);
+  else
+    {
+      /* Privsep (docs/security.md): the worker starts as root with only the three capabilities
+       * it needs, switches at once to a uid of its own (non-dumpable) and starts every command
+       * as the image's uid 1001 with none. A host-named user runs both, as the reference does. */
+      add2 (argv, "--user", "0:0");
+      add (argv, "--cap-add=SETUID");
+      add (argv, "--cap-add=SETGID");
+      add (argv, "--cap-add=KILL");
+      add2 (argv, "--env", "NAMZU_WORKER_UID=" G_STRINGIFY (NZ_DOCKER_WORKER_UID));
+      add2 (argv, "--env", "NAMZU_WORKER_GID=" G_STRINGIFY (NZ_DOCKER_WORKER_UID));
+      add2 (argv, "--env", "NAMZU_WORKER_WORKLOAD_UID=" G_STRINGIFY (NZ_DOCKER_WORKLOAD_UID));
+      add2 (argv, "--env", "NAMZU_WORKER_WORKLOAD_GID=" G_STRINGIFY (NZ_DOCKER_WORKLOAD_UID));
+    }
   add_labels (argv, opts->labels);
   mounts = ordered_mounts (opts);
   for (guint i = 0; i < mounts->len; i++)

@@ -13,6 +13,9 @@ G_BEGIN_DECLS
 #define NZ_DOCKER_WORKER_PORT 2024
 #define NZ_DOCKER_NAME_PREFIX "namzu-sandbox-"
 #define NZ_DOCKER_TOKEN_ENV "NAMZU_SANDBOX_TOKEN"
+/* The worker's own uid/gid and the workload's (the reference image's `namzu`, spec C.7). */
+#define NZ_DOCKER_WORKER_UID 1002
+#define NZ_DOCKER_WORKLOAD_UID 1001
 #define NZ_DOCKER_TMPFS_OPTIONS "nosuid,nodev,exec,mode=1777"
 #define NZ_DOCKER_DEFAULT_NETWORK "none"
 #define NZ_DOCKER_READY_POLL_MS_DEFAULT 100

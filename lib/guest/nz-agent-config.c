@@ -1,7 +1,9 @@
 #include "nz-agent-config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nz-errors.h"
 #include "nz-jstext.h"
@@ -96,6 +98,63 @@ parse_tcp_port (const char *raw, guint16 *out, GError **error)
   }
 }
 
+/* A secret is at most this long: the backends mint 64 hex characters. */
+#define NZ_AGENT_TOKEN_FD_MAX 4096
+
+static gboolean
+parse_fd (const char *name, const char *raw, int *out, GError **error)
+{
+  guint64 v;
+
+  /* 0-2 are stdio: a token or a listener there is a mistake, not a handover. */
+  if (!g_ascii_string_to_unsigned (raw, 10, 3, G_MAXINT, &v, NULL))
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "agent: %s must be an inherited file descriptor >= 3, got '%s'", name, raw);
+  *out = (int)v;
+  return TRUE;
+}
+
+/* NAMZU_AGENT_BIND_TOKEN_FD: the backends hand the token over a pipe, never the environment,
+ * which /proc/<pid>/environ shows for the life of the process. Read to EOF, then closed. */
+static char *
+read_token_fd (const char *raw, GError **error)
+{
+  g_autoptr (GString) buf = g_string_new (NULL);
+  int fd = -1;
+
+  if (!parse_fd ("NAMZU_AGENT_BIND_TOKEN_FD", raw, &fd, error))
+    return NULL;
+  for (;;)
+    {
+      char chunk[512];
+      ssize_t n = read (fd, chunk, sizeof chunk);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          int errsv = errno;
+
+          close (fd);
+          errno = errsv;
+          return (nz_throw_errno_prefix (error, "agent: NAMZU_AGENT_BIND_TOKEN_FD %d", fd), NULL);
+        }
+      if (n == 0)
+        break;
+      g_string_append_len (buf, chunk, n);
+      if (buf->len > NZ_AGENT_TOKEN_FD_MAX)
+        break;
+    }
+  close (fd);
+  if (buf->len > 0 && buf->str[buf->len - 1] == '\n')
+    g_string_truncate (buf, buf->len - 1);
+  if (buf->len == 0 || buf->len > NZ_AGENT_TOKEN_FD_MAX || strlen (buf->str) != buf->len)
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "agent: NAMZU_AGENT_BIND_TOKEN_FD %d gave no usable token (empty, NUL or "
+                      "over %d bytes)", fd, NZ_AGENT_TOKEN_FD_MAX), NULL);
+  return g_string_free (g_steal_pointer (&buf), FALSE);
+}
+
 NzAgentConfig *
 nz_agent_config_new_from_env (GError **error)
 {
@@ -106,6 +165,8 @@ nz_agent_config_new_from_env (GError **error)
   const char *bind = g_getenv ("NAMZU_AGENT_BIND_TOKEN");
   const char *require = g_getenv ("NAMZU_AGENT_REQUIRE_TOKEN");
   const char *workspace = g_getenv ("NAMZU_SANDBOX_WORKSPACE");
+  const char *token_fd = g_getenv ("NAMZU_AGENT_BIND_TOKEN_FD");
+  const char *listen_fd = g_getenv ("NAMZU_AGENT_LISTEN_FD");
 
   for (gsize i = 0; i < G_N_ELEMENTS (knobs); i++)
     {
@@ -135,11 +196,26 @@ nz_agent_config_new_from_env (GError **error)
                 "credential, or set it to a per-instance secret");
       return NULL;
     }
-  c->bind_token = g_strdup (bind);
+  if (bind != NULL && token_fd != NULL)
+    {
+      nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                "agent: NAMZU_AGENT_BIND_TOKEN and NAMZU_AGENT_BIND_TOKEN_FD are both set");
+      return NULL;
+    }
+  c->bind_token = token_fd != NULL ? read_token_fd (token_fd, error) : g_strdup (bind);
+  if (token_fd != NULL && c->bind_token == NULL)
+    return NULL;
   c->require_token = require != NULL && *require != '\0';
 
-  /* Mode precedence is the reference's: unix, then vsock fd 3, then TCP. */
-  if (unix_path != NULL)
+  /* Mode precedence is the reference's: unix, then vsock fd 3, then TCP; an inherited
+   * listener (additive, what the backends use) before all three. */
+  if (listen_fd != NULL)
+    {
+      c->listen_mode = NZ_AGENT_LISTEN_FD;
+      if (!parse_fd ("NAMZU_AGENT_LISTEN_FD", listen_fd, &c->listen_fd, error))
+        return NULL;
+    }
+  else if (unix_path != NULL)
     {
       c->listen_mode = NZ_AGENT_LISTEN_UNIX;
       c->unix_path = g_strdup (unix_path);

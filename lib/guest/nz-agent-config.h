@@ -13,6 +13,7 @@ typedef enum
   NZ_AGENT_LISTEN_UNIX,     /* NAMZU_AGENT_UNIX_PATH */
   NZ_AGENT_LISTEN_VSOCK_FD, /* NAMZU_AGENT_VSOCK_PORT: listen on inherited fd 3 */
   NZ_AGENT_LISTEN_TCP,      /* NAMZU_AGENT_TCP_PORT on 0.0.0.0 */
+  NZ_AGENT_LISTEN_FD,       /* NAMZU_AGENT_LISTEN_FD: an inherited listening socket (additive) */
 } NzAgentListenMode;
 
 /* The fd a vsock bridge hands over (spec B.2). */
@@ -24,6 +25,7 @@ typedef struct
   char *unix_path;
   char *vsock_port; /* documentation only: the agent listens on fd 3 */
   guint16 tcp_port; /* 0 = ephemeral */
+  int listen_fd;    /* NAMZU_AGENT_LISTEN_FD */
 
   char *bind_token;       /* preset token; NULL when unset (set-but-empty is refused) */
   gboolean require_token; /* trust-on-first-use */

@@ -145,19 +145,22 @@ listen_unix (NzAgentServer *server, GError **error)
   return TRUE;
 }
 
+/* A listener handed over as a descriptor: the vsock bridge's fd 3, or NAMZU_AGENT_LISTEN_FD
+ * (the host bound the socket where the workload cannot see it). @address names it. */
 static gboolean
-listen_vsock_fd (NzAgentServer *server, GError **error)
+listen_inherited (NzAgentServer *server, int fd, const char *knob, const char *address,
+                  GError **error)
 {
-  g_autoptr (GSocket) sock = g_socket_new_from_fd (NZ_AGENT_VSOCK_FD, error);
+  g_autoptr (GSocket) sock = g_socket_new_from_fd (fd, error);
 
   if (sock == NULL)
-    return nz_prefix_error (error, "agent: NAMZU_AGENT_VSOCK_PORT: fd %d", NZ_AGENT_VSOCK_FD);
+    return nz_prefix_error (error, "agent: %s: fd %d", knob, fd);
   /* The bridge hands over a bound socket; listen() again is harmless if it already listens. */
   if (!g_socket_listen (sock, error))
     return FALSE;
   if (!g_socket_listener_add_socket (G_SOCKET_LISTENER (server->service), sock, NULL, error))
     return FALSE;
-  server->address = g_strdup_printf ("vsock-fd:%d", NZ_AGENT_VSOCK_FD);
+  server->address = g_strdup_printf ("%s:%d", address, fd);
   return TRUE;
 }
 
@@ -191,10 +194,15 @@ nz_agent_server_listen (NzAgentServer *server, GError **error)
       ok = listen_unix (server, error);
       break;
     case NZ_AGENT_LISTEN_VSOCK_FD:
-      ok = listen_vsock_fd (server, error);
+      ok = listen_inherited (server, NZ_AGENT_VSOCK_FD, "NAMZU_AGENT_VSOCK_PORT", "vsock-fd",
+                             error);
       break;
     case NZ_AGENT_LISTEN_TCP:
       ok = listen_tcp (server, error);
+      break;
+    case NZ_AGENT_LISTEN_FD:
+      ok = listen_inherited (server, server->config->listen_fd, "NAMZU_AGENT_LISTEN_FD", "fd",
+                             error);
       break;
     default:
       g_assert_not_reached ();
@@ -212,8 +220,10 @@ gboolean
 nz_agent_server_relisten (NzAgentServer *server, GError **error)
 {
   g_return_val_if_fail (server != NULL, FALSE);
-  /* fd 3 was handed over once and cannot be re-opened: the vsock listener stays as it is. */
-  if (server->config->listen_mode == NZ_AGENT_LISTEN_VSOCK_FD && server->service != NULL)
+  /* An inherited fd was handed over once and cannot be re-opened: the listener stays. */
+  if ((server->config->listen_mode == NZ_AGENT_LISTEN_VSOCK_FD
+       || server->config->listen_mode == NZ_AGENT_LISTEN_FD)
+      && server->service != NULL)
     return TRUE;
   if (server->service != NULL)
     {

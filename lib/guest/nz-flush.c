@@ -1,4 +1,5 @@
 #include "nz-flush.h"
+#include "nz-privsep.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -214,7 +215,7 @@ nz_flush_run (NzGuest *guest, gint64 timeout_ms, const char *source, NzFlushFunc
           NULL, guest->flush_command != NULL ? sh_argv : sync_argv, NULL,
           G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH | G_SPAWN_STDIN_FROM_DEV_NULL
               | G_SPAWN_STDOUT_TO_DEV_NULL,
-          NULL, NULL, -1, -1, -1, NULL, NULL, 0, &pid, NULL, NULL, &err_fd, &error))
+          nz_privsep_child_setup, NULL, -1, -1, -1, NULL, NULL, 0, &pid, NULL, NULL, &err_fd, &error))
     {
       g_autofree char *msg = g_strdup_printf ("flush could not start '%s': %s", file,
                                               error->message);

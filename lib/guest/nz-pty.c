@@ -18,6 +18,7 @@
 
 #include "nz-errors.h"
 #include "nz-exec.h"
+#include "nz-privsep.h"
 
 #define READ_CHUNK_BYTES 65536
 
@@ -166,6 +167,12 @@ child_exec (int slave, const char *cwd, const char *command, char *const *argv, 
     {
       dprintf (2, "%s: %s\r\n", cwd, strerror (errno));
       _exit (1);
+    }
+  /* A terminal is the workload's like any command: its uid, no capabilities. */
+  if ((code = nz_privsep_drop_child ()) != 0)
+    {
+      dprintf (2, "namzu: cannot switch to the workload's uid: %s\r\n", strerror (code));
+      _exit (126);
     }
   execvpe (command, argv, envp);
   code = errno == ENOENT ? 127 : 126;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "nz-exec.h"
+#include "nz-privsep.h"
 
 /* Poll interval for "is the pid gone?" (spec B.2 "quiesce pid-gone 25 ms"). */
 #define PID_POLL_MS 25
@@ -130,7 +131,7 @@ candidates (Quiesce *q, GError **error)
   struct dirent *de;
   pid_t self = getpid ();
   pid_t own_sid = getsid (0);
-  uid_t uid = getuid ();
+  uid_t uid = nz_privsep_workload_uid ();
   gboolean narrowed = g_str_equal (q->scope, "owned-sessions");
 
   g_array_set_clear_func (out, candidate_clear);
@@ -163,7 +164,8 @@ candidates (Quiesce *q, GError **error)
           owned_match = TRUE;
       if (!owned_match)
         continue;
-      /* Only our own uid: never signal what another user runs beside us. */
+      /* Only the workload's uid (ours without privsep): never signal what another user runs
+       * beside us. */
       g_snprintf (path, sizeof path, "/proc/%d", (gint)pid);
       if (stat (path, &st) != 0 || st.st_uid != uid)
         continue;

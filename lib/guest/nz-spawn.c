@@ -7,9 +7,12 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nz-autofd.h"
+#include "nz-privsep.h"
 
 /* posix_spawn file actions and attributes, destroyed together. */
 typedef struct
@@ -58,40 +61,154 @@ spawn_setup_init (SpawnSetup *s, const char *cwd, int in_rd, int out_wr, int err
   return posix_spawn_file_actions_addclosefrom_np (&s->fa, STDERR_FILENO + 1);
 }
 
-/* libuv's search (uv__spawn_and_init_child): the child environment's PATH, else the default. */
-static int
-spawn_searched (SpawnSetup *s, const char *cwd, const char *const *argv,
-                const char *const *envp, pid_t *pid)
+/* libuv's search (uv__spawn_and_init_child): the child environment's PATH, else the default.
+ * The candidate files, in order; a failed spawn costs a whole clone, so what is not there is
+ * left out without one. */
+static GPtrArray *
+search_candidates (const char *cwd, const char *const *argv, const char *const *envp)
 {
   const char *path = g_environ_getenv ((char **)envp, "PATH");
+  GPtrArray *files = g_ptr_array_new_with_free_func (g_free);
   g_auto (GStrv) dirs = NULL;
-  gboolean denied = FALSE;
 
   if (strchr (argv[0], '/') != NULL)
-    return posix_spawn (pid, argv[0], &s->fa, &s->attr, (char *const *)argv,
-                        (char *const *)envp);
+    {
+      g_ptr_array_add (files, g_strdup (argv[0]));
+      return files;
+    }
   dirs = g_strsplit (path != NULL ? path : _PATH_DEFPATH, ":", -1);
   for (guint i = 0; dirs[i] != NULL; i++)
     {
       const char *dir = *dirs[i] != '\0' ? dirs[i] : ".";
       /* A relative entry is relative to the child's cwd, which is not ours. */
-      g_autofree char *file = g_path_is_absolute (dir)
-                                  ? g_build_filename (dir, argv[0], NULL)
-                                  : g_build_filename (cwd, dir, argv[0], NULL);
-      int r;
+      char *file = g_path_is_absolute (dir) ? g_build_filename (dir, argv[0], NULL)
+                                            : g_build_filename (cwd, dir, argv[0], NULL);
 
-      /* A failed spawn costs a whole clone; skip what is not there without one. */
-      if (access (file, F_OK) != 0)
-        continue;
-      r = posix_spawn (pid, file, &s->fa, &s->attr, (char *const *)argv, (char *const *)envp);
-      if (r == 0)
-        return 0;
-      if (r == EACCES)
-        denied = TRUE;
-      else if (r != ENOENT && r != ENOTDIR)
+      if (access (file, F_OK) == 0)
+        g_ptr_array_add (files, file);
+      else
+        g_free (file);
+    }
+  return files;
+}
+
+/* Folds one attempt's result into the search: 0 and hard errors end it, EACCES is remembered
+ * and ENOENT/ENOTDIR move on. Returns TRUE when the search is over. */
+static gboolean
+search_step (int r, gboolean *denied)
+{
+  if (r == EACCES)
+    *denied = TRUE;
+  return r != EACCES && r != ENOENT && r != ENOTDIR;
+}
+
+static int
+spawn_searched (SpawnSetup *s, const char *cwd, const char *const *argv,
+                const char *const *envp, pid_t *pid)
+{
+  g_autoptr (GPtrArray) files = search_candidates (cwd, argv, envp);
+  gboolean denied = FALSE;
+
+  for (guint i = 0; i < files->len; i++)
+    {
+      int r = posix_spawn (pid, files->pdata[i], &s->fa, &s->attr, (char *const *)argv,
+                           (char *const *)envp);
+
+      if (search_step (r, &denied))
         return r;
     }
   return denied ? EACCES : ENOENT;
+}
+
+/* The child of spawn_dropped(), async-signal-safe only: what posix_spawn's attributes and file
+ * actions do, then the switch to the workload's uid, then the search. Reports an errno on
+ * @err_w (close-on-exec, so a successful exec closes it). */
+G_NORETURN static void
+dropped_child (const char *cwd, int in_rd, int out_wr, int err_wr, int err_w,
+               char *const *files, guint n_files, const char *const *argv,
+               const char *const *envp)
+{
+  gboolean denied = FALSE;
+  sigset_t none;
+  int e = 0;
+
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sig != SIGKILL && sig != SIGSTOP)
+      signal (sig, SIG_DFL);
+  sigemptyset (&none);
+  sigprocmask (SIG_SETMASK, &none, NULL);
+  if (setsid () < 0)
+    e = errno;
+  if (e == 0 && in_rd < 0)
+    {
+      int fd = open ("/dev/null", O_RDONLY);
+
+      if (fd < 0 || (fd != STDIN_FILENO && dup2 (fd, STDIN_FILENO) < 0))
+        e = errno;
+    }
+  else if (e == 0 && dup2 (in_rd, STDIN_FILENO) < 0)
+    e = errno;
+  if (e == 0 && (dup2 (out_wr, STDOUT_FILENO) < 0 || dup2 (err_wr, STDERR_FILENO) < 0))
+    e = errno;
+  if (e == 0 && chdir (cwd) != 0)
+    e = errno;
+  if (e == 0)
+    e = nz_privsep_drop_child ();
+  if (e == 0)
+    {
+      /* Descriptors the agent holds without close-on-exec must not leak into the workload. */
+      syscall (SYS_close_range, STDERR_FILENO + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
+      e = ENOENT;
+      for (guint i = 0; i < n_files; i++)
+        {
+          execve (files[i], (char *const *)argv, (char *const *)envp);
+          if (search_step (errno, &denied))
+            {
+              e = errno;
+              break;
+            }
+        }
+      if (e == ENOENT && denied)
+        e = EACCES;
+    }
+  while (write (err_w, &e, sizeof e) < 0 && errno == EINTR)
+    ;
+  _exit (127);
+}
+
+/* posix_spawn cannot change uids: under privsep every workload process is forked. */
+static int
+spawn_dropped (const char *cwd, int in_rd, int out_wr, int err_wr, const char *const *argv,
+               const char *const *envp, pid_t *out_pid)
+{
+  g_autoptr (GPtrArray) files = search_candidates (cwd, argv, envp);
+  nz_autofd int err_r = -1, err_w = -1;
+  int fds[2];
+  int child_errno = 0;
+  pid_t pid;
+  ssize_t n;
+
+  if (pipe2 (fds, O_CLOEXEC) != 0)
+    return errno;
+  err_r = fds[0];
+  err_w = fds[1];
+  pid = fork ();
+  if (pid < 0)
+    return errno;
+  if (pid == 0)
+    dropped_child (cwd, in_rd, out_wr, err_wr, err_w, (char *const *)files->pdata, files->len,
+                   argv, envp);
+  nz_close_fd (&err_w);
+  do
+    n = read (err_r, &child_errno, sizeof child_errno);
+  while (n < 0 && errno == EINTR);
+  if (n == sizeof child_errno)
+    {
+      waitpid (pid, NULL, 0);
+      return child_errno;
+    }
+  *out_pid = pid;
+  return 0;
 }
 
 int
@@ -123,10 +240,15 @@ nz_spawn_session (const char *cwd, const char *const *argv, const char *const *e
   err_rd = fds[0];
   err_wr = fds[1];
 
-  r = spawn_setup_init (&s, cwd, in_rd, out_wr, err_wr);
-  if (r == 0)
-    r = spawn_searched (&s, cwd, argv, envp, &pid);
-  spawn_setup_clear (&s);
+  if (nz_privsep_active ())
+    r = spawn_dropped (cwd, in_rd, out_wr, err_wr, argv, envp, &pid);
+  else
+    {
+      r = spawn_setup_init (&s, cwd, in_rd, out_wr, err_wr);
+      if (r == 0)
+        r = spawn_searched (&s, cwd, argv, envp, &pid);
+      spawn_setup_clear (&s);
+    }
   if (r != 0)
     return r;
 

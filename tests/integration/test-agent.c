@@ -49,6 +49,9 @@ agent_env (const char *const *extra)
   return env;
 }
 
+/* Runs in the agent's child before exec when set. */
+static GSpawnChildSetupFunc agent_child_setup;
+
 /* Starts the agent with @extra env ("K=V"); unix mode unless @tcp. Reads the ready line. */
 static Agent *
 agent_start_full (gboolean tcp, const char *const *extra)
@@ -80,7 +83,8 @@ agent_start_full (gboolean tcp, const char *const *extra)
   env = agent_env ((const char *const *)vars->pdata);
 
   ck_assert_msg (g_spawn_async_with_pipes (NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD,
-                                           NULL, NULL, &a->pid, NULL, &a->stdout_fd, NULL, &error),
+                                           agent_child_setup, NULL, &a->pid, NULL, &a->stdout_fd,
+                                           NULL, &error),
                  "spawn: %s", error ? error->message : "");
   /* The ready line, byte by byte so nothing after it is consumed. */
   while (n < sizeof line - 1)
@@ -975,6 +979,26 @@ START_TEST (test_startup_refusals)
                                                  "NAMZU_AGENT_BIND_TOKEN=", NULL },
                           "agent: NAMZU_AGENT_BIND_TOKEN is set but empty — unset it to run "
                           "without a credential, or set it to a per-instance secret");
+  /* Privsep and the token descriptor (additive knobs). */
+  assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
+                                                 "NAMZU_AGENT_UID=5", NULL },
+                          "NAMZU_AGENT_UID, NAMZU_AGENT_GID, NAMZU_AGENT_WORKLOAD_UID and "
+                          "NAMZU_AGENT_WORKLOAD_GID go together");
+  assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
+                                                 "NAMZU_AGENT_UID=7", "NAMZU_AGENT_GID=7",
+                                                 "NAMZU_AGENT_WORKLOAD_UID=7",
+                                                 "NAMZU_AGENT_WORKLOAD_GID=7", NULL },
+                          "NAMZU_AGENT_UID and NAMZU_AGENT_WORKLOAD_UID must differ (7): the "
+                          "workload would own the server");
+  assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
+                                                 "NAMZU_AGENT_BIND_TOKEN_FD=2", NULL },
+                          "agent: NAMZU_AGENT_BIND_TOKEN_FD must be an inherited file "
+                          "descriptor >= 3, got '2'");
+  assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
+                                                 "NAMZU_AGENT_BIND_TOKEN=t",
+                                                 "NAMZU_AGENT_BIND_TOKEN_FD=3", NULL },
+                          "agent: NAMZU_AGENT_BIND_TOKEN and NAMZU_AGENT_BIND_TOKEN_FD are both "
+                          "set");
   assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
                                                  "NAMZU_AGENT_CANCEL_GRACE_MS=-1", NULL },
                           "NAMZU_AGENT_CANCEL_GRACE_MS must be a non-negative safe integer");
@@ -984,6 +1008,45 @@ START_TEST (test_startup_refusals)
   assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
                                                  "NAMZU_SANDBOX_MAX_TIMEOUT_MS=1.5", NULL },
                           "NAMZU_SANDBOX_MAX_TIMEOUT_MS must be a positive safe integer");
+}
+END_TEST
+
+/* In the agent's child before exec: the token in a pipe at fd 3, as the bwrap backend hands
+ * it over (NAMZU_AGENT_BIND_TOKEN_FD). */
+static void
+token_pipe_at_fd3 (gpointer user_data)
+{
+  int fds[2];
+
+  if (pipe (fds) != 0 || write (fds[1], TOKEN "\n", strlen (TOKEN) + 1) < 0
+      || dup2 (fds[0], 3) < 0)
+    _exit (127);
+  close (fds[1]);
+}
+
+/* The token over a descriptor: it authenticates, and it is nowhere in the agent's environment
+ * (which /proc/<pid>/environ shows for the life of the process). */
+START_TEST (test_token_over_fd)
+{
+  Agent *a;
+  g_autoptr (JsonObject) ok = NULL;
+  g_autofree char *environ_path = NULL, *environ_text = NULL;
+  gsize len = 0;
+
+  agent_child_setup = token_pipe_at_fd3;
+  a = agent_start_full (TRUE, (const char *const[]){ "NAMZU_AGENT_BIND_TOKEN_FD=3", NULL });
+  agent_child_setup = NULL;
+  ok = reply (a, "{\"op\":\"reserve-execution\",\"token\":\"" TOKEN "\"}");
+  ck_assert (nz_json_get_bool (ok, "ok", FALSE));
+  assert_reply_error (a, "{\"op\":\"reserve-execution\",\"token\":\"" TOKEN "x\"}",
+                      "unauthorized");
+  environ_path = g_strdup_printf ("/proc/%d/environ", (int)a->pid);
+  ck_assert (g_file_get_contents (environ_path, &environ_text, &len, NULL));
+  for (gsize i = 0; i < len; i++)
+    if (environ_text[i] == '\0')
+      environ_text[i] = '\n';
+  ck_assert_msg (strstr (environ_text, TOKEN) == NULL, "%s", environ_text);
+  agent_stop (a);
 }
 END_TEST
 
@@ -1315,6 +1378,7 @@ main (void)
   tcase_add_test (tc, test_tcp_token);
   tcase_add_test (tc, test_require_token);
   tcase_add_test (tc, test_startup_refusals);
+  tcase_add_test (tc, test_token_over_fd);
   tcase_add_test (tc, test_files);
   tcase_add_test (tc, test_write_atomic);
   suite_add_tcase (s, tc);

@@ -10,6 +10,11 @@
 #include "nz-test.h"
 
 #define TMPFS(p) "--tmpfs", p ":nosuid,nodev,exec,mode=1777"
+/* privsep: root with three capabilities, which the worker keeps for itself under uid 1002 */
+#define PRIVSEP                                                                                    \
+  "--user", "0:0", "--cap-add=SETUID", "--cap-add=SETGID", "--cap-add=KILL", "--env",             \
+      "NAMZU_WORKER_UID=1002", "--env", "NAMZU_WORKER_GID=1002", "--env",                          \
+      "NAMZU_WORKER_WORKLOAD_UID=1001", "--env", "NAMZU_WORKER_WORKLOAD_GID=1001"
 
 static NzCreateOptions *
 base_opts (void)
@@ -55,6 +60,7 @@ START_TEST (test_default_argv_pinned)
     "run", "--detach", "--rm", "--name", "namzu-sandbox-nz-0123456789ab", "--network", "bridge",
     "--cap-drop=ALL", "--security-opt=no-new-privileges", "--ipc", "private", "--read-only",
     TMPFS ("/tmp"), TMPFS ("/var/tmp"), TMPFS ("/workspace"), TMPFS ("/home/namzu"),
+    PRIVSEP,
     "--volume", "/srv/task/out:/mnt/user-data/outputs:rw",
     "--env", "NAMZU_SANDBOX_WORKSPACE=/mnt/user-data/outputs",
     "--env", "NAMZU_SANDBOX_READ_ROOTS=/mnt/user-data/outputs",
@@ -127,8 +133,7 @@ START_TEST (test_bounds_only_when_asked)
   for (guint i = 0; i < plain->len; i++)
     ck_assert (strcmp (plain->pdata[i], "--memory") != 0 && strcmp (plain->pdata[i], "--cpus") != 0
                && strcmp (plain->pdata[i], "--pids-limit") != 0
-               && strcmp (plain->pdata[i], "--runtime") != 0
-               && strcmp (plain->pdata[i], "--user") != 0);
+               && strcmp (plain->pdata[i], "--runtime") != 0);
   opts->memory_mb = 512;
   opts->max_processes = 64;
   opts->cpus = 1.5;
@@ -413,7 +418,7 @@ START_TEST (test_proxy_env_in_sandbox_argv)
     "run", "--detach", "--rm", "--name", "namzu-sandbox-nz-0123456789ab", "--network",
     "sbx-internal", "--cap-drop=ALL", "--security-opt=no-new-privileges", "--ipc", "private",
     "--read-only", TMPFS ("/tmp"), TMPFS ("/var/tmp"), TMPFS ("/workspace"),
-    TMPFS ("/home/namzu"),
+    TMPFS ("/home/namzu"), PRIVSEP,
     "--volume", "/srv/task/out:/mnt/user-data/outputs:rw",
     "--env", "HTTP_PROXY=http://namzu-egress:2025", "--env", "http_proxy=http://namzu-egress:2025",
     "--env", "HTTPS_PROXY=http://namzu-egress:2025",

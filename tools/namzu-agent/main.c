@@ -13,19 +13,25 @@
 #include "nz-exec.h"
 #include "nz-guest.h"
 #include "nz-heap.h"
+#include "nz-privsep.h"
 
 static const char description[]
     = "Listen modes (first set wins):\n"
       "  NAMZU_AGENT_UNIX_PATH=PATH     unix socket (an existing PATH is removed first)\n"
       "  NAMZU_AGENT_VSOCK_PORT=PORT    listen on the inherited fd 3 (vsock bridge)\n"
       "  NAMZU_AGENT_TCP_PORT=PORT      TCP on 0.0.0.0 (0 = ephemeral); needs a credential\n"
+      "  NAMZU_AGENT_LISTEN_FD=N        accept on the inherited listening socket N (additive)\n"
       "Credentials:\n"
       "  NAMZU_AGENT_BIND_TOKEN=SECRET  every op but healthz must present this token\n"
+      "  NAMZU_AGENT_BIND_TOKEN_FD=N    the same token, read from fd N to EOF (additive)\n"
       "  NAMZU_AGENT_REQUIRE_TOKEN=1    bind the first non-empty token presented\n"
       "Workspace: NAMZU_SANDBOX_WORKSPACE (default /workspace), NAMZU_SANDBOX_READ_ROOTS,\n"
       "NAMZU_SANDBOX_WRITE_ROOTS. Limits: NAMZU_AGENT_MAX_FRAME_BYTES, "
       "NAMZU_AGENT_CANCEL_GRACE_MS,\n"
       "NAMZU_SANDBOX_MAX_TIMEOUT_MS and the other NAMZU_AGENT_* knobs of the reference agent.\n"
+      "Privilege separation (additive): NAMZU_AGENT_UID/NAMZU_AGENT_GID (the agent's own ids)\n"
+      "with NAMZU_AGENT_WORKLOAD_UID/NAMZU_AGENT_WORKLOAD_GID (every command's); the agent is\n"
+      "always non-dumpable.\n"
       "\n"
       "Once bound, prints \"namzu-agent listening on <unix:PATH|tcp:0.0.0.0:PORT|vsock-fd:3>\".\n"
       "SIGTERM: stop accepting, quiesce every workload process, flush the workspace, exit 0\n"
@@ -124,7 +130,7 @@ run_reseed_hook (const char *hook)
   if (!g_spawn_sync (NULL, (char **)argv, NULL,
                      G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL
                          | G_SPAWN_CHILD_INHERITS_STDIN,
-                     NULL, NULL, NULL, NULL, NULL, &error))
+                     nz_privsep_child_setup, NULL, NULL, NULL, NULL, &error))
     fprintf (stderr, "[namzu-fc-agent] reseed hook failed: %s\n", error->message);
 }
 
@@ -164,6 +170,10 @@ main (int argc, char **argv)
   nz_cli_parse (ctx, &argc, &argv);
   if (argc > 1)
     nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+
+  /* Before anything else, and before any thread: out of the workload's reach. */
+  if (!nz_privsep_enter_from_env ("NAMZU_AGENT", &error))
+    fatal (error->message);
 
   /* A peer that hangs up mid-reply must never kill the agent. */
   signal (SIGPIPE, SIG_IGN);

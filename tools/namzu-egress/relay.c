@@ -128,6 +128,9 @@ nz_relay_run (const char *listen, const char *unix_path, char **argv, GError **e
         }
       /* The relay must not outlive the command it serves. */
       prctl (PR_SET_PDEATHSIG, SIGKILL);
+      /* It runs as the workload's uid and holds the agent's inherited descriptors (its
+       * listener): no /proc/<pid>/fd, mem or pidfd_getfd for the workload. */
+      prctl (PR_SET_DUMPABLE, 0);
       if (getppid () != parent)
         _exit (0);
     }

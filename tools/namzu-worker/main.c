@@ -12,6 +12,7 @@
 #include "nz-exec.h"
 #include "nz-guest.h"
 #include "nz-heap.h"
+#include "nz-privsep.h"
 #include "nz-worker-config.h"
 #include "nz-worker-server.h"
 
@@ -28,7 +29,10 @@ static const char description[]
       "\n"
       "Once bound, prints \"[namzu-sandbox-worker] listening on <bind>:<port> workspace=<ws>\n"
       "idleTimeoutMs=<n> auth=bearer|none\". Refuses to start (exit 1) on a routable bind\n"
-      "without a token, and on a token no HTTP header can carry. SIGTERM exits 0.";
+      "without a token, and on a token no HTTP header can carry. SIGTERM exits 0.\n"
+      "Privilege separation (additive): NAMZU_WORKER_UID/NAMZU_WORKER_GID (the worker's own\n"
+      "ids, started as root with CAP_SETUID/SETGID/KILL) with NAMZU_WORKER_WORKLOAD_UID/\n"
+      "NAMZU_WORKER_WORKLOAD_GID (every command's); the worker is always non-dumpable.";
 
 G_NORETURN static void
 refuse (const char *reason)
@@ -79,6 +83,10 @@ main (int argc, char **argv)
   if (argc > 1)
     nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
 
+  /* Before anything else, and before any thread: out of the workload's reach. */
+  if (!nz_privsep_enter_from_env ("NAMZU_WORKER", &error))
+    refuse (error->message);
+
   /* A peer that hangs up mid-stream must never kill the worker. */
   signal (SIGPIPE, SIG_IGN);
 
@@ -86,6 +94,8 @@ main (int argc, char **argv)
   config = nz_worker_config_new_from_env (&error);
   if (config == NULL)
     refuse (error->message);
+  /* The config holds its own copy; not one byte of the token stays in /proc/1/environ. */
+  nz_privsep_scrub_env ("NAMZU_SANDBOX_TOKEN");
   guest = nz_guest_new (&config->limits, config->workspace, config->read_roots,
                         config->write_roots);
   /* Subreaper: orphans of a command are reaped here, or their zombies keep its group alive. */

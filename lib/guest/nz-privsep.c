@@ -1,0 +1,179 @@
+#define _GNU_SOURCE
+#include "nz-privsep.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "nz-errors.h"
+
+static gboolean active;
+static uid_t workload_uid_saved;
+static gid_t workload_gid_saved;
+
+static int
+set_caps (guint64 mask)
+{
+  struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+  struct __user_cap_data_struct data[2];
+
+  memset (data, 0, sizeof data);
+  data[0].effective = data[0].permitted = (guint32)mask;
+  data[1].effective = data[1].permitted = (guint32)(mask >> 32);
+  return syscall (SYS_capset, &hdr, data) == 0 ? 0 : errno;
+}
+
+gboolean
+nz_privsep_enter (uid_t server_uid, gid_t server_gid, uid_t workload_uid, gid_t workload_gid,
+                  GError **error)
+{
+  const guint64 keep = (1ULL << CAP_SETUID) | (1ULL << CAP_SETGID) | (1ULL << CAP_KILL);
+  int e;
+
+  g_return_val_if_fail (server_uid != workload_uid, FALSE);
+  /* Keep the capabilities over the uid change (root to non-root clears them otherwise). */
+  if (prctl (PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0)
+    return nz_throw_errno_prefix (error, "privsep: PR_SET_KEEPCAPS");
+  /* No supplementary group of whoever started us may stay: the workload could share it. A user
+   * namespace whose setgroups is "deny" has none to drop (EPERM there is expected). */
+  if (setgroups (0, NULL) != 0 && errno != EPERM)
+    return nz_throw_errno_prefix (error, "privsep: setgroups");
+  if (setresgid (server_gid, server_gid, server_gid) != 0)
+    return nz_throw_errno_prefix (error, "privsep: setresgid %u", (unsigned)server_gid);
+  if (setresuid (server_uid, server_uid, server_uid) != 0)
+    return nz_throw_errno_prefix (error, "privsep: setresuid %u", (unsigned)server_uid);
+  prctl (PR_SET_KEEPCAPS, 0, 0, 0, 0);
+  /* Ambient and inheritable capabilities would pass to the workload through exec. */
+  if (prctl (PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+    return nz_throw_errno_prefix (error, "privsep: clearing ambient capabilities");
+  if ((e = set_caps (keep)) != 0)
+    {
+      errno = e;
+      return nz_throw_errno_prefix (error, "privsep: capset (CAP_SETUID, CAP_SETGID, CAP_KILL)");
+    }
+  /* /proc/<pid>/{environ,mem,fd}, ptrace and pidfd_getfd need a capability over us now. */
+  if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    return nz_throw_errno_prefix (error, "privsep: PR_SET_DUMPABLE");
+  /* File IO for the host acts with the workload's permissions and leaves its files to it. */
+  setfsgid (workload_gid);
+  setfsuid (workload_uid);
+  if ((uid_t)setfsuid ((uid_t)-1) != workload_uid || (gid_t)setfsgid ((gid_t)-1) != workload_gid)
+    {
+      /* gVisor has no setfsuid (ENOSYS): the effective ids do the same there. Signals and
+       * ptrace look at the real and saved uid, which stay ours (docs/security.md, runsc). */
+      if (setresgid (server_gid, workload_gid, server_gid) != 0
+          || setresuid (server_uid, workload_uid, server_uid) != 0)
+        return nz_throw_errno_prefix (error, "privsep: cannot act on files as uid %u gid %u",
+                                      (unsigned)workload_uid, (unsigned)workload_gid);
+    }
+  workload_uid_saved = workload_uid;
+  workload_gid_saved = workload_gid;
+  active = TRUE;
+  return TRUE;
+}
+
+static gboolean
+env_id (const char *prefix, const char *suffix, guint32 *out, gboolean *set, GError **error)
+{
+  g_autofree char *name = g_strconcat (prefix, suffix, NULL);
+  const char *raw = g_getenv (name);
+  guint64 v;
+
+  if (raw == NULL || *raw == '\0')
+    return TRUE;
+  /* uid -1 means "unchanged" to the kernel: never a valid id here. */
+  if (!g_ascii_string_to_unsigned (raw, 10, 0, G_MAXUINT32 - 1, &v, NULL))
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS, "%s must be a uid/gid, got '%s'", name, raw);
+  *out = (guint32)v;
+  *set = TRUE;
+  return TRUE;
+}
+
+gboolean
+nz_privsep_enter_from_env (const char *prefix, GError **error)
+{
+  static const char *const suffixes[] = { "_UID", "_GID", "_WORKLOAD_UID", "_WORKLOAD_GID" };
+  guint32 ids[4] = { 0 };
+  gboolean set[4] = { FALSE };
+  guint n = 0;
+
+  for (guint i = 0; i < G_N_ELEMENTS (suffixes); i++)
+    {
+      if (!env_id (prefix, suffixes[i], &ids[i], &set[i], error))
+        return FALSE;
+      n += set[i] ? 1 : 0;
+    }
+  if (n == 0)
+    {
+      /* Hand-run, one uid for everything: still no /proc/<pid>/mem or pidfd_getfd for it. */
+      if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        return nz_throw_errno_prefix (error, "privsep: PR_SET_DUMPABLE");
+      return TRUE;
+    }
+  /* Half a configuration would leave the workload under the server's uid. */
+  if (n != 4)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "%s_UID, %s_GID, %s_WORKLOAD_UID and %s_WORKLOAD_GID go together", prefix,
+                     prefix, prefix, prefix);
+  if (ids[0] == ids[2])
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "%s_UID and %s_WORKLOAD_UID must differ (%u): the workload would own the "
+                     "server", prefix, prefix, ids[0]);
+  return nz_privsep_enter (ids[0], ids[1], ids[2], ids[3], error);
+}
+
+void
+nz_privsep_scrub_env (const char *name)
+{
+  gsize len = strlen (name);
+
+  for (char **e = environ; e != NULL && *e != NULL; e++)
+    if (strncmp (*e, name, len) == 0 && (*e)[len] == '=')
+      memset (*e + len + 1, 0, strlen (*e + len + 1));
+  g_unsetenv (name);
+}
+
+uid_t
+nz_privsep_workload_uid (void)
+{
+  return active ? workload_uid_saved : getuid ();
+}
+
+gboolean
+nz_privsep_active (void)
+{
+  return active;
+}
+
+int
+nz_privsep_drop_child (void)
+{
+  int e;
+
+  if (!active)
+    return 0;
+  if (setgroups (0, NULL) != 0 && errno != EPERM)
+    return errno;
+  if (setresgid (workload_gid_saved, workload_gid_saved, workload_gid_saved) != 0
+      || setresuid (workload_uid_saved, workload_uid_saved, workload_uid_saved) != 0)
+    return errno;
+  /* From a non-root server uid the kernel keeps the capabilities over setresuid: drop them. */
+  if (prctl (PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+    return errno;
+  if ((e = set_caps (0)) != 0)
+    return e;
+  return 0;
+}
+
+void
+nz_privsep_child_setup (gpointer user_data)
+{
+  if (nz_privsep_drop_child () != 0)
+    _exit (127);
+}
