@@ -306,7 +306,12 @@ walk_beneath (int root_fd, const char *rel, int flags, mode_t mode)
   for (guint i = 0; i + 1 < n; i++)
     {
       int next = openat (cur, comps->pdata[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      struct stat st;
 
+      /* A symlink in the way reads ENOTDIR here; say ELOOP, as openat2 does. */
+      if (next < 0 && errno == ENOTDIR
+          && fstatat (cur, comps->pdata[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK (st.st_mode))
+        errno = ELOOP;
       if (next < 0)
         return -1;
       nz_close_fd (&cur);
@@ -477,13 +482,15 @@ nz_jail_mkdir_p_within (const char *dir, const char *root, GError **error)
 char *
 nz_jail_enter_cwd (NzJail *jail, const char *dir, int *out_fd, GError **error)
 {
+  g_autofree char *abs = NULL;
   int fd;
 
   g_return_val_if_fail (jail != NULL && dir != NULL && out_fd != NULL, NULL);
   *out_fd = -1;
-  if (!nz_jail_mkdir_p_within (dir, jail->workspace, error))
+  abs = nz_jail_resolve_path (jail->workspace, dir);
+  if (!nz_jail_mkdir_p_within (abs, jail->workspace, error))
     return NULL;
-  fd = nz_jail_open_within (dir, jail->workspace, O_PATH | O_DIRECTORY, 0, NULL, error);
+  fd = nz_jail_open_within (abs, jail->workspace, O_PATH | O_DIRECTORY, 0, NULL, error);
   if (fd < 0)
     return NULL;
   *out_fd = fd;
