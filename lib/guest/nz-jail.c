@@ -213,9 +213,11 @@ nz_jail_resolve_write (NzJail *jail, const char *path, char **out_root, GError *
   return resolve_in_roots (jail, jail->write_roots, path, out_root, error);
 }
 
-/* The realpath step; *@out_real_root gets realpath(@root). */
+/* The realpath step; *@out_real_root gets realpath(@root), *@out_missing (optional) whether
+ * @target itself did not resolve (so the parent decided). */
 static char *
-realpath_within (const char *target, const char *root, char **out_real_root, GError **error)
+realpath_within (const char *target, const char *root, char **out_real_root,
+                 gboolean *out_missing, GError **error)
 {
   g_autofree char *real_root = NULL;
   g_autofree char *real = NULL;
@@ -240,6 +242,8 @@ realpath_within (const char *target, const char *root, char **out_real_root, GEr
           return NULL;
         }
       /* Not there yet (a write target): the parent decides where it would land. */
+      if (out_missing != NULL)
+        *out_missing = TRUE;
       dir = g_path_get_dirname (target);
       base = g_path_get_basename (target);
       real_dir = realpath (dir, NULL);
@@ -263,7 +267,7 @@ realpath_within (const char *target, const char *root, char **out_real_root, GEr
 char *
 nz_jail_realpath_within (const char *target, const char *root, GError **error)
 {
-  return realpath_within (target, root, NULL, error);
+  return realpath_within (target, root, NULL, NULL, error);
 }
 
 /* ---- race-free opens ---- */
@@ -399,12 +403,27 @@ nz_jail_open_within (const char *target, const char *root, int flags, mode_t mod
                      char **out_real, GError **error)
 {
   g_autofree char *real_root = NULL;
-  g_autofree char *real = realpath_within (target, root, &real_root, error);
+  gboolean missing = FALSE;
+  g_autofree char *real = realpath_within (target, root, &real_root, &missing, error);
+  g_autoptr (GError) local = NULL;
   int fd;
 
   if (real == NULL)
     return -1;
-  fd = open_real_beneath (real, real_root, flags, mode, real, error);
+  fd = open_real_beneath (real, real_root, flags, mode, real, &local);
+  /* A dangling symlink (the target did not resolve, its last entry is a link): no file, as a
+   * following open would say; nothing is opened either way. */
+  if (fd < 0 && missing && (flags & O_CREAT) == 0
+      && g_error_matches (local, NZ_ERROR, NZ_ERROR_PERMISSION_DENIED))
+    {
+      nz_jstext_throw_errno (error, ENOENT, "open", real);
+      return -1;
+    }
+  if (fd < 0)
+    {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return -1;
+    }
   if (fd >= 0 && out_real != NULL)
     *out_real = g_steal_pointer (&real);
   return fd;
@@ -415,7 +434,7 @@ nz_jail_open_parent_within (const char *target, const char *root, char **out_rea
                             char **out_base, GError **error)
 {
   g_autofree char *real_root = NULL;
-  g_autofree char *real = realpath_within (target, root, &real_root, error);
+  g_autofree char *real = realpath_within (target, root, &real_root, NULL, error);
   g_autofree char *dir = NULL;
   int fd;
 

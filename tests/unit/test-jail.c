@@ -234,6 +234,16 @@ START_TEST (test_open_beneath)
   ck_assert_int_lt (nz_jail_open_within (via_out, ws, O_RDONLY, 0, NULL, &error), 0);
   ck_assert_str_eq (error->message, "symlink escapes the workspace");
   g_clear_error (&error);
+  /* A dangling link inside reads as no file, as before. */
+  {
+    g_autofree char *dangling = g_build_filename (ws, "dang", NULL);
+
+    ck_assert_int_eq (symlink ("nothere", dangling), 0);
+    ck_assert_int_lt (nz_jail_open_within (dangling, ws, O_RDONLY, 0, NULL, &error), 0);
+    ck_assert_msg (g_str_has_prefix (error->message, "ENOENT: no such file or directory, open '"),
+                   "%s", error->message);
+    g_clear_error (&error);
+  }
 
   /* mkdir -p: through an inside link, yes; through an outside one, refused, nothing made. */
   ck_assert_msg (nz_jail_mkdir_p_within (mk_in, ws, &error), "%s", error ? error->message : "");
