@@ -7,7 +7,7 @@
  * of this test. Also: whole-file and stream reads of a FIFO are refused at once, and a temp
  * left by an agent SIGKILLed mid-write is swept by the next write in its directory.
  *
- * Tries per op: NZ_RACE_TRIES (default 10000), scaled to a fifth in a sanitized build so the
+ * Tries per op: NZ_RACE_TRIES (default 10000), scaled to a tenth in a sanitized build so the
  * ASan tree stays within the test's time. */
 #define _GNU_SOURCE /* renameat2 */
 #include <pthread.h>
@@ -51,7 +51,7 @@ tries (void)
   const char *env = g_getenv ("NZ_RACE_TRIES");
   guint n = env != NULL ? (guint)atoi (env) : 10000;
 
-  return sanitized_build () ? MAX (1, n / 5) : n;
+  return sanitized_build () ? MAX (1, n / 10) : n;
 }
 
 /* The outside directory as it starts: the secret and a temp-named file a parts upload must
