@@ -1,7 +1,8 @@
 /* test-jail-race: the jail against a hostile workload that swaps a symlink in and out while the
  * agent works (renameat2 RENAME_EXCHANGE between a real directory inside the workspace and a
  * symlink to a directory outside it), for every kind of jailed path: read-file (whole and
- * ranged), read-file-stream, write-file, the parts upload, mkdir -p and the cwd of execute.
+ * ranged), read-file-stream, write-file, the parts upload (a first part, and a final part with
+ * its chmod and rename), mkdir -p and the cwd of execute.
  * An escape is anything read from, written to or made in the outside directory; there must be
  * none. The agent runs directly (no bwrap), its workspace in a temp dir, the racer a thread
  * of this test. Also: whole-file and stream reads of a FIFO are refused at once, and a temp
@@ -149,6 +150,7 @@ enum
   OP_READ_STREAM,
   OP_WRITE,
   OP_PARTS,
+  OP_PARTS_FINAL,
   OP_MKDIR,
   OP_CWD,
   N_OPS
@@ -156,7 +158,7 @@ enum
 
 static const char *const op_names[N_OPS] = {
   "read-file", "read-file ranged", "read-file-stream", "write-file",
-  "parts upload", "mkdir -p", "execute cwd",
+  "parts upload", "final part", "mkdir -p", "execute cwd",
 };
 
 /* One try of @op; TRUE when its reply alone shows an escape (reads). Writes are counted from
@@ -188,6 +190,14 @@ one_try (Agent *a, int op, guint i)
       name = "write-file";
       body = g_strdup ("{\"path\":\"sw/.namzu-write-t.part\",\"content\":\"eA==\","
                        "\"encoding\":\"base64\",\"part\":{\"offset\":0}}");
+      break;
+    case OP_PARTS_FINAL:
+      /* The final part: chmod from the target, rename onto renameTo, fsync of its directory. */
+      name = "write-file";
+      body = g_strdup_printf ("{\"path\":\"sw/.namzu-write-t.part\",\"content\":\"eA==\","
+                              "\"encoding\":\"base64\",\"part\":{\"offset\":0,\"final\":true,"
+                              "\"renameTo\":\"sw/r%u\"}}",
+                              i);
       break;
     case OP_MKDIR:
       name = "write-file";
