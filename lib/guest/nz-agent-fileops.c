@@ -5,6 +5,7 @@
 #include "nz-errors.h"
 #include "nz-fileparts.h"
 #include "nz-fileread.h"
+#include "nz-jail.h"
 #include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-knobs.h"
@@ -57,15 +58,21 @@ nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const char *pat
 {
   NzGuest *guest = conn_guest (conn);
   g_autoptr (GError) error = NULL;
+  g_autofree char *root = NULL;
+  g_autofree char *lexical = NULL;
   g_autofree char *real = NULL;
+  g_autofree char *real_now = NULL;
   g_autofree guint8 *buf = NULL;
   g_autofree char *b64 = NULL;
   g_autoptr (NzFileReader) r = NULL;
   g_autoptr (GString) reply = NULL;
   gint64 offset, length, wanted;
   gssize n = 0;
+  int fd;
 
-  if ((real = nz_request_resolve_read (guest, path, &error)) == NULL)
+  /* The jail is checked first; the file is opened (race-free) only after the range checks. */
+  if ((lexical = nz_jail_resolve_read (guest->jail, path, &root, &error)) == NULL
+      || (real = nz_jail_realpath_within (lexical, root, &error)) == NULL)
     {
       nz_agent_conn_reply_error (conn, error->message);
       return;
@@ -94,7 +101,8 @@ nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const char *pat
       nz_agent_conn_reply_error (conn, msg);
       return;
     }
-  if ((r = nz_file_reader_open (real, &error)) == NULL)
+  if ((fd = nz_request_open_read (guest, path, &real_now, &error)) < 0
+      || (r = nz_file_reader_new (fd, real_now, &error)) == NULL)
     {
       nz_agent_conn_reply_error (conn, error->message);
       return;

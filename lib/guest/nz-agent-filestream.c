@@ -211,6 +211,7 @@ nz_agent_filestream_op (NzAgentConn *conn, NzEnvelope *env)
   NzFileReader *reader;
   FileStream *s;
   gint64 offset, length;
+  int fd;
 
   if (path_node == NULL || JSON_NODE_HOLDS_NULL (path_node) || (path != NULL && *path == '\0'))
     {
@@ -222,8 +223,8 @@ nz_agent_filestream_op (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_stream_error (conn, "The \"path\" argument must be of type string");
       return;
     }
-  if ((real = nz_request_resolve_read (guest, path, &error)) == NULL
-      || (reader = nz_file_reader_open (real, &error)) == NULL)
+  if ((fd = nz_request_open_read (guest, path, &real, &error)) < 0
+      || (reader = nz_file_reader_new (fd, real, &error)) == NULL)
     {
       nz_agent_conn_stream_error (conn, error->message);
       return;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include "nz-agent-heartbeat.h"
+#include "nz-autofd.h"
 #include "nz-errors.h"
 #include "nz-fileio.h"
 #include "nz-guest.h"
@@ -449,6 +450,8 @@ nz_agent_op_terminal (NzAgentConn *conn, NzEnvelope *env)
   guint cols = 0, rows = 0;
   gint64 heartbeat_ms;
   g_autofree char *cwd = NULL;
+  g_autofree char *cwd_path = NULL;
+  nz_autofd int cwd_fd = -1;
   g_auto (GStrv) args = NULL;
   g_auto (GStrv) envp = NULL;
   g_autoptr (GError) error = NULL;
@@ -543,13 +546,14 @@ nz_agent_op_terminal (NzAgentConn *conn, NzEnvelope *env)
       return;
     }
 
-  if (!nz_fileio_mkdir_p (cwd, &error))
+  /* The child starts in the directory fd the jail opened, whatever is swapped in after. */
+  if ((cwd_path = nz_jail_enter_cwd (guest->jail, cwd, &cwd_fd, &error)) == NULL)
     {
       terminal_refuse (conn, error->message);
       return;
     }
   t = term_stream_new (conn, 0);
-  t->pty = nz_pty_spawn (command, (const char *const *)args, cwd, envp, cols, rows,
+  t->pty = nz_pty_spawn (command, (const char *const *)args, cwd_path, envp, cols, rows,
                          &bound_pty_callbacks, t, &error);
   if (t->pty == NULL)
     {
@@ -684,7 +688,7 @@ nz_agent_op_start_detached (NzAgentConn *conn, NzEnvelope *env)
       return;
     }
   if ((cwd = resolve_cwd (guest, nz_agent_body_member (env, "cwd"), &error)) == NULL
-      || !nz_fileio_mkdir_p (cwd, &error))
+      || !nz_jail_mkdir_p_within (cwd, nz_jail_get_workspace (guest->jail), &error))
     {
       nz_agent_conn_reply_error (conn, error->message);
       return;

@@ -14,7 +14,8 @@
 #include <glib-unix.h>
 
 #include "nz-errors.h"
-#include "nz-fileio.h"
+#include "nz-autofd.h"
+#include "nz-jail.h"
 #include "nz-jstext.h"
 #include "nz-spawn.h"
 
@@ -501,6 +502,8 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
 {
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
   g_autoptr (GError) local_error = NULL;
+  g_autofree char *cwd_path = NULL;
+  nz_autofd int cwd_fd = -1;
   NzExecProc *p;
   GPid pid = 0;
   int in_fd = -1, out_fd = -1, err_fd = -1;
@@ -514,7 +517,9 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
     return FALSE;
 
   nz_exec_registry_mark_starting (guest->registry, rec, nz_guest_now_ms ());
-  if (!nz_fileio_mkdir_p (spec->cwd, &local_error))
+  /* mkdir -p beneath the workspace and the directory opened race-free: the child starts in
+   * that fd, whatever is swapped in after. */
+  if ((cwd_path = nz_jail_enter_cwd (guest->jail, spec->cwd, &cwd_fd, &local_error)) == NULL)
     return start_fail (guest, rec, error, "mkdir_failed: %s", local_error->message);
 
   g_ptr_array_add (argv, (gpointer)spec->command);
@@ -522,7 +527,7 @@ nz_exec_start (NzGuest *guest, NzExecRecord *rec, const NzExecSpec *spec,
     g_ptr_array_add (argv, (gpointer)spec->args[i]);
   g_ptr_array_add (argv, NULL);
 
-  errsv = nz_spawn_session (spec->cwd, (const char *const *)argv->pdata,
+  errsv = nz_spawn_session (cwd_path, (const char *const *)argv->pdata,
                             (const char *const *)spec->envp,
                             spec->stdin_data != NULL ? &in_fd : NULL, &out_fd, &err_fd, &pid);
   if (errsv != 0)

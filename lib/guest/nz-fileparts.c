@@ -14,17 +14,12 @@
 #include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-knobs.h"
+#include "nz-request.h"
 
 gboolean
 nz_fileparts_is_temp_name (const char *basename)
 {
-  gsize len = strlen (basename);
-  static const char prefix[] = ".namzu-write-";
-  static const char suffix[] = ".part";
-
-  /* [\s\S]+ needs at least one character between prefix and suffix. */
-  return len >= strlen (prefix) + 1 + strlen (suffix) && g_str_has_prefix (basename, prefix)
-         && g_str_has_suffix (basename, suffix);
+  return nz_fileio_is_temp_name (basename);
 }
 
 static gboolean
@@ -33,20 +28,36 @@ is_enoent (const GError *error)
   return error != NULL && g_str_has_prefix (error->message, "ENOENT");
 }
 
+/* An entry of a directory opened race-free (nz-jail): every op below is an *at call on it. */
+typedef struct
+{
+  int dir_fd;
+  char *base;
+  char *real; /* for messages and the in-flight key */
+} Entry;
+
+static void
+entry_clear (Entry *e)
+{
+  nz_close_fd (&e->dir_fd);
+  g_clear_pointer (&e->base, g_free);
+  g_clear_pointer (&e->real, g_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Entry, entry_clear)
+
 /* Discard: decided on the name first, never creates directories, ENOENT is success. */
 static gboolean
 discard (const char *lexical, const char *root, NzFilePartResult *out, GError **error)
 {
   g_autofree char *base = g_path_get_basename (lexical);
-  g_autofree char *real = NULL;
-  g_autofree char *real_base = NULL;
+  g_auto (Entry) e = { .dir_fd = -1 };
   g_autoptr (GError) local = NULL;
 
   out->discarded = TRUE;
   if (!nz_fileparts_is_temp_name (base))
     return nz_throw (error, NZ_ERROR_INVALID_ARGS, "write_part_not_a_temp_file");
-  real = nz_jail_realpath_within (lexical, root, &local);
-  if (real == NULL)
+  e.dir_fd = nz_jail_open_parent_within (lexical, root, &e.real, &e.base, &local);
+  if (e.dir_fd < 0)
     {
       if (is_enoent (local))
         return TRUE;
@@ -54,46 +65,79 @@ discard (const char *lexical, const char *root, NzFilePartResult *out, GError **
       return FALSE;
     }
   /* A symlink named like a temp must not make discard delete a real file. */
-  real_base = g_path_get_basename (real);
-  if (!nz_fileparts_is_temp_name (real_base))
+  if (!nz_fileparts_is_temp_name (e.base))
     return nz_throw (error, NZ_ERROR_INVALID_ARGS, "write_part_not_a_temp_file");
-  if (unlink (real) != 0 && errno != ENOENT)
-    return nz_jstext_throw_errno (error, errno, "unlink", real);
+  /* unlinkat never follows: a link swapped in is removed itself, nothing it points at. */
+  if (unlinkat (e.dir_fd, e.base, 0) != 0 && errno != ENOENT)
+    return nz_jstext_throw_errno (error, errno, "unlink", e.real);
   return TRUE;
 }
 
-/* Lexical jail, mkdir -p of the parent, then the realpath check. Returns the real path. */
-static char *
-resolve_for_write (NzGuest *guest, const char *path, GError **error)
+/* Lexical jail, race-free mkdir -p of the parent, the symlink step, the parent's fd. */
+static gboolean
+open_for_write (const char *lexical, const char *root, Entry *e, GError **error)
 {
-  g_autofree char *root = NULL;
-  g_autofree char *lexical = nz_jail_resolve_write (guest->jail, path, &root, error);
-  g_autofree char *dir = NULL;
-
-  if (lexical == NULL)
-    return NULL;
-  dir = g_path_get_dirname (lexical);
-  if (!nz_fileio_mkdir_p (dir, error))
-    return NULL;
-  return nz_jail_realpath_within (lexical, root, error);
+  e->dir_fd = nz_request_open_write_parent (lexical, root, &e->real, &e->base, error);
+  return e->dir_fd >= 0;
 }
 
 static gboolean
-fsync_dir_of (const char *path, GError **error)
+offset_mismatch (GError **error, const char *have, gint64 offset)
 {
-  g_autofree char *dir = g_path_get_dirname (path);
-  nz_autofd int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return nz_throw (error, NZ_ERROR_FAILED,
+                   "write_part_offset_mismatch: temp file is %s, part starts at offset "
+                   "%" G_GINT64_FORMAT,
+                   have, offset);
+}
 
+/* Opens the temp: created (or truncated) for the first part, else it must be exactly
+ * @offset bytes. Never through a symlink (O_NOFOLLOW), never anything but a regular file. */
+static int
+open_temp (const Entry *temp, gint64 offset, GError **error)
+{
+  const int common = O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK;
+  nz_autofd int fd = -1;
+  struct stat st;
+
+  if (offset == 0)
+    fd = openat (temp->dir_fd, temp->base, O_WRONLY | O_CREAT | O_TRUNC | common, 0666);
+  else
+    fd = openat (temp->dir_fd, temp->base, O_RDWR | common);
+  if (fd < 0 && offset != 0 && errno == ENOENT)
+    {
+      offset_mismatch (error, "absent", offset);
+      return -1;
+    }
   if (fd < 0)
-    return nz_jstext_throw_errno (error, errno, "open", dir);
-  if (fsync (fd) != 0)
-    return nz_jstext_throw_errno (error, errno, "fsync", NULL);
-  return TRUE;
+    {
+      nz_jstext_throw_errno (error, errno, "open", temp->real);
+      return -1;
+    }
+  if (fstat (fd, &st) != 0)
+    {
+      nz_jstext_throw_errno (error, errno, "fstat", NULL);
+      return -1;
+    }
+  if (!S_ISREG (st.st_mode))
+    {
+      nz_throw (error, NZ_ERROR_INVALID_ARGS, "not_a_regular_file: '%s'", temp->real);
+      return -1;
+    }
+  /* Parts are strictly sequential: a lost or repeated part can never leave a hole or a
+   * duplicate that looks like a complete file. */
+  if (offset != 0 && st.st_size != offset)
+    {
+      g_autofree char *have = g_strdup_printf ("%" G_GINT64_FORMAT " bytes", (gint64)st.st_size);
+
+      offset_mismatch (error, have, offset);
+      return -1;
+    }
+  return nz_steal_fd (&fd);
 }
 
 /* Steps 10-15: open at the right size, one pwrite, final chmod+fsync, checks, rename. */
 static gboolean
-write_part (const char *temp, const char *target, gint64 offset, gboolean final,
+write_part (const Entry *temp, const Entry *target, gint64 offset, gboolean final,
             const guint8 *data, gsize len, NzFilePartResult *out, GError **error)
 {
   nz_autofd int fd = -1;
@@ -101,27 +145,9 @@ write_part (const char *temp, const char *target, gint64 offset, gboolean final,
   gssize written = 0;
 
   if (offset == 0)
-    fd = open (temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
-  else
-    {
-      /* Parts are strictly sequential: a lost or repeated part can never leave a hole or a
-       * duplicate that looks like a complete file. */
-      if (stat (temp, &st) != 0 || st.st_size != offset)
-        {
-          g_autofree char *have = stat (temp, &st) != 0
-                                      ? g_strdup ("absent")
-                                      : g_strdup_printf ("%" G_GINT64_FORMAT " bytes",
-                                                         (gint64)st.st_size);
-
-          return nz_throw (error, NZ_ERROR_FAILED,
-                           "write_part_offset_mismatch: temp file is %s, part starts at offset "
-                           "%" G_GINT64_FORMAT,
-                           have, offset);
-        }
-      fd = open (temp, O_RDWR | O_CLOEXEC | O_NOCTTY);
-    }
-  if (fd < 0)
-    return nz_jstext_throw_errno (error, errno, "open", temp);
+    nz_fileio_sweep_temps (temp->dir_fd, NZ_FILEIO_STALE_TEMP_SECONDS);
+  if ((fd = open_temp (temp, offset, error)) < 0)
+    return FALSE;
   if (len > 0)
     {
       do
@@ -138,8 +164,9 @@ write_part (const char *temp, const char *target, gint64 offset, gboolean final,
 
       /* The replacement keeps the target's permission bits; if that fails, nothing is
        * renamed and the temp stays for discard. */
-      if (stat (target, &target_st) == 0 && fchmod (fd, target_st.st_mode & 07777) != 0)
-        return nz_jstext_throw_errno (error, errno, "chmod", temp);
+      if (fstatat (target->dir_fd, target->base, &target_st, AT_SYMLINK_NOFOLLOW) == 0
+          && S_ISREG (target_st.st_mode) && fchmod (fd, target_st.st_mode & 07777) != 0)
+        return nz_jstext_throw_errno (error, errno, "chmod", temp->real);
       if (fsync (fd) != 0)
         return nz_jstext_throw_errno (error, errno, "fsync", NULL);
     }
@@ -153,9 +180,9 @@ write_part (const char *temp, const char *target, gint64 offset, gboolean final,
                      written, len, offset, (gint64)st.st_size);
   if (final)
     {
-      if (rename (temp, target) != 0)
-        return nz_jstext_throw_errno (error, errno, "rename", temp);
-      if (!fsync_dir_of (target, error))
+      if (renameat (temp->dir_fd, temp->base, target->dir_fd, target->base) != 0)
+        return nz_jstext_throw_errno (error, errno, "rename", temp->real);
+      if (!nz_fileio_fsync_dir (target->dir_fd, error))
         return FALSE;
     }
   out->bytes_written = written;
@@ -169,8 +196,8 @@ nz_fileparts_apply (NzGuest *guest, const char *path, JsonObject *part, JsonNode
 {
   g_autofree char *root = NULL;
   g_autofree char *lexical = NULL;
-  g_autofree char *temp = NULL;
-  g_autofree char *target = NULL;
+  g_auto (Entry) temp = { .dir_fd = -1 };
+  g_auto (Entry) target = { .dir_fd = -1 };
   g_autofree gpointer owned = NULL;
   JsonNode *offset_node = json_object_get_member (part, "offset");
   const char *rename_to = nz_json_get_string (part, "renameTo");
@@ -189,13 +216,8 @@ nz_fileparts_apply (NzGuest *guest, const char *path, JsonObject *part, JsonNode
   if (nz_json_get_bool (part, "discard", FALSE))
     return discard (lexical, root, out, error);
   /* 3. */
-  {
-    g_autofree char *dir = g_path_get_dirname (lexical);
-
-    if (!nz_fileio_mkdir_p (dir, error)
-        || (temp = nz_jail_realpath_within (lexical, root, error)) == NULL)
-      return FALSE;
-  }
+  if (!open_for_write (lexical, root, &temp, error))
+    return FALSE;
   /* 4. */
   if (content == NULL)
     return nz_throw (error, NZ_ERROR_INVALID_ARGS, "missing_path_or_content");
@@ -213,15 +235,22 @@ nz_fileparts_apply (NzGuest *guest, const char *path, JsonObject *part, JsonNode
   /* 6-7. The target is jailed before any byte is written: an escaping renameTo is a no-op. */
   if (final && (rename_to == NULL || *rename_to == '\0'))
     return nz_throw (error, NZ_ERROR_INVALID_ARGS, "write_part_missing_rename_target");
-  if (final && (target = resolve_for_write (guest, rename_to, error)) == NULL)
-    return FALSE;
+  if (final)
+    {
+      g_autofree char *target_root = NULL;
+      g_autofree char *target_lexical
+          = nz_jail_resolve_write (guest->jail, rename_to, &target_root, error);
+
+      if (target_lexical == NULL || !open_for_write (target_lexical, target_root, &target, error))
+        return FALSE;
+    }
   /* 8. One writer per temp at a time, keyed by its real path. */
-  if (g_hash_table_contains (guest->parts_in_flight, temp))
+  if (g_hash_table_contains (guest->parts_in_flight, temp.real))
     return nz_throw (error, NZ_ERROR_BUSY, "write_part_in_flight");
-  g_hash_table_add (guest->parts_in_flight, g_strdup (temp));
+  g_hash_table_add (guest->parts_in_flight, g_strdup (temp.real));
   /* 9. */
   data = nz_json_content_bytes (content, encoding, &owned, &len);
-  ok = write_part (temp, target, (gint64)offset, final, data, len, out, error);
-  g_hash_table_remove (guest->parts_in_flight, temp);
+  ok = write_part (&temp, &target, (gint64)offset, final, data, len, out, error);
+  g_hash_table_remove (guest->parts_in_flight, temp.real);
   return ok;
 }

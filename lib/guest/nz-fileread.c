@@ -1,7 +1,6 @@
 #include "nz-fileread.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,39 +17,25 @@ struct _NzFileReader
 };
 
 NzFileReader *
-nz_file_reader_open (const char *real_path, GError **error)
+nz_file_reader_new (int fd, const char *shown, GError **error)
 {
   g_autoptr (NzFileReader) r = g_new0 (NzFileReader, 1);
   struct stat st;
 
-  g_return_val_if_fail (real_path != NULL, NULL);
-  r->fd = open (real_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (r->fd < 0)
-    {
-      nz_jstext_throw_errno (error, errno, "open", real_path);
-      return NULL;
-    }
+  g_return_val_if_fail (fd >= 0, NULL);
+  r->fd = fd;
+  if (!nz_fileio_check_regular (r->fd, shown, error))
+    return NULL;
   if (fstat (r->fd, &st) != 0)
     {
-      nz_jstext_throw_errno (error, errno, "fstat", real_path);
-      return NULL;
-    }
-  if (S_ISDIR (st.st_mode))
-    {
-      nz_jstext_throw_errno (error, EISDIR, "read", NULL);
-      return NULL;
-    }
-  /* A FIFO or device would block the agent's only thread or never end. */
-  if (!S_ISREG (st.st_mode))
-    {
-      nz_throw (error, NZ_ERROR_INVALID_ARGS, "not_a_regular_file: '%s'", real_path);
+      nz_jstext_throw_errno (error, errno, "fstat", shown);
       return NULL;
     }
   r->size = st.st_size;
   if (st.st_size == 0)
     {
       /* procfs and sysfs files stat as 0 bytes: their real size is what reading gives. */
-      r->whole = nz_fileio_read_all (real_path, error);
+      r->whole = nz_fileio_read_all_fd (r->fd, error);
       if (r->whole == NULL)
         return NULL;
       r->size = (gint64)g_bytes_get_size (r->whole);

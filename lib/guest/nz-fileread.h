@@ -9,9 +9,10 @@ G_BEGIN_DECLS
 
 typedef struct _NzFileReader NzFileReader;
 
-/* Opens @real_path (already jailed). Regular files only: a directory fails with Node's EISDIR
- * message, anything else with "not_a_regular_file: '<path>'". */
-NzFileReader *nz_file_reader_open (const char *real_path, GError **error);
+/* Takes @fd (opened race-free by nz_request_open_read, O_NONBLOCK) whatever happens. Regular
+ * files only: a directory fails with Node's EISDIR message, anything else with
+ * "not_a_regular_file: '<@shown>'". */
+NzFileReader *nz_file_reader_new (int fd, const char *shown, GError **error);
 void nz_file_reader_free (NzFileReader *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzFileReader, nz_file_reader_free)
 

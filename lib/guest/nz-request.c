@@ -1,8 +1,10 @@
 #include "nz-request.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
 
+#include "nz-autofd.h"
 #include "nz-errors.h"
 #include "nz-fileio.h"
 #include "nz-jail.h"
@@ -111,17 +113,18 @@ nz_request_stdin (JsonNode *stdin_node)
   return g_bytes_new_take (text, strlen (text));
 }
 
-char *
-nz_request_resolve_read (NzGuest *guest, const char *path, GError **error)
+int
+nz_request_open_read (NzGuest *guest, const char *path, char **out_real, GError **error)
 {
   g_autofree char *root = NULL;
   g_autofree char *lexical = NULL;
 
-  g_return_val_if_fail (guest != NULL && path != NULL, NULL);
+  g_return_val_if_fail (guest != NULL && path != NULL, -1);
 
   if ((lexical = nz_jail_resolve_read (guest->jail, path, &root, error)) == NULL)
-    return NULL;
-  return nz_jail_realpath_within (lexical, root, error);
+    return -1;
+  return nz_jail_open_within (lexical, root, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0, out_real,
+                              error);
 }
 
 gboolean
@@ -144,11 +147,12 @@ nz_request_range_member (JsonObject *body, const char *name, gint64 fallback, gi
 GBytes *
 nz_request_read_file (NzGuest *guest, const char *path, GError **error)
 {
-  g_autofree char *real = nz_request_resolve_read (guest, path, error);
+  g_autofree char *real = NULL;
+  nz_autofd int fd = nz_request_open_read (guest, path, &real, error);
 
-  if (real == NULL)
+  if (fd < 0 || !nz_fileio_check_regular (fd, real, error))
     return NULL;
-  return nz_fileio_read_all (real, error);
+  return nz_fileio_read_all_fd (fd, error);
 }
 
 void
@@ -170,6 +174,19 @@ nz_request_append_content (GString *reply, GBytes *content, gboolean base64)
                           base64 ? "base64" : "utf8");
 }
 
+int
+nz_request_open_write_parent (const char *lexical, const char *root, char **out_real,
+                              char **out_base, GError **error)
+{
+  g_autofree char *dir = g_path_get_dirname (lexical);
+
+  /* mkdir -p of the parent before the symlink check: the reference's order (spec C.5), but
+   * made beneath the root, so a symlinked parent cannot put directories outside. */
+  if (!nz_jail_mkdir_p_within (dir, root, error))
+    return -1;
+  return nz_jail_open_parent_within (lexical, root, out_real, out_base, error);
+}
+
 gboolean
 nz_request_write_file (NzGuest *guest, const char *path, JsonNode *content_node,
                        const char *encoding, gsize *out_written, GError **error)
@@ -177,23 +194,20 @@ nz_request_write_file (NzGuest *guest, const char *path, JsonNode *content_node,
   g_autofree char *lexical = NULL;
   g_autofree char *root = NULL;
   g_autofree char *real = NULL;
-  g_autofree char *dir = NULL;
+  g_autofree char *base = NULL;
   g_autofree gpointer owned = NULL;
+  nz_autofd int dir_fd = -1;
   gsize len = 0;
   const void *data;
 
   g_return_val_if_fail (guest != NULL && path != NULL && content_node != NULL, FALSE);
 
-  if ((lexical = nz_jail_resolve_write (guest->jail, path, &root, error)) == NULL)
-    return FALSE;
-  /* mkdir -p of the parent before the symlink check: the reference's order (spec C.5). */
-  dir = g_path_get_dirname (lexical);
-  if (!nz_fileio_mkdir_p (dir, error)
-      || (real = nz_jail_realpath_within (lexical, root, error)) == NULL)
+  if ((lexical = nz_jail_resolve_write (guest->jail, path, &root, error)) == NULL
+      || (dir_fd = nz_request_open_write_parent (lexical, root, &real, &base, error)) < 0)
     return FALSE;
   data = nz_json_content_bytes (content_node, encoding, &owned, &len);
   /* Durable and atomic: stronger than the reference's fs.writeFile, never weaker. */
-  if (!nz_fileio_write_durable (real, data, len, error))
+  if (!nz_fileio_write_durable_at (dir_fd, real, data, len, error))
     return FALSE;
   if (out_written != NULL)
     *out_written = len;

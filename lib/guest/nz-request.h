@@ -37,8 +37,10 @@ void nz_request_cancel_unadmitted (NzGuest *guest, NzExecRecord *rec);
 /* execute's stdin as JS String(), or NULL when absent. Returns a new reference. */
 GBytes *nz_request_stdin (JsonNode *stdin_node);
 
-/* Resolves @path for reading (jail, then symlinks within its root). Returns a new string. */
-char *nz_request_resolve_read (NzGuest *guest, const char *path, GError **error);
+/* Opens @path for reading race-free (lexical jail, the symlink step, then an open beneath the
+ * root that follows no symlink), O_RDONLY | O_NONBLOCK so a FIFO cannot block the open.
+ * *@out_real gets the real path. Returns the fd or -1. */
+int nz_request_open_read (NzGuest *guest, const char *path, char **out_real, GError **error);
 
 /* A ranged read's offset/length member: absent or null -> @fallback; otherwise it must be a
  * safe integer >= 0 (FALSE when it is not). */
@@ -48,14 +50,20 @@ char *nz_request_resolve_read (NzGuest *guest, const char *path, GError **error)
 gboolean nz_request_range_member (JsonObject *body, const char *name, gint64 fallback,
                                   gint64 *out);
 
-/* The whole file at @path (jailed). Returns a new reference. */
+/* The whole file at @path (jailed, race-free; regular files only). Returns a new reference. */
 GBytes *nz_request_read_file (NzGuest *guest, const char *path, GError **error);
 
 /* Appends `"content":…,"sizeBytes":N,"encoding":"…"}`: the tail of a read-file reply, whose
  * head the caller writes up to and including the comma. */
 void nz_request_append_content (GString *reply, GBytes *content, gboolean base64);
 
-/* write-file's whole-file path: jail, mkdir -p of the parent, symlink check, JS String() of
+/* For a write to @lexical (jailed to @root): race-free mkdir -p of its parent, then the parent
+ * opened race-free (nz_jail_open_parent_within). Returns the directory fd or -1. */
+int nz_request_open_write_parent (const char *lexical, const char *root, char **out_real,
+                                  char **out_base, GError **error);
+
+/* write-file's whole-file path: jail, race-free mkdir -p of the parent, symlink check and
+ * race-free open of the parent directory, JS String() of
  * @content_node (base64-decoded when @encoding says so), durable write. */
 gboolean nz_request_write_file (NzGuest *guest, const char *path, JsonNode *content_node,
                                 const char *encoding, gsize *out_written, GError **error);

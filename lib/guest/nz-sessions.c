@@ -9,9 +9,10 @@
 
 #include <glib-unix.h>
 
+#include "nz-autofd.h"
 #include "nz-errors.h"
 #include "nz-exec.h"
-#include "nz-fileio.h"
+#include "nz-jail.h"
 #include "nz-spawn.h"
 
 #define READ_CHUNK_BYTES 65536
@@ -405,6 +406,8 @@ nz_session_start (NzSessionRegistry *reg, NzSessionKind kind, const char *id, co
                   GError **error)
 {
   g_autoptr (NzSession) s = g_new0 (NzSession, 1);
+  g_autofree char *cwd_path = NULL;
+  nz_autofd int cwd_fd = -1;
 
   g_return_val_if_fail (reg != NULL && nz_session_id_is_valid (id), NULL);
   g_return_val_if_fail (command != NULL && cwd != NULL, NULL);
@@ -421,12 +424,13 @@ nz_session_start (NzSessionRegistry *reg, NzSessionKind kind, const char *id, co
   s->started_at = s->last_input_at = s->last_output_at = nz_guest_now_ms ();
   s->reg = reg;
 
-  if (!nz_fileio_mkdir_p (cwd, error))
+  /* The child starts in the directory fd the jail opened, whatever is swapped in after. */
+  if ((cwd_path = nz_jail_enter_cwd (reg->guest->jail, cwd, &cwd_fd, error)) == NULL)
     return NULL;
   if (kind == NZ_SESSION_TERMINAL)
     {
-      s->pty
-          = nz_pty_spawn (command, args, cwd, envp, cols, rows, &session_pty_callbacks, s, error);
+      s->pty = nz_pty_spawn (command, args, cwd_path, envp, cols, rows, &session_pty_callbacks, s,
+                             error);
       if (s->pty == NULL)
         return NULL;
       s->pid = nz_pty_get_pid (s->pty);
@@ -442,7 +446,8 @@ nz_session_start (NzSessionRegistry *reg, NzSessionKind kind, const char *id, co
         g_ptr_array_add (argv, (gpointer)args[i]);
       g_ptr_array_add (argv, NULL);
       /* Its own kernel session and process group: pid = sid = pgid (spec C.10). */
-      errsv = nz_spawn_session (cwd, (const char *const *)argv->pdata, (const char *const *)envp,
+      errsv = nz_spawn_session (cwd_path, (const char *const *)argv->pdata,
+                                (const char *const *)envp,
                                 NULL, &s->out_fd, &s->err_fd, &pid);
       if (errsv != 0)
         {

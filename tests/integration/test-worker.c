@@ -1,7 +1,11 @@
 /* test-worker: the real namzu-worker, driven over raw loopback HTTP: routes and shapes, the
  * auth gate, the startup table, limits, cancellation, poisoning, env scrub, idle exit, and
  * namzu-exec against it through the client's http:// transport. */
+#define _GNU_SOURCE /* renameat2 */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -1278,6 +1282,78 @@ START_TEST (test_detach_attach_over_worker)
 }
 END_TEST
 
+/* The worker's file routes share the guest's race-free jail: a FIFO is refused at once (no
+ * hang), and read-file / write-file raced by a workload swapping a symlink to outside in and
+ * out (RENAME_EXCHANGE, a child process here) never reach outside. */
+START_TEST (test_jail_fifo_and_race)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *outside = g_dir_make_tmp ("nz-worker-out-XXXXXX", NULL);
+  g_autofree char *secret = g_build_filename (outside, "f", NULL);
+  g_autofree char *fifo = g_build_filename (w->workspace, "p", NULL);
+  g_autofree char *sw = g_build_filename (w->workspace, "sw", NULL);
+  g_autofree char *inner = g_build_filename (sw, "f", NULL);
+  g_autofree char *swl = g_build_filename (w->workspace, "swl", NULL);
+  g_autofree char *want = g_strdup_printf ("not_a_regular_file: '%s'", fifo);
+  g_autoptr (Reply) r = NULL;
+  g_autoptr (JsonObject) o = NULL;
+  g_autoptr (GDir) d = NULL;
+  const char *sanitize = g_getenv ("NZ_SANITIZE");
+  /* A tenth in a sanitized build, to stay within the case's timeout. */
+  guint n = (g_getenv ("NZ_RACE_TRIES") != NULL ? (guint)atoi (g_getenv ("NZ_RACE_TRIES")) : 2000)
+            / (sanitize != NULL && *sanitize != '\0' && strcmp (sanitize, "none") != 0 ? 10 : 1);
+  guint leaks = 0, inside = 0, made = 0;
+  pid_t racer;
+
+  ck_assert_int_eq (mkfifo (fifo, 0644), 0);
+  alarm (20);
+  r = http (w->port, "POST", "/read-file", AUTH, "{\"path\":\"p\"}");
+  alarm (0);
+  ck_assert_int_eq (r->status, 400);
+  o = parse (r->body);
+  ck_assert_str_eq (str (o, "error"), want);
+  g_clear_pointer (&r, reply_free);
+
+  ck_assert (g_file_set_contents (secret, "OUTSIDE-SECRET", -1, NULL));
+  ck_assert_int_eq (g_mkdir (sw, 0755), 0);
+  ck_assert (g_file_set_contents (inner, "inside", -1, NULL));
+  ck_assert_int_eq (symlink (outside, swl), 0);
+  racer = fork ();
+  ck_assert_int_ge (racer, 0);
+  if (racer == 0)
+    {
+      int dfd = open (w->workspace, O_RDONLY | O_DIRECTORY);
+
+      for (;;)
+        renameat2 (dfd, "sw", dfd, "swl", RENAME_EXCHANGE);
+    }
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *body = g_strdup_printf ("{\"path\":\"sw/w%u\",\"content\":\"x\"}", i);
+
+      r = http (w->port, "POST", "/read-file", AUTH, "{\"path\":\"sw/f\"}");
+      if (strstr (r->body, "OUTSIDE-SECRET") != NULL)
+        leaks++;
+      if (strstr (r->body, "\"inside\"") != NULL)
+        inside++;
+      g_clear_pointer (&r, reply_free);
+      r = http (w->port, "POST", "/write-file", AUTH, body);
+      g_clear_pointer (&r, reply_free);
+    }
+  kill (racer, SIGKILL);
+  waitpid (racer, NULL, 0);
+  d = g_dir_open (outside, 0, NULL);
+  while (g_dir_read_name (d) != NULL)
+    made++;
+  fprintf (stderr, "worker race: %u tries, %u reads leaked, %u inside reads, %u files made outside\n",
+           n, leaks, inside, made - 1);
+  ck_assert_uint_gt (inside, 0);
+  ck_assert_uint_eq (leaks, 0);
+  ck_assert_uint_eq (made, 1);
+  worker_stop (w);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -1301,6 +1377,7 @@ main (void)
   tcase_add_test (tc, test_agent_upgrade);
   tcase_add_test (tc, test_terminal_over_worker);
   tcase_add_test (tc, test_detach_attach_over_worker);
+  tcase_add_test (tc, test_jail_fifo_and_race);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

@@ -1,6 +1,8 @@
 /* Unit tests for the workspace jail (spec C.1): lexical resolution, root lists and the
  * realpath symlink check, against a real temporary directory tree. */
+#define _GNU_SOURCE /* O_PATH */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -156,6 +158,122 @@ START_TEST (test_realpath)
 }
 END_TEST
 
+/* The race-free opens, by openat2 (_i == 0) and by the O_NOFOLLOW walk a kernel without it
+ * gets (_i == 1): nothing followed, nothing outside, inside symlinks still honoured by the
+ * realpath step before the open. */
+START_TEST (test_open_beneath)
+{
+  g_autofree char *base = g_dir_make_tmp ("nz-jail-XXXXXX", NULL);
+  g_autofree char *ws = g_build_filename (base, "ws", NULL);
+  g_autofree char *outside = g_build_filename (base, "outside", NULL);
+  g_autofree char *deep = g_build_filename (ws, "a", "b", NULL);
+  g_autofree char *f = g_build_filename (deep, "f", NULL);
+  g_autofree char *secret = g_build_filename (outside, "secret", NULL);
+  g_autofree char *link_in = g_build_filename (ws, "l", NULL);
+  g_autofree char *link_out = g_build_filename (ws, "out", NULL);
+  g_autofree char *via_in = g_build_filename (ws, "l", "b", "f", NULL);
+  g_autofree char *via_out = g_build_filename (ws, "out", "secret", NULL);
+  g_autofree char *mk_in = g_build_filename (ws, "l", "x", "y", NULL);
+  g_autofree char *mk_in_real = g_build_filename (ws, "a", "x", "y", NULL);
+  g_autofree char *mk_out = g_build_filename (ws, "out", "zz", NULL);
+  g_autofree char *mk_out_real = g_build_filename (outside, "zz", NULL);
+  g_autofree char *real = NULL;
+  g_autofree char *cwd = NULL;
+  g_autofree char *link = NULL;
+  g_autoptr (NzJail) jail = NULL;
+  g_autoptr (GError) error = NULL;
+  int root, fd;
+  char buf[16] = { 0 };
+
+  nz_jail_set_force_walk (_i == 1);
+  ck_assert_int_eq (g_mkdir_with_parents (deep, 0700), 0);
+  ck_assert_int_eq (g_mkdir_with_parents (outside, 0700), 0);
+  ck_assert (g_file_set_contents (f, "in", -1, NULL));
+  ck_assert (g_file_set_contents (secret, "out", -1, NULL));
+  ck_assert_int_eq (symlink ("a", link_in), 0);
+  ck_assert_int_eq (symlink (outside, link_out), 0);
+  root = open (ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ck_assert_int_ge (root, 0);
+
+  /* The low level: no symlink at all, never "..", the root itself as ".". */
+  fd = nz_jail_openat_beneath (root, "a/b/f", O_RDONLY, 0);
+  ck_assert_int_ge (fd, 0);
+  ck_assert_int_eq (read (fd, buf, sizeof buf), 2);
+  close (fd);
+  errno = 0;
+  ck_assert_int_lt (nz_jail_openat_beneath (root, "l/b/f", O_RDONLY, 0), 0);
+  ck_assert_int_eq (errno, ELOOP);
+  ck_assert_int_lt (nz_jail_openat_beneath (root, "out/secret", O_RDONLY, 0), 0);
+  ck_assert_int_lt (nz_jail_openat_beneath (root, "out", O_PATH | O_DIRECTORY, 0), 0);
+  ck_assert_int_lt (nz_jail_openat_beneath (root, "l", O_PATH, 0), 0);
+  ck_assert_int_eq (errno, ELOOP);
+  ck_assert_int_lt (nz_jail_openat_beneath (root, "../outside/secret", O_RDONLY, 0), 0);
+  ck_assert_int_eq (errno, EXDEV);
+  /* ".." that stays inside: openat2 allows it, the walk refuses every ".." (callers only ever
+   * pass real paths, which have none) -- which also proves which path ran. */
+  fd = nz_jail_openat_beneath (root, "a/../a/b/f", O_RDONLY, 0);
+  if (_i == 0)
+    ck_assert_int_ge (fd, 0);
+  else
+    ck_assert_int_lt (fd, 0);
+  if (fd >= 0)
+    close (fd);
+  fd = nz_jail_openat_beneath (root, ".", O_RDONLY | O_DIRECTORY, 0);
+  ck_assert_int_ge (fd, 0);
+  close (fd);
+  fd = nz_jail_openat_beneath (root, "a/new", O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ck_assert_int_ge (fd, 0);
+  close (fd);
+  close (root);
+
+  /* The jailed open: inside symlinks by the realpath step, a swapped one refused. */
+  fd = nz_jail_open_within (via_in, ws, O_RDONLY, 0, &real, &error);
+  ck_assert_msg (fd >= 0, "%s", error ? error->message : "");
+  ck_assert_str_eq (real, f);
+  close (fd);
+  ck_assert_int_lt (nz_jail_open_within (via_out, ws, O_RDONLY, 0, NULL, &error), 0);
+  ck_assert_str_eq (error->message, "symlink escapes the workspace");
+  g_clear_error (&error);
+  /* A dangling link inside reads as no file, as before. */
+  {
+    g_autofree char *dangling = g_build_filename (ws, "dang", NULL);
+
+    ck_assert_int_eq (symlink ("nothere", dangling), 0);
+    ck_assert_int_lt (nz_jail_open_within (dangling, ws, O_RDONLY, 0, NULL, &error), 0);
+    ck_assert_msg (g_str_has_prefix (error->message, "ENOENT: no such file or directory, open '"),
+                   "%s", error->message);
+    g_clear_error (&error);
+  }
+
+  /* mkdir -p: through an inside link, yes; through an outside one, refused, nothing made. */
+  ck_assert_msg (nz_jail_mkdir_p_within (mk_in, ws, &error), "%s", error ? error->message : "");
+  ck_assert (g_file_test (mk_in_real, G_FILE_TEST_IS_DIR));
+  ck_assert (!nz_jail_mkdir_p_within (mk_out, ws, &error));
+  ck_assert_str_eq (error->message, "symlink escapes the workspace");
+  g_clear_error (&error);
+  ck_assert (!g_file_test (mk_out_real, G_FILE_TEST_EXISTS));
+  ck_assert (!nz_jail_mkdir_p_within (f, ws, &error));
+  ck_assert (g_str_has_prefix (error->message, "ENOTDIR: "));
+  g_clear_error (&error);
+
+  /* A cwd is the opened directory itself. */
+  jail = nz_jail_new (ws, NULL, NULL);
+  cwd = nz_jail_enter_cwd (jail, "l/x", &fd, &error);
+  ck_assert_msg (cwd != NULL, "%s", error ? error->message : "");
+  link = g_file_read_link (cwd, NULL);
+  {
+    g_autofree char *want = g_build_filename (ws, "a", "x", NULL);
+
+    ck_assert_str_eq (link, want);
+  }
+  close (fd);
+  ck_assert_ptr_null (nz_jail_enter_cwd (jail, "out", &fd, &error));
+  ck_assert_str_eq (error->message, "symlink escapes the workspace");
+  ck_assert_int_eq (fd, -1);
+  nz_jail_set_force_walk (FALSE);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -166,6 +284,7 @@ main (void)
   tcase_add_test (tc, test_lexical);
   tcase_add_test (tc, test_cwd);
   tcase_add_test (tc, test_realpath);
+  tcase_add_loop_test (tc, test_open_beneath, 0, 2);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
