@@ -515,7 +515,7 @@ read_body (NzWorkerServer *server, SoupServerMessage *msg)
     }
   if (len == 0)
     return json_object_new ();
-  if (!json_parser_load_from_data (parser, data, (gssize)len, &error))
+  if (!nz_json_parser_load (parser, data, (gssize)len, &error))
     {
       reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body", error->message);
       return NULL;
