@@ -13,6 +13,7 @@
 #include "nz-jstext.h"
 #include "nz-knobs.h"
 #include "nz-agent-ops.h"
+#include "nz-worker-preauth.h"
 #include "nz-request.h"
 #include "nz-token.h"
 #include "nz-worker-agent.h"
@@ -32,6 +33,7 @@ struct _NzWorkerServer
   NzWorkerAgent *agent; /* the /v1/agent routes; NULL when the agent knobs did not parse */
   GPtrArray *upgraded;  /* live upgraded connections (weak), each holding an activity lease */
   guint activity; /* held leases: requests in flight and running commands (spec C.6) */
+  NzWorkerPreauth *preauth; /* connections that have not sent an authorised request yet */
   guint idle_id;
   guint exit_id;
   gboolean stopped;
@@ -455,6 +457,9 @@ early_handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHash
                  strlen (UNAUTHORIZED_BODY));
       return;
     }
+  /* Through the gate: healthz, which is never gated, lifts nothing where a token is required. */
+  if (route != ROUTE_HEALTHZ || !server->config->auth)
+    nz_worker_preauth_lift (server->preauth, soup_server_message_get_remote_address (msg));
   /* 2. A poisoned worker answers nothing else (the one bit /healthz shows anonymously). */
   if (server->guest->retiring)
     {
@@ -518,6 +523,14 @@ read_body (NzWorkerServer *server, SoupServerMessage *msg)
   if (!nz_json_parser_load (parser, data, (gssize)len, &error))
     {
       reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body", error->message);
+      return NULL;
+    }
+  /* json-glib strings stop at a NUL: refuse rather than act on a truncated command, path,
+   * id or content, with the agent's words (it refuses the same requests). */
+  if (nz_agent_ops_has_nul_escape (data, len))
+    {
+      reply_error (msg, SOUP_STATUS_BAD_REQUEST, NZ_JSON_NUL_UNSUPPORTED_CODE,
+                   NZ_JSON_NUL_UNSUPPORTED);
       return NULL;
     }
   root = json_parser_get_root (parser);
@@ -1208,6 +1221,7 @@ on_incoming (GSocketService *service, GSocketConnection *connection, GObject *so
 
   if (server->stopped)
     return TRUE;
+  nz_worker_preauth_start (server->preauth, server->config, connection, remote);
   if (!soup_server_accept_iostream (server->soup, G_IO_STREAM (connection), local, remote,
                                     &error))
     g_debug ("accept: %s", error->message);
@@ -1234,6 +1248,7 @@ nz_worker_server_new (const NzWorkerConfig *config, NzGuest *guest, NzWorkerExit
   /* A bad NAMZU_AGENT_* knob only disables the additive route (it answers 404). */
   server->agent = nz_worker_agent_new (guest, NULL);
   server->upgraded = g_ptr_array_new ();
+  server->preauth = nz_worker_preauth_new (config);
   return server;
 }
 
@@ -1267,6 +1282,8 @@ nz_worker_server_free (NzWorkerServer *server)
   for (guint i = 0; i < server->upgraded->len; i++)
     g_object_weak_unref (server->upgraded->pdata[i], upgraded_gone, server);
   g_ptr_array_unref (server->upgraded);
+  /* Connections still pending outlive the pool only until the process exits. */
+  nz_worker_preauth_free (server->preauth);
   nz_worker_agent_free (server->agent);
   g_free (server);
 }
@@ -1310,6 +1327,10 @@ nz_worker_server_listen (NzWorkerServer *server, GError **error)
     {
       sa = g_inet_socket_address_new (addr, server->config->port);
       server->service = g_socket_service_new ();
+      /* GLib's default backlog is 10: a burst of connections (a flood, or just many hosts)
+       * filled it and every SYN past it waited a second for its retransmit. The kernel caps
+       * this at net.core.somaxconn. */
+      g_socket_listener_set_backlog (G_SOCKET_LISTENER (server->service), 1024);
       if (g_socket_listener_add_address (G_SOCKET_LISTENER (server->service), sa,
                                          G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL,
                                          &effective, &local))
