@@ -17,6 +17,7 @@
 #include "nz-request.h"
 #include "nz-token.h"
 #include "nz-worker-agent.h"
+#include "nz-worker-body.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 #define NDJSON_TYPE "application/x-ndjson; charset=utf-8"
@@ -496,53 +497,20 @@ early_handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHash
 
 /* ---- bodies ---- */
 
-/* readBody: empty is {}; over the cap or not JSON is 400 invalid_body. A JSON value that is
- * not an object reaches the handler as an empty object, except null (the reference's
- * catch-all answers that 500 internal). */
+/* readBody (nz-worker-body.h); a refusal is answered here. */
 static JsonObject *
 read_body (NzWorkerServer *server, SoupServerMessage *msg)
 {
   SoupMessageBody *body = soup_server_message_get_request_body (msg);
   g_autoptr (GBytes) bytes = soup_message_body_flatten (body);
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  g_autoptr (GError) error = NULL;
+  g_auto (NzWorkerBodyRefusal) refusal = { 0 };
   gsize len = 0;
   const char *data = g_bytes_get_data (bytes, &len);
-  JsonNode *root;
+  JsonObject *obj = nz_worker_body_parse (data, len, server->config->max_body_bytes, &refusal);
 
-  if ((gint64)len > server->config->max_body_bytes)
-    {
-      g_autofree char *m = g_strdup_printf ("request body exceeds %" G_GINT64_FORMAT " bytes",
-                                            server->config->max_body_bytes);
-
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body", m);
-      return NULL;
-    }
-  if (len == 0)
-    return json_object_new ();
-  if (!nz_json_parser_load (parser, data, (gssize)len, &error))
-    {
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body", error->message);
-      return NULL;
-    }
-  /* json-glib strings stop at a NUL: refuse rather than act on a truncated command, path,
-   * id or content, with the agent's words (it refuses the same requests). */
-  if (nz_agent_ops_has_nul_escape (data, len))
-    {
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, NZ_JSON_NUL_UNSUPPORTED_CODE,
-                   NZ_JSON_NUL_UNSUPPORTED);
-      return NULL;
-    }
-  root = json_parser_get_root (parser);
-  if (root == NULL || JSON_NODE_HOLDS_NULL (root))
-    {
-      reply_error (msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "internal",
-                   "request body is null");
-      return NULL;
-    }
-  if (!JSON_NODE_HOLDS_OBJECT (root))
-    return json_object_new ();
-  return json_object_ref (json_node_get_object (root));
+  if (obj == NULL)
+    reply_error (msg, refusal.status, refusal.code, refusal.message);
+  return obj;
 }
 
 static JsonNode *
