@@ -16,7 +16,7 @@ nz_egress_parse_credentials (const char *json, GError **error)
   g_autoptr (JsonParser) parser = json_parser_new ();
   JsonArray *arr;
 
-  if (!json_parser_load_from_data (parser, json, -1, NULL)
+  if (!nz_json_parser_load (parser, json, -1, NULL)
       || !JSON_NODE_HOLDS_ARRAY (json_parser_get_root (parser)))
     return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
                       "backend.brokeredCredentials: must be a list of {host, header, value}"),

@@ -214,12 +214,13 @@ typedef struct
 
 /* Also records in @spans (up to ELIDE_MAX) the long plain strings, for the parser below. */
 static gboolean
-single_object (const char *data, gsize len, Span *spans, guint *n_spans)
+single_object (const char *data, gsize len, Span *spans, guint *n_spans, gboolean *too_deep)
 {
   gsize i = 0;
   int depth = 0;
 
   *n_spans = 0;
+  *too_deep = FALSE;
   while (i < len && json_ws (data[i]))
     i++;
   if (i == len || data[i] != '{')
@@ -254,8 +255,11 @@ single_object (const char *data, gsize len, Span *spans, guint *n_spans)
             spans[(*n_spans)++] = (Span){ start, i - start };
           continue;
         }
-      if (c == '{' || c == '[')
-        depth++;
+      if ((c == '{' || c == '[') && ++depth > NZ_JSON_MAX_DEPTH)
+        {
+          *too_deep = TRUE;
+          return FALSE;
+        }
       else if ((c == '}' || c == ']') && --depth == 0)
         {
           i++;
@@ -265,6 +269,51 @@ single_object (const char *data, gsize len, Span *spans, guint *n_spans)
   while (i < len && json_ws (data[i]))
     i++;
   return i == len;
+}
+
+static gpointer
+throw_too_deep (GError **error)
+{
+  nz_throw (error, NZ_ERROR_PROTOCOL, NZ_JSON_TOO_DEEP_CODE ": nesting deeper than %d levels",
+            NZ_JSON_MAX_DEPTH);
+  return NULL;
+}
+
+gboolean
+nz_json_check_depth (const char *data, gssize len, GError **error)
+{
+  gsize dlen, i;
+  int depth = 0;
+
+  g_return_val_if_fail (data != NULL || len == 0, FALSE);
+  dlen = len < 0 ? strlen (data) : (gsize)len;
+  /* Brackets inside strings do not count; an unterminated string ends the scan (the parser
+   * then refuses the text). Over-counting on malformed input only refuses what json-glib
+   * would refuse anyway. */
+  for (i = 0; i < dlen; i++)
+    {
+      char c = data[i];
+
+      if (c == '"')
+        {
+          for (i++; i < dlen && data[i] != '"'; i++)
+            if (data[i] == '\\')
+              i++;
+        }
+      else if ((c == '{' || c == '[') && ++depth > NZ_JSON_MAX_DEPTH)
+        return throw_too_deep (error) != NULL;
+      else if (c == '}' || c == ']')
+        depth--;
+    }
+  return TRUE;
+}
+
+gboolean
+nz_json_parser_load (JsonParser *parser, const char *data, gssize len, GError **error)
+{
+  g_return_val_if_fail (JSON_IS_PARSER (parser), FALSE);
+  return nz_json_check_depth (data, len, error)
+         && json_parser_load_from_data (parser, data, len, error);
 }
 
 typedef struct
@@ -337,10 +386,13 @@ nz_json_parse_object (const char *data, gssize len, GError **error)
   gsize dlen = len < 0 ? strlen (data) : (gsize)len;
   Span spans[ELIDE_MAX];
   guint n_spans = 0;
+  gboolean too_deep = FALSE;
   JsonNode *root;
 
-  if (!single_object (data, dlen, spans, &n_spans))
+  if (!single_object (data, dlen, spans, &n_spans, &too_deep))
     {
+      if (too_deep)
+        return throw_too_deep (error);
       nz_throw (error, NZ_ERROR_PROTOCOL, "expected exactly one JSON object");
       return NULL;
     }

@@ -16,7 +16,21 @@ char *nz_json_object_to_string (JsonObject *obj, gsize *out_len);
  * memcpy instead of json-glib's character loop. For tests and benchmarks. */
 guint nz_json_elided_count (void);
 
-/* Parses @data as one JSON object. Returns a new reference, or NULL with NZ_ERROR_PROTOCOL. */
+/* json-glib's parser recurses once per nesting level, so a few hundred KiB of '[' overflow the
+ * stack. No text reaches it deeper than this: real documents (wire requests, handles, configs,
+ * profiles) are a handful of levels deep. Deeper text is refused with NZ_ERROR_PROTOCOL and a
+ * message starting NZ_JSON_TOO_DEEP_CODE. */
+#define NZ_JSON_MAX_DEPTH 64
+#define NZ_JSON_TOO_DEEP_CODE "json_too_deep"
+
+/* A non-recursive scan of @data (@len bytes, or NUL-terminated when negative): FALSE with
+ * NZ_ERROR_PROTOCOL when an object or array opens deeper than NZ_JSON_MAX_DEPTH. */
+gboolean nz_json_check_depth (const char *data, gssize len, GError **error);
+/* json_parser_load_from_data() behind nz_json_check_depth(): the one way text reaches a
+ * JsonParser. */
+gboolean nz_json_parser_load (JsonParser *parser, const char *data, gssize len, GError **error);
+
+/* Parses @data as one JSON object (nesting bounded, see above). Returns a new reference, or NULL with NZ_ERROR_PROTOCOL. */
 JsonObject *nz_json_parse_object (const char *data, gssize len, GError **error);
 
 /* Member accessors that never warn on a wrong type: they return the fallback instead. */

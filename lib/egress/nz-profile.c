@@ -243,7 +243,7 @@ nz_egress_profile_parse (const char *data, gssize len, const char *backend, GErr
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_autoptr (GError) local = NULL;
 
-  if (!json_parser_load_from_data (parser, data, len, &local))
+  if (!nz_json_parser_load (parser, data, len, &local))
     return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_NAME, "profile", backend,
                                      "is not valid JSON (%s)", local->message),
             NULL);

@@ -183,7 +183,7 @@ parse (const char *raw, const char *env, gboolean v2, GError **error)
     return (fail (error, "%s is not set; this container has no policy to enforce", env), NULL);
   /* The parser's message names line and column only; the input is never echoed (it would
    * contain credential values). */
-  if (!json_parser_load_from_data (parser, raw, -1, &local))
+  if (!nz_json_parser_load (parser, raw, -1, &local))
     {
       const char *at = g_strrstr (local->message, "<data>:");
       unsigned line = 0, column = 0;

@@ -392,49 +392,79 @@ conn_refuse (NzAgentConn *conn, const char *message)
 
 static void conn_stream_bytes (NzAgentConn *conn, const guint8 *buf, gsize n);
 
+/* A first frame that does not parse: too deep is refused by name, anything else abandoned and
+ * destroyed with no reply (spec A.3). */
+static void
+conn_refuse_unparsed (NzAgentConn *conn, const GError *error)
+{
+  g_debug ("agent connection: %s", error->message);
+  if (g_str_has_prefix (error->message, NZ_JSON_TOO_DEEP_CODE ":"))
+    {
+      conn_refuse (conn, error->message);
+      return;
+    }
+  conn_abandon (conn);
+  nz_agent_conn_destroy (conn);
+}
+
+/* The first frame of a gated, unauthenticated connection. Nothing the peer sent is built into
+ * a tree before its token checks out: the peek reads op and token in place, so an 8 MiB frame
+ * costs its 8 MiB buffer and no more. Returns the envelope to dispatch, or NULL when the
+ * connection has been refused. */
+static NzEnvelope *
+conn_gate_first_frame (NzAgentConn *conn, GBytes *payload)
+{
+  const NzAgentConfig *config = nz_agent_server_get_config (conn->server);
+  NzPreauthPool *pool = nz_agent_server_get_preauth_pool (conn->server);
+  g_auto (NzEnvelopePeek) peek = { 0 };
+  g_autoptr (GError) error = NULL;
+  NzEnvelope *env;
+
+  if (!nz_envelope_peek (payload, &peek, &error))
+    {
+      conn_refuse_unparsed (conn, error);
+      return NULL;
+    }
+  conn->dispatched = TRUE;
+  if (peek.healthz)
+    {
+      /* healthz: answered unauthenticated; the reader is emptied below, so nothing stays
+       * charged, but the connection keeps its pool slot and its deadline until it closes. */
+      if (pool != NULL)
+        nz_preauth_pool_charge (pool, &conn->slot, 0);
+      return nz_envelope_new_healthz ();
+    }
+  if (!nz_agent_server_authorize (conn->server, peek.token, peek.token_len))
+    {
+      conn_refuse (conn, "unauthorized");
+      return NULL;
+    }
+  /* Authenticated: out of the pool, never timed out by it again. */
+  conn->authed = TRUE;
+  conn_leave_preauth (conn);
+  nz_frame_reader_set_max (conn->reader, (guint64)config->max_frame_bytes);
+  if ((env = nz_envelope_parse (payload, &error)) == NULL)
+    conn_refuse_unparsed (conn, error);
+  return env;
+}
+
 static void
 conn_handle_first_frame (NzAgentConn *conn, GBytes *payload)
 {
   g_autoptr (NzEnvelope) env = NULL;
   g_autoptr (GError) error = NULL;
-  const NzAgentConfig *config = nz_agent_server_get_config (conn->server);
 
-  env = nz_envelope_parse (payload, &error);
+  if (conn->gated && !conn->authed)
+    env = conn_gate_first_frame (conn, payload);
+  else if ((env = nz_envelope_parse (payload, &error)) == NULL)
+    conn_refuse_unparsed (conn, error);
   if (env == NULL)
-    {
-      /* Not JSON: abandon and destroy, no reply (spec A.3). */
-      g_debug ("agent connection: %s", error->message);
-      conn_abandon (conn);
-      nz_agent_conn_destroy (conn);
-      return;
-    }
+    return;
   conn->dispatched = TRUE;
   /* Frames sent right behind the first one (terminal input, tcp data) belong to the stream
    * the op may start; the reader itself starts empty either way. */
   g_clear_pointer (&conn->early, g_bytes_unref);
   conn->early = nz_frame_reader_steal_buffered (conn->reader);
-  /* healthz is answered without authenticating and never lifts the gate. */
-  if (g_strcmp0 (env->op, "healthz") != 0 && conn->gated && !conn->authed)
-    {
-      if (!nz_agent_server_authorize (conn->server, env->token))
-        {
-          conn_refuse (conn, "unauthorized");
-          return;
-        }
-      /* Authenticated: out of the pool, never timed out by it again. */
-      conn->authed = TRUE;
-      conn_leave_preauth (conn);
-      nz_frame_reader_set_max (conn->reader, (guint64)config->max_frame_bytes);
-    }
-  else if (conn->gated && !conn->authed)
-    {
-      NzPreauthPool *pool = nz_agent_server_get_preauth_pool (conn->server);
-
-      /* healthz: answered unauthenticated; the reader is empty, so nothing stays charged, but
-       * the connection keeps its pool slot and its deadline until it closes. */
-      if (pool != NULL)
-        nz_preauth_pool_charge (pool, &conn->slot, 0);
-    }
   nz_agent_conn_ref (conn);
   conn->in_dispatch = TRUE;
   nz_agent_ops_dispatch (conn, env, payload);

@@ -21,7 +21,7 @@ NzGuest *nz_agent_server_get_guest (NzAgentServer *server);
 /* The pre-auth pool (nz-preauth.h); NULL when the credential gate is off. */
 struct _NzPreauthPool *nz_agent_server_get_preauth_pool (NzAgentServer *server);
 /* Applies the preset or trust-on-first-use rule (spec A.4.1) to @token. */
-gboolean nz_agent_server_authorize (NzAgentServer *server, const char *token);
+gboolean nz_agent_server_authorize (NzAgentServer *server, const char *token, gsize token_len);
 
 /* Takes over @connection (a new reference is taken) and starts reading. */
 void nz_agent_conn_start (NzAgentServer *server, GSocketConnection *connection);

@@ -540,9 +540,6 @@ nz_agent_ops_has_nul_escape (const char *json, gsize len)
   return FALSE;
 }
 
-#define NUL_UNSUPPORTED                                                                            \
-  "json_nul_unsupported: a JSON string holding U+0000 cannot be represented by this agent; "       \
-  "send binary data base64-encoded"
 
 void
 nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
@@ -598,9 +595,9 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
       && nz_agent_ops_has_nul_escape (payload_data, payload_len))
     {
       if (strcmp (op, "execute") == 0 || strcmp (op, "read-file-stream") == 0)
-        nz_agent_conn_stream_error (conn, NUL_UNSUPPORTED);
+        nz_agent_conn_stream_error (conn, NZ_JSON_NUL_UNSUPPORTED);
       else
-        nz_agent_conn_reply_error (conn, NUL_UNSUPPORTED);
+        nz_agent_conn_reply_error (conn, NZ_JSON_NUL_UNSUPPORTED);
       return;
     }
   if (strcmp (op, "reserve-execution") == 0)

@@ -12,6 +12,12 @@ void nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
 /* TRUE when a JSON text holds a \u0000 escape (not itself escaped). json-glib strings are
  * C strings and would silently stop there, so ops that carry data refuse such requests. */
 gboolean nz_agent_ops_has_nul_escape (const char *json, gsize len);
+/* The refusal of such a request, on every wire (the worker answers it 400 with the code as
+ * its error and the whole string as its message). */
+#define NZ_JSON_NUL_UNSUPPORTED_CODE "json_nul_unsupported"
+#define NZ_JSON_NUL_UNSUPPORTED                                                                    \
+  NZ_JSON_NUL_UNSUPPORTED_CODE ": a JSON string holding U+0000 cannot be represented by this "     \
+                               "agent; send binary data base64-encoded"
 
 /* The features this engine serves right now, in the reference's order (spec A.9); a new
  * array. namzu-worker lists the same ones in its /healthz, since every op reaches this engine

@@ -24,6 +24,7 @@ struct _NzAgentServer
   GSocketService *service;
   char *address;
   char *bound_token; /* trust-on-first-use binding, for the life of the process */
+  gsize bound_token_len; /* its bytes: it may hold a NUL */
   NzPreauthPool *preauth; /* gated modes only */
   gboolean stopped;
 };
@@ -93,22 +94,24 @@ nz_agent_server_get_guest (NzAgentServer *server)
 }
 
 gboolean
-nz_agent_server_authorize (NzAgentServer *server, const char *token)
+nz_agent_server_authorize (NzAgentServer *server, const char *token, gsize token_len)
 {
   const NzAgentConfig *config = server->config;
 
+  /* Whole byte strings: a presented token with bytes after an embedded NUL is another token. */
   if (config->bind_token != NULL)
-    return nz_token_equal (config->bind_token, token);
+    return nz_token_equal_len (config->bind_token, strlen (config->bind_token), token, token_len);
   /* Trust on first use: a missing or empty token never binds, and a refused intruder never
    * unseats the binding. */
-  if (token == NULL || *token == '\0')
+  if (token == NULL || token_len == 0)
     return FALSE;
   if (server->bound_token == NULL)
     {
-      server->bound_token = g_strdup (token);
+      server->bound_token = g_memdup2 (token, token_len + 1);
+      server->bound_token_len = token_len;
       return TRUE;
     }
-  return nz_token_equal (server->bound_token, token);
+  return nz_token_equal_len (server->bound_token, server->bound_token_len, token, token_len);
 }
 
 static gboolean

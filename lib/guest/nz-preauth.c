@@ -72,6 +72,12 @@ nz_preauth_pool_size (NzPreauthPool *pool)
   return pool->members.length;
 }
 
+gpointer
+nz_preauth_pool_oldest (NzPreauthPool *pool)
+{
+  return pool->members.head != NULL ? pool->members.head->data : NULL;
+}
+
 guint64
 nz_preauth_pool_get_max_members (NzPreauthPool *pool)
 {

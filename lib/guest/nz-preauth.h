@@ -33,6 +33,8 @@ void nz_preauth_pool_leave (NzPreauthPool *pool, NzPreauthSlot *slot);
 gboolean nz_preauth_pool_charge (NzPreauthPool *pool, NzPreauthSlot *slot, gsize buffered);
 
 guint nz_preauth_pool_size (NzPreauthPool *pool);
+/* The oldest member, or NULL when the pool is empty. */
+gpointer nz_preauth_pool_oldest (NzPreauthPool *pool);
 guint64 nz_preauth_pool_get_max_members (NzPreauthPool *pool);
 guint64 nz_preauth_pool_get_max_buffer (NzPreauthPool *pool);
 guint64 nz_preauth_pool_get_charged (NzPreauthPool *pool);

@@ -349,6 +349,10 @@ key_equals (const NzJlValue *key, const char *name)
 
   if (memchr (key->start, '\\', key->len) == NULL)
     return key->len - 2 == n && memcmp (key->start + 1, name, n) == 0;
+  /* No escape spells one byte in more than six characters: a longer key cannot be @name, and
+   * is not decoded (an unauthenticated peer's 8 MiB key would cost 8 MiB more). */
+  if (key->len - 2 > 6 * n)
+    return false;
   decoded = nz_jl_string (key, &got);
   eq = decoded != NULL && got == n && memcmp (decoded, name, n) == 0;
   free (decoded);

@@ -106,7 +106,13 @@ nz_frame_reader_push (NzFrameReader *reader, const void *data, gsize len)
       if (announced > 0 && (guint64)announced <= reader->max && announced < G_MAXUINT / 2
           && (guint64)announced + NZ_FRAME_HEADER_BYTES > len)
         {
-          g_byte_array_set_size (reader->buf, (guint)(announced + NZ_FRAME_HEADER_BYTES));
+          gsize want = (gsize)announced + NZ_FRAME_HEADER_BYTES;
+
+          /* Exactly that much: GArray rounds a set_size up to a power of two, which is up to
+           * twice a frame's size in address space, all of it touched where malloc perturbs
+           * (or a pre-auth peer picks a length just past a power of two). */
+          g_byte_array_unref (reader->buf);
+          reader->buf = g_byte_array_new_take (g_malloc (want), want);
           g_byte_array_set_size (reader->buf, 0);
         }
     }

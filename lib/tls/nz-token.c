@@ -45,24 +45,35 @@ nz_token_mint (GError **error)
 }
 
 static void
-sha256 (const char *s, guint8 out[32])
+sha256 (const char *s, gsize len, guint8 out[32])
 {
   g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
-  gsize len = 32;
+  gsize digest_len = 32;
 
-  g_checksum_update (sum, (const guchar *)(s != NULL ? s : ""), -1);
-  g_checksum_get_digest (sum, out, &len);
+  /* By length, never up to a NUL: "tok\0x" must not hash like "tok". */
+  if (s != NULL && len > 0)
+    g_checksum_update (sum, (const guchar *)s, (gssize)len);
+  g_checksum_get_digest (sum, out, &digest_len);
 }
 
 gboolean
 nz_token_equal (const char *expected, const char *presented)
 {
+  return nz_token_equal_len (expected, expected != NULL ? strlen (expected) : 0, presented,
+                             presented != NULL ? strlen (presented) : 0);
+}
+
+gboolean
+nz_token_equal_len (const char *expected, gsize expected_len, const char *presented,
+                    gsize presented_len)
+{
   guint8 a[32], b[32];
   guint8 diff = 0;
 
-  /* Fixed-width digests: the loop below always runs 32 steps whatever the inputs' lengths. */
-  sha256 (expected, a);
-  sha256 (presented, b);
+  /* Fixed-width digests of the whole byte strings: the loop below always runs 32 steps
+   * whatever the inputs' lengths, and a byte past an embedded NUL still counts. */
+  sha256 (expected, expected_len, a);
+  sha256 (presented, presented_len, b);
   for (int i = 0; i < 32; i++)
     diff |= a[i] ^ b[i];
   explicit_bzero (a, sizeof a);

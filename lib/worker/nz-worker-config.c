@@ -173,6 +173,8 @@ static const MsKnob ms_knobs[] = {
   LIMIT ("NAMZU_SANDBOX_CANCEL_GRACE_MS", 250, limits.cancel_grace_ms),
   LIMIT ("NAMZU_SANDBOX_CANCEL_CONFIRM_TIMEOUT_MS", 5000, limits.cancel_confirm_timeout_ms),
   LIMIT ("NAMZU_SANDBOX_POISON_EXIT_DELAY_MS", 50, poison_exit_delay_ms),
+  LIMIT ("NAMZU_SANDBOX_MAX_PREAUTH_CONNECTIONS", 64, max_preauth_connections),
+  LIMIT ("NAMZU_SANDBOX_PREAUTH_DEADLINE_MS", 10000, preauth_deadline_ms),
 };
 
 static void
@@ -301,5 +303,8 @@ nz_worker_config_new_from_env (GError **error)
     c->limits.max_tracked_executions = 1;
   if (c->limits.cancel_confirm_timeout_ms < 1)
     c->limits.cancel_confirm_timeout_ms = 1;
+  /* A zero bound would refuse every connection; the smallest is one. */
+  c->max_preauth_connections = MAX (c->max_preauth_connections, 1);
+  c->preauth_deadline_ms = MAX (c->preauth_deadline_ms, 1);
   return g_steal_pointer (&c);
 }

@@ -24,6 +24,11 @@ typedef struct
   gint64 max_body_bytes;  /* NAMZU_SANDBOX_MAX_BODY_BYTES, 8 MiB */
   gint64 idle_timeout_ms; /* NAMZU_SANDBOX_IDLE_TIMEOUT_MS, 300000; <= 0 disables */
   gint64 poison_exit_delay_ms; /* NAMZU_SANDBOX_POISON_EXIT_DELAY_MS (namzu addition), 50 */
+  /* Pre-authentication bounds (namzu additions, the agent's defaults, spec A.4): connections
+   * that have not yet sent an authorised request's headers, the oldest evicted past the
+   * limit; each must do so within the deadline from accept (nz-worker-preauth.h). */
+  gint64 max_preauth_connections; /* NAMZU_SANDBOX_MAX_PREAUTH_CONNECTIONS, 64 */
+  gint64 preauth_deadline_ms;     /* NAMZU_SANDBOX_PREAUTH_DEADLINE_MS, 10000 */
   NzGuestLimits limits;
 } NzWorkerConfig;
 

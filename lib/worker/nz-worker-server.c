@@ -13,9 +13,11 @@
 #include "nz-jstext.h"
 #include "nz-knobs.h"
 #include "nz-agent-ops.h"
+#include "nz-worker-preauth.h"
 #include "nz-request.h"
 #include "nz-token.h"
 #include "nz-worker-agent.h"
+#include "nz-worker-body.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 #define NDJSON_TYPE "application/x-ndjson; charset=utf-8"
@@ -32,6 +34,7 @@ struct _NzWorkerServer
   NzWorkerAgent *agent; /* the /v1/agent routes; NULL when the agent knobs did not parse */
   GPtrArray *upgraded;  /* live upgraded connections (weak), each holding an activity lease */
   guint activity; /* held leases: requests in flight and running commands (spec C.6) */
+  NzWorkerPreauth *preauth; /* connections that have not sent an authorised request yet */
   guint idle_id;
   guint exit_id;
   gboolean stopped;
@@ -455,6 +458,9 @@ early_handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHash
                  strlen (UNAUTHORIZED_BODY));
       return;
     }
+  /* Through the gate: healthz, which is never gated, lifts nothing where a token is required. */
+  if (route != ROUTE_HEALTHZ || !server->config->auth)
+    nz_worker_preauth_lift (server->preauth, soup_server_message_get_remote_address (msg));
   /* 2. A poisoned worker answers nothing else (the one bit /healthz shows anonymously). */
   if (server->guest->retiring)
     {
@@ -491,45 +497,20 @@ early_handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHash
 
 /* ---- bodies ---- */
 
-/* readBody: empty is {}; over the cap or not JSON is 400 invalid_body. A JSON value that is
- * not an object reaches the handler as an empty object, except null (the reference's
- * catch-all answers that 500 internal). */
+/* readBody (nz-worker-body.h); a refusal is answered here. */
 static JsonObject *
 read_body (NzWorkerServer *server, SoupServerMessage *msg)
 {
   SoupMessageBody *body = soup_server_message_get_request_body (msg);
   g_autoptr (GBytes) bytes = soup_message_body_flatten (body);
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  g_autoptr (GError) error = NULL;
+  g_auto (NzWorkerBodyRefusal) refusal = { 0 };
   gsize len = 0;
   const char *data = g_bytes_get_data (bytes, &len);
-  JsonNode *root;
+  JsonObject *obj = nz_worker_body_parse (data, len, server->config->max_body_bytes, &refusal);
 
-  if ((gint64)len > server->config->max_body_bytes)
-    {
-      g_autofree char *m = g_strdup_printf ("request body exceeds %" G_GINT64_FORMAT " bytes",
-                                            server->config->max_body_bytes);
-
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body", m);
-      return NULL;
-    }
-  if (len == 0)
-    return json_object_new ();
-  if (!json_parser_load_from_data (parser, data, (gssize)len, &error))
-    {
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_body", error->message);
-      return NULL;
-    }
-  root = json_parser_get_root (parser);
-  if (root == NULL || JSON_NODE_HOLDS_NULL (root))
-    {
-      reply_error (msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "internal",
-                   "request body is null");
-      return NULL;
-    }
-  if (!JSON_NODE_HOLDS_OBJECT (root))
-    return json_object_new ();
-  return json_object_ref (json_node_get_object (root));
+  if (obj == NULL)
+    reply_error (msg, refusal.status, refusal.code, refusal.message);
+  return obj;
 }
 
 static JsonNode *
@@ -1208,6 +1189,7 @@ on_incoming (GSocketService *service, GSocketConnection *connection, GObject *so
 
   if (server->stopped)
     return TRUE;
+  nz_worker_preauth_start (server->preauth, server->config, connection, remote);
   if (!soup_server_accept_iostream (server->soup, G_IO_STREAM (connection), local, remote,
                                     &error))
     g_debug ("accept: %s", error->message);
@@ -1234,6 +1216,7 @@ nz_worker_server_new (const NzWorkerConfig *config, NzGuest *guest, NzWorkerExit
   /* A bad NAMZU_AGENT_* knob only disables the additive route (it answers 404). */
   server->agent = nz_worker_agent_new (guest, NULL);
   server->upgraded = g_ptr_array_new ();
+  server->preauth = nz_worker_preauth_new (config);
   return server;
 }
 
@@ -1267,6 +1250,8 @@ nz_worker_server_free (NzWorkerServer *server)
   for (guint i = 0; i < server->upgraded->len; i++)
     g_object_weak_unref (server->upgraded->pdata[i], upgraded_gone, server);
   g_ptr_array_unref (server->upgraded);
+  /* Connections still pending outlive the pool only until the process exits. */
+  nz_worker_preauth_free (server->preauth);
   nz_worker_agent_free (server->agent);
   g_free (server);
 }
@@ -1310,6 +1295,10 @@ nz_worker_server_listen (NzWorkerServer *server, GError **error)
     {
       sa = g_inet_socket_address_new (addr, server->config->port);
       server->service = g_socket_service_new ();
+      /* GLib's default backlog is 10: a burst of connections (a flood, or just many hosts)
+       * filled it and every SYN past it waited a second for its retransmit. The kernel caps
+       * this at net.core.somaxconn. */
+      g_socket_listener_set_backlog (G_SOCKET_LISTENER (server->service), 1024);
       if (g_socket_listener_add_address (G_SOCKET_LISTENER (server->service), sa,
                                          G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL,
                                          &effective, &local))

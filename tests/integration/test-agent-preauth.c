@@ -322,6 +322,195 @@ START_TEST (test_flood_memory_bounded)
 }
 END_TEST
 
+/* ---- parsing before authentication ---- */
+
+/* Sends @json (any bytes) as one frame on a fresh connection and reads to EOF. */
+static GPtrArray *
+request_raw (Agent *a, const char *json, gsize len)
+{
+  g_autofree char *header = g_strdup_printf ("%08x\n", (unsigned)len);
+  int fd = agent_connect (a);
+  GPtrArray *frames;
+
+  send_all (fd, header, 9);
+  send_all (fd, json, len);
+  frames = read_frames (fd);
+  close (fd);
+  return frames;
+}
+
+static char *
+brackets (gsize n)
+{
+  return g_strnfill (n, '[');
+}
+
+/* ~512 KiB of '[' overflowed json-glib's recursion (the agent died on one unauthenticated
+ * frame); now it is refused by name and the agent answers the next caller. Also inside an
+ * authenticated envelope's body, and on an ungated agent. */
+START_TEST (test_nesting_bound)
+{
+  const char *too_deep = "json_too_deep: nesting deeper than 64 levels";
+  g_autofree char *flood = brackets (512 * 1024);
+  g_autofree char *authed = g_strdup_printf ("{\"op\":\"execute\",\"token\":\"%s\",\"body\":%s}",
+                                             TOKEN, flood);
+  g_autofree char *health = g_strdup_printf ("{\"op\":\"healthz\",\"body\":%s}", flood);
+  Agent *gated = start_tcp (NULL);
+  Agent *open = agent_start_full (FALSE, NULL);
+  Agent *both[] = { gated, open };
+
+  for (guint i = 0; i < G_N_ELEMENTS (both); i++)
+    {
+      /* Bare, it is no envelope (not an object): destroyed with no reply (spec A.3). */
+      {
+        g_autoptr (GPtrArray) frames = request_raw (both[i], flood, strlen (flood));
+
+        ck_assert_uint_eq (frames->len, 0);
+        assert_healthy (both[i]);
+      }
+
+      const char *docs[] = { authed, health };
+
+      for (guint d = 0; d < G_N_ELEMENTS (docs); d++)
+        {
+          g_autoptr (GPtrArray) frames = request_raw (both[i], docs[d], strlen (docs[d]));
+
+          assert_single_refusal (frames, too_deep);
+          assert_healthy (both[i]);
+        }
+    }
+  agent_stop (gated);
+  agent_stop (open);
+}
+END_TEST
+
+/* The peak resident memory of @pid in KiB (VmHWM: what the OOM killer would have seen). */
+static gint64
+vm_hwm_kib (GPid pid)
+{
+  return proc_number (pid, "status", "VmHWM");
+}
+
+/* @head, then @unit as often as fits, then spaces and @tail: exactly @size bytes. */
+static char *
+sized_doc (gsize size, const char *head, const char *unit, const char *tail)
+{
+  GString *s = g_string_new (head);
+  gsize unit_len = strlen (unit), tail_len = strlen (tail);
+
+  while (s->len + unit_len + tail_len <= size)
+    g_string_append (s, unit);
+  while (s->len + tail_len < size)
+    g_string_append_c (s, ' ');
+  g_string_append (s, tail);
+  ck_assert_uint_eq (s->len, size);
+  return g_string_free (s, FALSE);
+}
+
+/* A pre-auth frame costs a small multiple of its size: the maximum-size (8 MiB, spec A.2)
+ * healthz of small members grew the agent by hundreds of MiB (json-glib builds a node per
+ * member) before its token, or lack of one, was looked at. Every shape here stays within
+ * 16 MiB of peak growth, and all but the healthz ones are refused unauthorized. */
+START_TEST (test_preauth_memory)
+{
+  const gsize max = 8388608;
+  struct
+  {
+    const char *name, *head, *unit, *tail;
+    const char *error; /* NULL: healthz answers ok */
+  } shapes[] = {
+    { "array of small numbers", "{\"op\":\"healthz\",\"body\":[0", ",0", "]}", NULL },
+    { "object of small members", "{\"op\":\"healthz\",\"body\":{\"k\":0", ",\"k\":0", "}}",
+      NULL },
+    { "one huge string", "{\"op\":\"healthz\",\"body\":\"", "s", "\"}", NULL },
+    { "one huge escaped key", "{\"op\":\"healthz\",\"\\u0061", "k", "\":1}", NULL },
+    { "small nested members", "{\"op\":\"healthz\",\"body\":[[[[0]]]", ",[[[[0]]]]", "]}",
+      NULL },
+    { "huge token", "{\"op\":\"reserve-execution\",\"token\":\"", "t", "\"}", "unauthorized" },
+    { "wrong token, many members", "{\"op\":\"execute\",\"token\":\"x\",\"body\":[0", ",0",
+      "]}", "unauthorized" },
+    { "no token, many strings", "{\"op\":\"execute\",\"body\":[\"\"", ",\"\"", "]}",
+      "unauthorized" },
+  };
+  Agent *a = start_tcp (NULL);
+  gint64 hwm0;
+
+  assert_healthy (a);
+  hwm0 = vm_hwm_kib (a->pid);
+  for (guint i = 0; i < G_N_ELEMENTS (shapes); i++)
+    {
+      g_autofree char *doc
+          = sized_doc (max, shapes[i].head, shapes[i].unit, shapes[i].tail);
+      g_autoptr (GPtrArray) frames = request_raw (a, doc, max);
+      g_autoptr (JsonObject) r = NULL;
+      gint64 grown;
+
+      ck_assert_msg (frames->len == 1, "%s: %u frames", shapes[i].name, frames->len);
+      r = parse (frames->pdata[0]);
+      if (shapes[i].error == NULL)
+        ck_assert_msg (nz_json_get_bool (r, "ok", FALSE), "%s: not ok", shapes[i].name);
+      else
+        ck_assert_str_eq (nz_json_get_string (r, "error"), shapes[i].error);
+      grown = vm_hwm_kib (a->pid) - hwm0;
+      fprintf (stderr, "# pre-auth %s (8 MiB): agent VmHWM +%" G_GINT64_FORMAT " KiB\n",
+               shapes[i].name, grown);
+      if (!sanitized_build ())
+        ck_assert_msg (grown <= 16 * 1024, "%s: agent peak grew %" G_GINT64_FORMAT " KiB",
+                       shapes[i].name, grown);
+    }
+  assert_healthy (a);
+  agent_stop (a);
+}
+END_TEST
+
+/* Tokens compare as whole byte strings: the right token with bytes after an embedded NUL is
+ * another token (json-glib's C strings stopped at the NUL and let it in). */
+START_TEST (test_token_whole_bytes)
+{
+  Agent *a = start_tcp (NULL);
+  const char *wrong[] = { "{\"op\":\"reserve-execution\",\"token\":\"" TOKEN "\\u0000x\"}",
+                          "{\"op\":\"reserve-execution\",\"token\":\"" TOKEN "\\u0000\"}",
+                          "{\"op\":\"reserve-execution\",\"token\":\"" TOKEN "x\"}",
+                          "{\"op\":\"reserve-execution\",\"token\":\"per-instance\"}" };
+  const char *right = "{\"op\":\"reserve-execution\",\"token\":\"per-instance-\\u0073ecret\"}";
+
+  for (guint i = 0; i < G_N_ELEMENTS (wrong); i++)
+    {
+      g_autoptr (GPtrArray) frames = request_raw (a, wrong[i], strlen (wrong[i]));
+
+      assert_single_refusal (frames, "unauthorized");
+    }
+  {
+    g_autoptr (GPtrArray) frames = request_raw (a, right, strlen (right));
+    g_autoptr (JsonObject) r = NULL;
+
+    ck_assert_uint_eq (frames->len, 1);
+    r = parse (frames->pdata[0]);
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+  }
+  agent_stop (a);
+  /* Trust on first use binds the whole bytes too. */
+  a = start_tcp ((const char *const[]){ "NAMZU_AGENT_REQUIRE_TOKEN=1", NULL });
+  {
+    const char *bind = "{\"op\":\"reserve-execution\",\"token\":\"ab\\u0000cd\"}";
+    const char *prefix = "{\"op\":\"reserve-execution\",\"token\":\"ab\"}";
+    g_autoptr (GPtrArray) f1 = request_raw (a, bind, strlen (bind));
+    g_autoptr (GPtrArray) f2 = request_raw (a, prefix, strlen (prefix));
+    g_autoptr (GPtrArray) f3 = request_raw (a, bind, strlen (bind));
+    g_autoptr (JsonObject) r1 = NULL, r3 = NULL;
+
+    ck_assert_uint_eq (f1->len, 1);
+    r1 = parse (f1->pdata[0]);
+    ck_assert (nz_json_get_bool (r1, "ok", FALSE));
+    assert_single_refusal (f2, "unauthorized");
+    ck_assert_uint_eq (f3->len, 1);
+    r3 = parse (f3->pdata[0]);
+    ck_assert (nz_json_get_bool (r3, "ok", FALSE));
+  }
+  agent_stop (a);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -337,6 +526,9 @@ main (void)
   tcase_add_test (tc, test_no_gate_no_bounds);
   tcase_add_test (tc, test_refused_flood);
   tcase_add_test (tc, test_flood_memory_bounded);
+  tcase_add_test (tc, test_nesting_bound);
+  tcase_add_test (tc, test_preauth_memory);
+  tcase_add_test (tc, test_token_whole_bytes);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

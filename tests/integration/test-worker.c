@@ -6,7 +6,11 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1354,6 +1358,227 @@ START_TEST (test_jail_fifo_and_race)
 }
 END_TEST
 
+/* ---- bounds before authentication ---- */
+
+/* A raw loopback TCP connection to @port, or -1. */
+static int
+dial_fd (guint16 port)
+{
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (port) };
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  if (fd >= 0 && connect (fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+    {
+      close (fd);
+      return -1;
+    }
+  return fd;
+}
+
+/* Sends @req on a fresh connection and reads to EOF, giving up after @timeout_s: NULL then
+ * (a worker that never answers must fail the test, not hang it). */
+static char *
+http_timed (guint16 port, const char *req, gsize len, int timeout_s)
+{
+  struct timeval tv = { .tv_sec = timeout_s };
+  GString *out = g_string_new (NULL);
+  int fd = dial_fd (port);
+  char buf[65536];
+  ssize_t n;
+
+  if (fd < 0)
+    return g_string_free (out, TRUE);
+  setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (send (fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+    n = -1;
+  else
+    while ((n = recv (fd, buf, sizeof buf, 0)) > 0)
+      g_string_append_len (out, buf, n);
+  close (fd);
+  if (n < 0 && out->len == 0)
+    return g_string_free (out, TRUE);
+  return g_string_free (out, FALSE);
+}
+
+/* Seconds until the worker closes a connection that sent @partial (then trickles a byte of
+ * it every 200 ms when @trickle), or -1 after @limit_s. */
+static double
+seconds_until_closed (guint16 port, const char *partial, gboolean trickle, double limit_s)
+{
+  int fd = dial_fd (port);
+  gint64 t0 = g_get_monotonic_time ();
+  double took = -1;
+
+  ck_assert_int_ge (fd, 0);
+  send (fd, partial, strlen (partial), MSG_NOSIGNAL);
+  while ((g_get_monotonic_time () - t0) / 1e6 < limit_s)
+    {
+      struct pollfd pfd = { .fd = fd, .events = POLLIN };
+      char c;
+
+      if (poll (&pfd, 1, 200) > 0 && recv (fd, &c, 1, MSG_DONTWAIT) <= 0)
+        {
+          took = (g_get_monotonic_time () - t0) / 1e6;
+          break;
+        }
+      if (trickle)
+        send (fd, "X", 1, MSG_NOSIGNAL);
+    }
+  close (fd);
+  return took;
+}
+
+static guint
+count_fds (GPid pid)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d/fd", (int)pid);
+  g_autoptr (GDir) dir = g_dir_open (path, 0, NULL);
+  guint n = 0;
+
+  ck_assert (dir != NULL);
+  while (g_dir_read_name (dir) != NULL)
+    n++;
+  return n;
+}
+
+/* A few thousand idle connections left the worker unreachable (no cap, no header deadline,
+ * and its fds ran out). Now the oldest unauthenticated ones are evicted past the cap, a real
+ * request is served in the middle of the flood, and a partial header is closed at the header
+ * deadline however it trickles, a silent one too; an authenticated one is not. */
+START_TEST (test_preauth_bounds)
+{
+  /* Started before the limit is raised: the worker keeps the usual 1024 soft fd limit. */
+  Worker *w = worker_start ((const char *const[]){ "NAMZU_SANDBOX_PREAUTH_DEADLINE_MS", "1500",
+                                                   NULL });
+  const char *reserve_req = "POST /executions/reserve HTTP/1.1\r\nHost: x\r\n" AUTH
+                            "Connection: close\r\n\r\n";
+  struct rlimit rl;
+  enum { FLOOD = 3000 };
+  int *fds = g_new (int, FLOOD);
+  guint opened = 0;
+  double took;
+
+  ck_assert (getrlimit (RLIMIT_NOFILE, &rl) == 0);
+  rl.rlim_cur = MIN (rl.rlim_max, (rlim_t)FLOOD + 256);
+  ck_assert_msg (rl.rlim_cur >= (rlim_t)FLOOD + 64, "fd hard limit %lu too low",
+                 (unsigned long)rl.rlim_max);
+  ck_assert (setrlimit (RLIMIT_NOFILE, &rl) == 0);
+  for (guint i = 0; i < FLOOD; i++)
+    if ((fds[i] = dial_fd (w->port)) >= 0)
+      opened++;
+  ck_assert_uint_ge (opened, FLOOD - 16);
+  {
+    /* Behind what the backlog holds: a sanitizer build takes seconds to work through it. */
+    g_autofree char *out = http_timed (w->port, reserve_req, strlen (reserve_req), 20);
+
+    ck_assert_msg (out != NULL && g_str_has_prefix (out, "HTTP/1.1 201"),
+                   "reserve during the flood: %s", out != NULL ? out : "(no answer)");
+  }
+  /* The pool's 64 and what libsoup holds: nowhere near the flood. */
+  ck_assert_uint_lt (count_fds (w->pid), 300);
+  for (guint i = 0; i < FLOOD; i++)
+    if (fds[i] >= 0)
+      close (fds[i]);
+  g_free (fds);
+  /* Header deadline (1.5 s) from accept, whatever trickles in. */
+  took = seconds_until_closed (w->port, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ", TRUE, 6);
+  ck_assert_msg (took >= 1.2 && took < 4, "partial header closed after %.2f s", took);
+  /* And a silent one. */
+  took = seconds_until_closed (w->port, "GET /healthz HTTP/1.1\r\n", FALSE, 6);
+  ck_assert_msg (took >= 1.2 && took < 4, "silent connection closed after %.2f s", took);
+  /* An authorised request is no longer bound: a response that streams past the deadline
+   * runs to its end. */
+  {
+    g_autoptr (Reply) r = http (w->port, "POST", "/execute", AUTH,
+                                "{\"command\":\"sh\",\"args\":[\"-c\",\"sleep 2.5; echo done\"]}");
+
+    ck_assert_int_eq (r->status, 200);
+    ck_assert_msg (strstr (r->body, "done") != NULL && strstr (r->body, "\"exitCode\":0") != NULL,
+                   "%s", r->body);
+  }
+  worker_stop (w);
+}
+END_TEST
+
+/* ~512 KiB of '[' in a body overflowed json-glib's recursion and killed the worker; now a
+ * 400 with a JSON body names it, and the worker serves the next request. A NUL in a command
+ * (argv, cwd, env) is refused with the agent's words instead of truncated. */
+START_TEST (test_body_nesting_and_nul)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *flood = g_strnfill (512 * 1024, '[');
+  g_autofree char *inner = g_strdup_printf ("{\"command\":\"true\",\"args\":%s}", flood);
+  const char *bodies[] = { flood, inner };
+  const char *nul_bodies[] = {
+    "{\"command\":\"echo\",\"args\":[\"a\\u0000b\"]}",
+    "{\"command\":\"ech\\u0000o\",\"args\":[\"x\"]}",
+    "{\"command\":\"pwd\",\"cwd\":\".\\u0000/x\"}",
+    "{\"command\":\"env\",\"env\":{\"A\":\"1\\u0000B=2\"}}",
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (bodies); i++)
+    {
+      g_autoptr (Reply) r = http (w->port, "POST", "/execute", AUTH, bodies[i]);
+      g_autoptr (Reply) h = http (w->port, "GET", "/healthz", NULL, NULL);
+      g_autoptr (JsonObject) o = NULL;
+
+      assert_error (r, 400, "invalid_body");
+      o = parse (r->body);
+      ck_assert (g_str_has_prefix (str (o, "message"), "json_too_deep: "));
+      ck_assert_int_eq (h->status, 200);
+    }
+  /* Unauthenticated, the body is not even read. */
+  {
+    g_autoptr (Reply) r = http (w->port, "POST", "/execute", NULL, inner);
+
+    assert_unauthorized (r);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (nul_bodies); i++)
+    {
+      g_autoptr (Reply) r = http (w->port, "POST", "/execute", AUTH, nul_bodies[i]);
+      g_autoptr (JsonObject) o = NULL;
+
+      assert_error (r, 400, "json_nul_unsupported");
+      o = parse (r->body);
+      ck_assert_str_eq (str (o, "message"),
+                        "json_nul_unsupported: a JSON string holding U+0000 cannot be "
+                        "represented by this agent; send binary data base64-encoded");
+    }
+  worker_stop (w);
+}
+END_TEST
+
+/* The bearer token compares as a whole byte string: not a prefix, not with a byte more, and
+ * not with anything after an embedded NUL. */
+START_TEST (test_token_whole_bytes)
+{
+  Worker *w = worker_start (NULL);
+  const char *wrong[] = { "Authorization: Bearer " TOKEN "x\r\n",
+                          "Authorization: Bearer w0rker-t0ken\r\n",
+                          "Authorization: Bearer " TOKEN "\\0\r\n" };
+  static const char nul_header[] = "POST /executions/reserve HTTP/1.1\r\nHost: x\r\n"
+                                   "Authorization: Bearer " TOKEN "\0x\r\n"
+                                   "Connection: close\r\n\r\n";
+  g_autofree char *out = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (wrong); i++)
+    {
+      g_autoptr (Reply) r = http (w->port, "POST", "/executions/reserve", wrong[i], NULL);
+
+      assert_unauthorized (r);
+    }
+  /* A raw NUL in the header: never a success, whoever refuses it. */
+  out = http_timed (w->port, nul_header, sizeof nul_header - 1, 5);
+  ck_assert_msg (out != NULL && !g_str_has_prefix (out, "HTTP/1.1 2"), "NUL token: %s",
+                 out != NULL ? out : "(no answer)");
+  {
+    g_autofree char *id = reserve (w->port);
+  }
+  worker_stop (w);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -1378,6 +1603,9 @@ main (void)
   tcase_add_test (tc, test_terminal_over_worker);
   tcase_add_test (tc, test_detach_attach_over_worker);
   tcase_add_test (tc, test_jail_fifo_and_race);
+  tcase_add_test (tc, test_preauth_bounds);
+  tcase_add_test (tc, test_body_nesting_and_nul);
+  tcase_add_test (tc, test_token_whole_bytes);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

@@ -57,6 +57,13 @@ START_TEST (test_token_equal)
   ck_assert (!nz_token_equal ("abc", "abcd"));
   ck_assert (!nz_token_equal ("abc", NULL));
   ck_assert (nz_token_equal ("", NULL));
+  /* Whole byte strings: nothing after an embedded NUL is ignored, the length counts. */
+  ck_assert (nz_token_equal_len ("abc", 3, "abc\0x", 3));
+  ck_assert (!nz_token_equal_len ("abc", 3, "abc\0x", 5));
+  ck_assert (!nz_token_equal_len ("abc", 3, "abc\0", 4));
+  ck_assert (!nz_token_equal_len ("ab\0c", 4, "ab\0d", 4));
+  ck_assert (nz_token_equal_len ("ab\0c", 4, "ab\0c", 4));
+  ck_assert (nz_token_equal_len (NULL, 0, "", 0));
 }
 END_TEST
 
@@ -274,6 +281,65 @@ START_TEST (test_json_long_strings)
 }
 END_TEST
 
+/* Nesting: a document exactly NZ_JSON_MAX_DEPTH deep parses; one level more is refused by
+ * name before json-glib (which recurses) sees it, on every entry point; brackets inside
+ * strings do not count. */
+static char *
+nested (int depth, const char *open, const char *close)
+{
+  GString *s = g_string_new ("{\"a\":");
+
+  for (int i = 1; i < depth; i++)
+    g_string_append (s, open);
+  g_string_append (s, "1");
+  for (int i = 1; i < depth; i++)
+    g_string_append (s, close);
+  g_string_append (s, "}");
+  return g_string_free (s, FALSE);
+}
+
+START_TEST (test_json_depth_bound)
+{
+  g_autofree char *at = nested (NZ_JSON_MAX_DEPTH, "[", "]");
+  g_autofree char *over = nested (NZ_JSON_MAX_DEPTH + 1, "[", "]");
+  g_autofree char *obj_over = nested (NZ_JSON_MAX_DEPTH + 1, "{\"k\":", "}");
+  g_autofree char *in_string = g_strnfill (100000, '[');
+  g_autofree char *quoted = g_strdup_printf ("{\"a\":\"%s\\\"\"}", in_string);
+  g_autoptr (JsonObject) ok = NULL, ok2 = NULL;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+
+  ok = nz_json_parse_object (at, -1, &error);
+  ck_assert_msg (ok != NULL, "%s", error != NULL ? error->message : "");
+  ck_assert (nz_json_parse_object (over, -1, &error) == NULL);
+  ck_assert (g_error_matches (error, NZ_ERROR, NZ_ERROR_PROTOCOL));
+  ck_assert_str_eq (error->message, "json_too_deep: nesting deeper than 64 levels");
+  g_clear_error (&error);
+  ck_assert (nz_json_parse_object (obj_over, -1, &error) == NULL);
+  ck_assert (g_str_has_prefix (error->message, NZ_JSON_TOO_DEEP_CODE ": "));
+  g_clear_error (&error);
+  ok2 = nz_json_parse_object (quoted, -1, &error);
+  ck_assert_msg (ok2 != NULL, "%s", error != NULL ? error->message : "");
+  /* The generic loader, for documents that need not be objects. */
+  ck_assert (nz_json_check_depth (at, -1, NULL));
+  ck_assert (nz_json_check_depth (quoted, -1, NULL));
+  ck_assert (nz_json_parser_load (parser, at, -1, &error));
+  ck_assert (!nz_json_check_depth (over, -1, NULL));
+  /* over + 5 is its array alone: NZ_JSON_MAX_DEPTH deep, the limit itself. */
+  ck_assert (nz_json_parser_load (parser, over + 5, (gssize)strlen (over + 5) - 1, &error));
+  ck_assert (!nz_json_parser_load (parser, obj_over, -1, &error));
+  ck_assert (g_str_has_prefix (error->message, NZ_JSON_TOO_DEEP_CODE ": "));
+  g_clear_error (&error);
+  /* What crashed the agent and the worker: half a MiB of '['. */
+  {
+    g_autofree char *flood = g_strnfill (512 * 1024, '[');
+
+    ck_assert (!nz_json_parser_load (parser, flood, -1, &error));
+    ck_assert (g_str_has_prefix (error->message, NZ_JSON_TOO_DEEP_CODE ": "));
+  }
+}
+END_TEST
+
 START_TEST (test_json_long_strings_errors)
 {
   g_autofree char *other = filled (8000, 'q');
@@ -394,6 +460,7 @@ main (void)
   tcase_add_test (tc, test_base64_refuses);
   tcase_add_test (tc, test_json_long_strings);
   tcase_add_test (tc, test_json_long_strings_errors);
+  tcase_add_test (tc, test_json_depth_bound);
   tcase_add_test (tc, test_json_long_strings_generate);
   suite_add_tcase (s, tc);
   return nz_test_run (s);

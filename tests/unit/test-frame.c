@@ -154,6 +154,53 @@ END_TEST
 /* A large frame that arrives in reads of 64 KiB (room is made for it when its header comes),
  * alone in the buffer (its memory is handed over) or followed by another frame (copied out):
  * the payloads are the bytes sent, whichever path. */
+/* The gate's peek: op and token read in place, tokens as whole bytes, refusals named. */
+static gboolean
+peek (const char *json, NzEnvelopePeek *out, GError **error)
+{
+  g_autoptr (GBytes) b = g_bytes_new (json, strlen (json));
+
+  return nz_envelope_peek (b, out, error);
+}
+
+START_TEST (test_envelope_peek)
+{
+  g_auto (NzEnvelopePeek) p = { 0 };
+  g_autoptr (GError) error = NULL;
+  g_autofree char *long_token = g_strnfill (NZ_ENVELOPE_MAX_TOKEN_TEXT, 't');
+  g_autofree char *long_doc = g_strdup_printf ("{\"op\":\"x\",\"token\":\"%s\"}", long_token);
+  g_autofree char *brackets = g_strnfill (100, '[');
+  g_autofree char *deep = g_strdup_printf ("{\"op\":\"healthz\",\"body\":%s}", brackets);
+
+  ck_assert (peek (" {\"op\":\"heal\\u0074hz\",\"token\":\"a\\u0000b\"} ", &p, NULL));
+  ck_assert (p.healthz);
+  ck_assert_uint_eq (p.token_len, 3);
+  ck_assert (memcmp (p.token, "a\0b", 4) == 0);
+  nz_envelope_peek_clear (&p);
+  /* Last member wins, like json-glib; a non-string token is "". */
+  ck_assert (peek ("{\"op\":\"healthz\",\"op\":\"execute\",\"token\":5}", &p, NULL));
+  ck_assert (!p.healthz);
+  ck_assert_str_eq (p.token, "");
+  nz_envelope_peek_clear (&p);
+  ck_assert (peek ("{\"op\":\"healthz\\u0000\"}", &p, NULL));
+  ck_assert (!p.healthz);
+  nz_envelope_peek_clear (&p);
+  /* A token over the bound is never decoded (and so never matches). */
+  ck_assert (peek (long_doc, &p, NULL));
+  ck_assert_uint_eq (p.token_len, 0);
+  nz_envelope_peek_clear (&p);
+  ck_assert (!peek ("[1]", &p, &error));
+  ck_assert_str_eq (error->message, "expected exactly one JSON object");
+  g_clear_error (&error);
+  ck_assert (!peek ("{\"op\":\"healthz\"} {}", &p, &error));
+  g_clear_error (&error);
+  ck_assert (!peek ("{\"op\":tru}", &p, &error));
+  g_clear_error (&error);
+  ck_assert (!peek (deep, &p, &error));
+  ck_assert (g_str_has_prefix (error->message, NZ_JSON_TOO_DEEP_CODE ": "));
+}
+END_TEST
+
 START_TEST (test_large_frames_in_chunks)
 {
   gsize len = 300000;
@@ -230,6 +277,7 @@ main (void)
   tcase_add_test (tc, test_envelope);
   tcase_add_test (tc, test_envelope_fuzz_finding);
   tcase_add_test (tc, test_large_frames_in_chunks);
+  tcase_add_test (tc, test_envelope_peek);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
