@@ -145,7 +145,7 @@ start_agent (const Case *c, GPid *pid)
   char *argv[] = { agent, c->http ? (char *)"http" : sock, (char *)c->shape, (char *)c->op,
                    NULL };
   g_autoptr (GError) error = NULL;
-  GString *line = g_string_new (NULL);
+  g_autoptr (GString) line = g_string_new (NULL);
   int out = -1;
   char ch;
 
