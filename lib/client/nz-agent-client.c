@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "nz-errors.h"
 #include "nz-frame.h"
@@ -39,7 +40,31 @@ struct _NzAgentClient
   char *token;
   GStrv features;
   guint dial_retry_ms;
+  GPtrArray *replay; /* GBytes per connection (the last repeats), nz_agent_client_new_replay */
+  guint replayed;
 };
+
+/* ---- untrusted replies -------------------------------------------------------------------- */
+
+JsonObject *
+nz_agent_reply_parse (const char *data, gsize len, GError **error)
+{
+  g_return_val_if_fail (data != NULL || len == 0, NULL);
+  /* nz_json_parse_object refuses nesting past NZ_JSON_MAX_DEPTH before json-glib recurses. */
+  return nz_json_parse_object (data, (gssize)len, error);
+}
+
+gboolean
+nz_agent_reply_count (JsonObject *obj, const char *member, guint64 *out)
+{
+  double v = -1;
+
+  if (!nz_json_get_number (obj, member, &v) || !(v >= 0 && v <= 9007199254740992.0)
+      || v != (double)(guint64)v)
+    return FALSE;
+  *out = (guint64)v;
+  return TRUE;
+}
 
 /* ---- endpoints ---------------------------------------------------------------------------- */
 
@@ -203,6 +228,7 @@ nz_agent_client_free (NzAgentClient *c)
     explicit_bzero (c->token, strlen (c->token));
   g_free (c->token);
   g_strfreev (c->features);
+  g_clear_pointer (&c->replay, g_ptr_array_unref);
   g_free (c);
 }
 
@@ -243,6 +269,7 @@ typedef struct
   GSocket *sock; /* borrowed from conn */
   NzFrameReader *reader;
   gboolean eof;
+  int replay_peer; /* a replay connection's other end, or -1 */
 } Conn;
 
 static void
@@ -254,6 +281,8 @@ conn_free (Conn *k)
     g_io_stream_close (G_IO_STREAM (k->conn), NULL, NULL);
   g_clear_object (&k->conn);
   nz_frame_reader_free (k->reader);
+  if (k->replay_peer >= 0)
+    close (k->replay_peer);
   g_free (k);
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (Conn, conn_free)
@@ -396,6 +425,7 @@ conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable
   g_autoptr (Conn) k = g_new0 (Conn, 1);
   GError *local = NULL;
 
+  k->replay_peer = -1;
   if (c->ep == NULL)
     {
       if (error != NULL)
@@ -529,10 +559,69 @@ conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **o
     }
 }
 
+/* A replay connection: a socketpair whose other end already holds the recorded answer and
+ * is shut for writing, so every read path (frames, raw streams, duplex) runs as on a real
+ * connection; what we send lands in the peer's buffer unread. */
+static Conn *
+conn_open_replay (NzAgentClient *c, GError **error)
+{
+  GBytes *answer = g_ptr_array_index (c->replay, MIN (c->replayed, c->replay->len - 1));
+  g_autoptr (Conn) k = g_new0 (Conn, 1);
+  g_autoptr (GSocket) sock = NULL;
+  gsize len = 0;
+  const guint8 *data = g_bytes_get_data (answer, &len);
+  int sv[2];
+
+  c->replayed++;
+  k->client = c;
+  k->replay_peer = -1;
+  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return (nz_throw_errno_prefix (error, "socketpair"), NULL);
+  k->replay_peer = sv[1];
+  sock = g_socket_new_from_fd (sv[0], error);
+  if (sock == NULL)
+    {
+      close (sv[0]);
+      return NULL;
+    }
+  /* The answer must fit the socket buffer: a fuzz input or a test's shape does. */
+  (void)setsockopt (sv[1], SOL_SOCKET, SO_SNDBUF, &(int){ 4 << 20 }, sizeof (int));
+  while (len > 0)
+    {
+      ssize_t n = send (sv[1], data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+      if (n <= 0)
+        break;
+      data += n;
+      len -= (gsize)n;
+    }
+  shutdown (sv[1], SHUT_WR);
+  k->conn = g_socket_connection_factory_create_connection (sock);
+  k->sock = g_socket_connection_get_socket (k->conn);
+  g_socket_set_blocking (k->sock, FALSE);
+  k->reader = nz_frame_reader_new (NZ_AGENT_REPLY_FRAME_LIMIT);
+  return g_steal_pointer (&k);
+}
+
+NzAgentClient *
+nz_agent_client_new_replay (const char *endpoint, GBytes *const *answers, guint n_answers)
+{
+  NzAgentClient *c = nz_agent_client_new (endpoint, NULL);
+
+  g_return_val_if_fail (answers != NULL && n_answers > 0, c);
+  c->replay = g_ptr_array_new_with_free_func ((GDestroyNotify)g_bytes_unref);
+  for (guint i = 0; i < n_answers; i++)
+    g_ptr_array_add (c->replay, g_bytes_ref (answers[i]));
+  return c;
+}
+
 static Conn *
 conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
 {
   gint64 deadline = deadline_after (c->dial_retry_ms);
+
+  if (c->replay != NULL)
+    return conn_open_replay (c, error);
 
   for (;;)
     {
@@ -733,7 +822,7 @@ call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms
       fail (c, error, NZ_ERROR_PROTOCOL, "control reply was an empty frame");
       return NULL;
     }
-  reply = nz_json_parse_object (data, len, &local);
+  reply = nz_agent_reply_parse (data, len, &local);
   if (reply == NULL)
     {
       fail (c, error, NZ_ERROR_PROTOCOL, "%s reply: %s", op, local->message);
@@ -900,7 +989,7 @@ run_stream (Conn *k, const char *what, guint64 observation_ms, TerminalFunc on_f
       data = g_bytes_get_data (payload, &len);
       if (len == 0)
         return conn_expect_close (k, what, FALSE, cancellable, error);
-      frame = nz_json_parse_object (data, len, &local);
+      frame = nz_agent_reply_parse (data, len, &local);
       if (frame == NULL)
         {
           fail (k->client, error, NZ_ERROR_PROTOCOL, "%s frame: %s", what, local->message);

@@ -39,6 +39,15 @@ typedef enum
 /* Largest first frame on a TCP endpoint: the agent's pre-auth cap (spec D.2.2). */
 #define NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT (8u * 1024 * 1024)
 
+/* Parses one reply frame's payload (a reply, a stream frame, a worker's JSON body) as an
+ * untrusted object: nested deeper than nz-json's bound (json_too_deep), not one object, or not JSON is
+ * NZ_ERROR_PROTOCOL. Returns a new reference. Every client read goes through here (and the
+ * client-reply fuzzer drives it). */
+JsonObject *nz_agent_reply_parse (const char *data, gsize len, GError **error);
+/* A reply's byte count or offset: TRUE and *@out set only for a JSON number that is a safe
+ * integer in [0, 2^53] (a hostile 1e300 or -1 must not reach a cast). */
+gboolean nz_agent_reply_count (JsonObject *obj, const char *member, guint64 *out);
+
 typedef enum
 {
   NZ_AGENT_ENDPOINT_UNIX,
@@ -73,6 +82,12 @@ typedef struct _NzAgentClient NzAgentClient;
  * sent). Never returns NULL: an unparsable endpoint is reported by the first call. */
 NzAgentClient *nz_agent_client_new (const char *endpoint, const char *token);
 void nz_agent_client_free (NzAgentClient *c);
+/* For tests and fuzzers: a client for @endpoint (its kind picks the wire: an http:// one reads
+ * a worker's HTTP answer first) whose connections dial nothing; the i-th one reads
+ * @answers[i] (the last one repeats) as the peer's bytes, then end of stream. Each answer
+ * must fit a socket buffer (4 MiB). */
+NzAgentClient *nz_agent_client_new_replay (const char *endpoint, GBytes *const *answers,
+                                           guint n_answers);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentClient, nz_agent_client_free)
 
 /* Redial a refused/missing socket (or an unanswered vsock CONNECT) every 100 ms for up to

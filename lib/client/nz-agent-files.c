@@ -7,8 +7,11 @@
 #include "nz-base64.h"
 #include "nz-errors.h"
 #include "nz-frame.h"
+#include "nz-host-timing.h"
 #include "nz-json.h"
 #include "nz-token.h"
+
+#define DOWNLOAD_IDLE_TIMEOUT_MS NZ_HOST_READ_IDLE_TIMEOUT_MS
 
 char *
 nz_agent_files_temp_path (const char *target)
@@ -211,16 +214,20 @@ download_frame (JsonObject *frame, gpointer user_data, GError **error)
 {
   Download *d = user_data;
   const char *type = nz_json_get_string (frame, "type");
-  double v = -1;
+  guint64 v = 0;
 
   if (g_strcmp0 (type, "error") == 0)
-    return nz_throw (error, NZ_ERROR_FAILED, "read-file-stream refused: %s",
-                     nz_json_get_string (frame, "error"));
+    {
+      const char *code = nz_json_get_string (frame, "error");
+
+      return nz_throw (error, NZ_ERROR_FAILED, "read-file-stream refused: %s",
+                       code != NULL ? code : "(no error code)");
+    }
   if (g_strcmp0 (type, "meta") == 0)
     {
       if (d->have_meta)
         return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream sent a second meta frame");
-      if (!nz_json_get_number (frame, "length", &v) || v < 0)
+      if (!nz_agent_reply_count (frame, "length", &v))
         return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream meta has no valid length");
       d->have_meta = TRUE;
       d->length = (gint64)v;
@@ -252,7 +259,7 @@ download_frame (JsonObject *frame, gpointer user_data, GError **error)
     }
   if (g_strcmp0 (type, "end") == 0)
     {
-      if (!nz_json_get_number (frame, "bytesSent", &v))
+      if (!nz_agent_reply_count (frame, "bytesSent", &v))
         return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream end has no bytesSent");
       d->have_end = TRUE;
       d->bytes_sent = (gint64)v;
@@ -317,6 +324,19 @@ fast_data_frame (Download *d, const char *p, gsize len, guint8 **buf, gsize *buf
   return TRUE;
 }
 
+/* Names a read that hit the idle bound; other errors pass as they are. */
+static gboolean
+idle_error (GError **error)
+{
+  if (error != NULL && g_error_matches (*error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT))
+    {
+      g_clear_error (error);
+      return nz_throw (error, NZ_ERROR_TIMED_OUT, "read-file-stream idle timeout after %ums",
+                       DOWNLOAD_IDLE_TIMEOUT_MS);
+    }
+  return FALSE;
+}
+
 /* read-file-stream on a raw connection. Each frame is read whole, header then payload, into
  * one buffer that data frames are decoded from in place: no copy between the socket and the
  * decoder, which at these rates costs as much as the decode. */
@@ -333,6 +353,9 @@ download_raw (NzAgentClient *c, JsonObject *body, Download *d, GCancellable *can
   conn = nz_agent_client_open (c, "read-file-stream", body, cancellable, error);
   if (conn == NULL)
     return FALSE;
+  /* An agent that stops sending is gone: the host's read-idle bound, on every read (spec
+   * D.2.8 "read-file-stream idle timeout"). */
+  g_socket_set_timeout (g_socket_connection_get_socket (conn), DOWNLOAD_IDLE_TIMEOUT_MS / 1000);
   in = g_io_stream_get_input_stream (G_IO_STREAM (conn));
   for (;;)
     {
@@ -343,7 +366,7 @@ download_raw (NzAgentClient *c, JsonObject *body, Download *d, GCancellable *can
       gint64 len;
 
       if (!g_input_stream_read_all (in, header, sizeof header, &got, cancellable, error))
-        return FALSE;
+        return idle_error (error);
       if (got < sizeof header)
         return nz_throw (error, NZ_ERROR_PROTOCOL,
                          d->have_end ? "read-file-stream socket closed before its terminator"
@@ -361,7 +384,7 @@ download_raw (NzAgentClient *c, JsonObject *body, Download *d, GCancellable *can
           frame_cap = (gsize)len;
         }
       if (!g_input_stream_read_all (in, frame, (gsize)len, &got, cancellable, error))
-        return FALSE;
+        return idle_error (error);
       if (got < (gsize)len)
         return nz_throw (error, NZ_ERROR_PROTOCOL,
                          "read-file-stream socket closed in the middle of a frame");
@@ -372,7 +395,7 @@ download_raw (NzAgentClient *c, JsonObject *body, Download *d, GCancellable *can
           g_propagate_error (error, g_steal_pointer (&local));
           return FALSE;
         }
-      obj = nz_json_parse_object ((const char *)frame, (gssize)len, error);
+      obj = nz_agent_reply_parse ((const char *)frame, (gsize)len, error);
       if (obj == NULL || !download_frame (obj, d, error))
         return FALSE;
     }

@@ -168,15 +168,14 @@ typedef struct
 static void
 report_gap (AttachState *st, JsonObject *frame)
 {
-  double dropped = 0, from = 0;
+  guint64 dropped = 0, from = 0;
+  gboolean have_from = nz_agent_reply_count (frame, "fromOffset", &from);
 
-  if (nz_json_get_number (frame, "droppedBytes", &dropped) && dropped > 0 && st->cb->gap != NULL)
-    {
-      nz_json_get_number (frame, "fromOffset", &from);
-      st->cb->gap ((guint64)dropped, (guint64)from, st->user_data);
-    }
-  if (nz_json_get_number (frame, "fromOffset", &from))
-    st->next_offset = (guint64)from;
+  if (nz_agent_reply_count (frame, "droppedBytes", &dropped) && dropped > 0
+      && st->cb->gap != NULL)
+    st->cb->gap (dropped, from, st->user_data);
+  if (have_from)
+    st->next_offset = from;
 }
 
 static gboolean
@@ -184,7 +183,7 @@ attach_frame (JsonObject *frame, gpointer user_data, GError **error)
 {
   AttachState *st = user_data;
   const char *type = nz_json_get_string (frame, "type");
-  double next = 0;
+  guint64 next = 0;
 
   if (type == NULL)
     return nz_throw (error, NZ_ERROR_PROTOCOL, "attach frame without a type");
@@ -203,8 +202,8 @@ attach_frame (JsonObject *frame, gpointer user_data, GError **error)
 
       if (data != NULL && st->cb->output != NULL)
         st->cb->output (which, data, strlen (data), st->user_data);
-      if (nz_json_get_number (frame, "nextOffset", &next))
-        st->next_offset = (guint64)next;
+      if (nz_agent_reply_count (frame, "nextOffset", &next))
+        st->next_offset = next;
       return TRUE;
     }
   if (strcmp (type, "attach_result") == 0 || strcmp (type, "exit") == 0)
@@ -240,6 +239,7 @@ attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char
     {
       g_autoptr (JsonObject) body = json_object_new ();
       g_autoptr (GError) local = NULL;
+      guint64 started_at = st.next_offset;
       gboolean ok;
 
       json_object_set_string_member (body, id_member, id);
@@ -268,9 +268,11 @@ attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char
                     id, st.next_offset);
           return NULL;
         }
-      /* Lost before the end (e.g. dropped as a slow reader): resume where we were. */
+      /* Lost before the end (e.g. dropped as a slow reader): resume where we were. Only an
+       * attempt that delivered output earns a resume: a peer that fails the same way each
+       * time (a malformed or oversized frame) is not asked again. */
       if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED) || attempt >= ATTACH_RESUMES
-          || (ok && local == NULL))
+          || (ok && local == NULL) || st.next_offset == started_at)
         {
           if (local == NULL)
             nz_throw (error, NZ_ERROR_PROTOCOL, "%s %s ended without a final frame", op, id);
@@ -337,6 +339,12 @@ nz_agent_duplex_free (NzAgentDuplex *d)
   g_free (d);
 }
 
+gsize
+nz_agent_duplex_buffered (NzAgentDuplex *d)
+{
+  return nz_frame_reader_buffered (d->reader);
+}
+
 int
 nz_agent_duplex_get_fd (NzAgentDuplex *d)
 {
@@ -386,7 +394,7 @@ nz_agent_duplex_next (NzAgentDuplex *d, gboolean may_read, JsonObject **out_fram
           data = g_bytes_get_data (payload, &len);
           if (len == 0)
             return NZ_DUPLEX_TERMINATOR;
-          *out_frame = nz_json_parse_object (data, (gssize)len, error);
+          *out_frame = nz_agent_reply_parse (data, len, error);
           return *out_frame != NULL ? NZ_DUPLEX_FRAME : NZ_DUPLEX_ERROR;
         case NZ_FRAME_MALFORMED:
           g_propagate_error (error, local);

@@ -52,6 +52,8 @@ void nz_agent_duplex_free (NzAgentDuplex *d);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentDuplex, nz_agent_duplex_free)
 /* The socket's fd, to poll() for readability. */
 int nz_agent_duplex_get_fd (NzAgentDuplex *d);
+/* Bytes of a partial frame held back (a peer that closed mid-frame). */
+gsize nz_agent_duplex_buffered (NzAgentDuplex *d);
 /* Sends one frame (blocking). */
 gboolean nz_agent_duplex_send (NzAgentDuplex *d, JsonObject *frame, GError **error);
 

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "nz-agent-client.h"
 #include "nz-errors.h"
 #include "nz-json.h"
 
@@ -294,7 +295,7 @@ nz_worker_http_upgrade (GSocket *sock, const char *authority, const char *token,
   if (r.status == 401)
     return nz_throw (error, NZ_ERROR_PERMISSION_DENIED, "%s failed: HTTP 401 %s (%s)", what,
                      body, UNAUTHORIZED_HINT);
-  obj = nz_json_parse_object ((const char *)r.rest->data, r.rest->len, NULL);
+  obj = nz_agent_reply_parse ((const char *)r.rest->data, r.rest->len, NULL);
   code = obj != NULL ? nz_json_get_string (obj, "error") : NULL;
   if (r.status == 503 && g_strcmp0 (code, "worker_retiring") == 0)
     return nz_throw (error, NZ_ERROR_FAILED,
@@ -330,7 +331,7 @@ nz_worker_http_healthz (GSocket *sock, const char *authority, gint64 deadline,
     return (nz_throw (error, NZ_ERROR_FAILED, "healthz HTTP %u %s", r.status, body), NULL);
   if (!complete)
     return (nz_throw (error, NZ_ERROR_PROTOCOL, "healthz reply was cut short: %s", body), NULL);
-  obj = nz_json_parse_object ((const char *)r.rest->data, r.rest->len, &local);
+  obj = nz_agent_reply_parse ((const char *)r.rest->data, r.rest->len, &local);
   if (obj == NULL)
     {
       nz_throw (error, NZ_ERROR_PROTOCOL, "healthz reply is not a JSON object: %s",

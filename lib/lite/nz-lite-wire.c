@@ -386,8 +386,9 @@ nz_lite_wire_read_frame (NzLiteWire *w, NzLiteConn *k, int64_t deadline, bool wa
 {
   for (;;)
     {
-      const char *p = k->in.data + k->pos;
       size_t avail = k->in.len - k->pos, len = 0;
+      /* Nothing read yet: no buffer to offset into (UBSan: zero offset to NULL). */
+      const char *p = avail > 0 ? k->in.data + k->pos : "";
 
       switch (nz_lite_wire_frame_header_parse (p, avail, NZ_LITE_WIRE_REPLY_FRAME_LIMIT,
                                                w->ep.desc, &len, e))

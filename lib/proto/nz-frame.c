@@ -166,8 +166,9 @@ nz_frame_reader_get_overflow (NzFrameReader *reader, guint64 *announced, guint64
 NzFrameResult
 nz_frame_reader_next (NzFrameReader *reader, GBytes **out_payload, GError **error)
 {
-  const guint8 *p = reader->buf->data + reader->pos;
   gsize avail = reader->buf->len - reader->pos;
+  /* An empty array has no data pointer to offset (UBSan: zero offset to NULL). */
+  const guint8 *p = avail > 0 ? reader->buf->data + reader->pos : NULL;
   const guint8 *nl;
   gint64 announced;
   guint64 len = 0;

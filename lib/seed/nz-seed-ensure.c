@@ -8,6 +8,7 @@
  * seed says is ever parsed as shell. */
 #include <string.h>
 
+#include "nz-agent-client.h"
 #include "nz-errors.h"
 #include "nz-exec-status.h"
 #include "nz-json.h"
@@ -347,7 +348,7 @@ read_marker (Ctx *ctx, const char *marker, Repo *repos, guint n, GError **error)
 
   if (!run_sh (ctx, marker_read_script, args, &r, error))
     return FALSE;
-  obj = r.status == 0 ? nz_json_parse_object (r.out->str, r.out->len, NULL) : NULL;
+  obj = r.status == 0 ? nz_agent_reply_parse (r.out->str, r.out->len, NULL) : NULL;
   commits = obj != NULL ? nz_json_get_object (obj, "commits") : NULL;
   refs = obj != NULL ? nz_json_get_object (obj, "refs") : NULL;
   if (commits == NULL || refs == NULL)

@@ -134,10 +134,15 @@ session_status (JsonObject *exit_frame)
 {
   double code = -1, sig = 0;
 
-  if (nz_json_get_number (exit_frame, "signal", &sig) && sig > 0)
+  /* The frame is the agent's: only a real signal number or exit status counts. */
+  if (nz_json_get_number (exit_frame, "signal", &sig) && sig >= 1 && sig <= 64
+      && sig == (int)sig)
     return 128 + (int)sig;
-  nz_json_get_number (exit_frame, "exitCode", &code);
-  return code >= 0 ? (int)code : NZ_EXEC_EXIT_NAMZU;
+  if (nz_json_get_number (exit_frame, "exitCode", &code) && code >= 0 && code <= 255
+      && code == (int)code)
+    return (int)code;
+  nz_cli_warn ("the agent's exit frame carries no usable exit status");
+  return NZ_EXEC_EXIT_NAMZU;
 }
 
 static int
@@ -226,7 +231,7 @@ run_terminal (NzAgentClient *c)
   g_autoptr (GError) error = NULL;
   gboolean tty = isatty (STDIN_FILENO);
   struct termios saved, raw;
-  gboolean stdin_open = TRUE;
+  gboolean stdin_open = TRUE, exited = FALSE;
   int status = 0;
   guint cols, rows;
 
@@ -326,33 +331,53 @@ run_terminal (NzAgentClient *c)
         continue;
       for (gboolean may_read = TRUE;; may_read = FALSE)
         {
-          const char *type;
+          const char *type, *data;
 
           r = nz_agent_duplex_next (d, may_read, &frame, &error);
           if (r != NZ_DUPLEX_FRAME)
             break;
           type = nz_json_get_string (frame, "type");
-          if (g_strcmp0 (type, "data") == 0)
+          /* Every member is the agent's word: any of them may be missing or mistyped. */
+          data = nz_json_get_string (frame, "data");
+          if (g_strcmp0 (type, "data") == 0 && data != NULL)
             on_output (g_strcmp0 (nz_json_get_string (frame, "stream"), "stderr") == 0
                            ? NZ_EXEC_STDERR
                            : NZ_EXEC_STDOUT,
-                       nz_json_get_string (frame, "data"),
-                       strlen (nz_json_get_string (frame, "data")), NULL);
+                       data, strlen (data), NULL);
           else if (g_strcmp0 (type, "exit") == 0)
-            status = session_status (frame);
+            {
+              status = session_status (frame);
+              exited = TRUE;
+            }
           else if (g_strcmp0 (type, "error") == 0)
             {
-              nz_cli_warn ("terminal: %s", nz_json_get_string (frame, "error"));
+              const char *code = nz_json_get_string (frame, "error");
+
+              nz_cli_warn ("terminal: %s", code != NULL ? code : "the agent sent an error "
+                                                                 "frame with no error code");
               status = NZ_EXEC_EXIT_NAMZU;
+              exited = TRUE;
             }
           else if (g_strcmp0 (type, "detached") == 0)
-            nz_cli_warn ("detached: %s", nz_json_get_string (frame, "reason"));
+            {
+              const char *reason = nz_json_get_string (frame, "reason");
+
+              nz_cli_warn ("detached: %s", reason != NULL ? reason : "no reason given");
+            }
           json_object_unref (frame);
         }
       if (r == NZ_DUPLEX_EOF || r == NZ_DUPLEX_TERMINATOR || r == NZ_DUPLEX_ERROR)
         {
           if (r == NZ_DUPLEX_ERROR)
             status = fail (error);
+          else if (!exited)
+            {
+              /* A terminal that ends without its exit frame did not report a status (spec
+               * D.2.9: "terminal socket closed before exit"). */
+              nz_cli_warn ("terminal socket closed before exit%s",
+                           nz_agent_duplex_buffered (d) > 0 ? " (with a partial frame)" : "");
+              status = NZ_EXEC_EXIT_NAMZU;
+            }
           break;
         }
     }

@@ -35,15 +35,17 @@ static const char description[]
       "Exit status: 0 stopped (and flushed), 1 the agent refused or could not confirm, 2 bad "
       "usage.";
 
+/* The reply is the agent's, so untrusted: a refusal may lack its code or message. */
 static gboolean
 reply_failed (JsonObject *reply, const char *what)
 {
+  const char *code = nz_json_get_string (reply, "error");
+  const char *message = nz_json_get_string (reply, "message");
+
   if (nz_json_get_bool (reply, "ok", FALSE))
     return FALSE;
-  nz_cli_warn ("%s: %s%s%s", what, nz_json_get_string (reply, "error"),
-               nz_json_get_string (reply, "message") != NULL ? ": " : "",
-               nz_json_get_string (reply, "message") != NULL ? nz_json_get_string (reply, "message")
-                                                             : "");
+  nz_cli_warn ("%s: %s%s%s", what, code != NULL ? code : "refused with no error code",
+               message != NULL ? ": " : "", message != NULL ? message : "");
   return TRUE;
 }
 
