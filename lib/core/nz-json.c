@@ -308,12 +308,41 @@ nz_json_check_depth (const char *data, gssize len, GError **error)
   return TRUE;
 }
 
+/* json-glib 1.6 leaks every object or array it parses after a scalar root ("2{...}") before it
+ * reports the trailing text (fuzz-json-depth found it): a hostile peer could grow a server by
+ * repeating it. Such text is never JSON, so it is refused before json-glib sees it. */
+static gboolean
+scalar_root_then_container (const char *data, gsize dlen)
+{
+  gsize i = 0;
+
+  while (i < dlen && g_ascii_isspace (data[i]))
+    i++;
+  if (i == dlen || data[i] == '{' || data[i] == '[')
+    return FALSE;
+  for (; i < dlen; i++)
+    {
+      if (data[i] == '"')
+        {
+          for (i++; i < dlen && data[i] != '"'; i++)
+            if (data[i] == '\\')
+              i++;
+        }
+      else if (data[i] == '{' || data[i] == '[')
+        return TRUE;
+    }
+  return FALSE;
+}
+
 gboolean
 nz_json_parser_load (JsonParser *parser, const char *data, gssize len, GError **error)
 {
   g_return_val_if_fail (JSON_IS_PARSER (parser), FALSE);
-  return nz_json_check_depth (data, len, error)
-         && json_parser_load_from_data (parser, data, len, error);
+  if (!nz_json_check_depth (data, len, error))
+    return FALSE;
+  if (scalar_root_then_container (data, len < 0 ? strlen (data) : (gsize)len))
+    return nz_throw (error, NZ_ERROR_PROTOCOL, "expected one JSON value, found text after it");
+  return json_parser_load_from_data (parser, data, len, error);
 }
 
 typedef struct
