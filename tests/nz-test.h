@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +68,45 @@ nz_test_tool (const char *name)
 
   ck_assert_msg (dir != NULL, "NZ_TOOLS_DIR is not set");
   return g_build_filename (dir, name, NULL);
+}
+
+/* The path of tool @name that any uid can execute: the tool itself when every directory above
+ * it lets others search it, else a copy in a 0755 temp directory (a clone under `mktemp -d`
+ * sits below a 0700 directory that a test running the agent as nobody cannot traverse). The
+ * copy is made once per process and left for the system's /tmp cleaning. */
+static inline char *
+nz_test_tool_for_others (const char *name)
+{
+  static GHashTable *copies;
+  g_autofree char *tool = nz_test_tool (name);
+  g_autofree char *dir = g_path_get_dirname (tool);
+  g_autofree char *copy_dir = NULL, *copy = NULL, *bytes = NULL;
+  g_autoptr (GError) error = NULL;
+  gboolean reachable = TRUE;
+  struct stat st;
+  gsize len = 0;
+
+  for (char *d = g_canonicalize_filename (dir, NULL), *up; d != NULL; g_free (d), d = up)
+    {
+      reachable = reachable && stat (d, &st) == 0 && (st.st_mode & S_IXOTH) != 0;
+      up = strcmp (d, "/") != 0 ? g_path_get_dirname (d) : NULL;
+    }
+  if (reachable)
+    return g_steal_pointer (&tool);
+  if (copies == NULL)
+    copies = g_hash_table_new (g_str_hash, g_str_equal);
+  if (g_hash_table_contains (copies, name))
+    return g_strdup (g_hash_table_lookup (copies, name));
+  copy_dir = g_dir_make_tmp ("nz-tool-XXXXXX", &error);
+  ck_assert_msg (copy_dir != NULL, "temp dir: %s", error ? error->message : "");
+  ck_assert_int_eq (chmod (copy_dir, 0755), 0);
+  copy = g_build_filename (copy_dir, name, NULL);
+  ck_assert_msg (g_file_get_contents (tool, &bytes, &len, &error), "read %s", tool);
+  ck_assert_msg (g_file_set_contents_full (copy, bytes, (gssize)len, G_FILE_SET_CONTENTS_NONE,
+                                           0755, &error),
+                 "copy %s: %s", copy, error ? error->message : "");
+  g_hash_table_insert (copies, g_strdup (name), g_strdup (copy));
+  return g_steal_pointer (&copy);
 }
 
 /* namzu-exec (@exec_tool) in sandbox @id (@envp NULL: ours) runs a command whose cancel

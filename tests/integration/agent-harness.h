@@ -68,7 +68,8 @@ static inline Agent *
 agent_start_ex (gboolean tcp, const char *const *extra, gboolean capture_stderr)
 {
   Agent *a = g_new0 (Agent, 1);
-  g_autofree char *tool = nz_test_tool ("namzu-agent");
+  /* agent_child_setup may run it as another uid (nobody). */
+  g_autofree char *tool = nz_test_tool_for_others ("namzu-agent");
   const char *argv[] = { tool, NULL };
   g_autoptr (GPtrArray) vars = g_ptr_array_new_with_free_func (g_free);
   g_auto (GStrv) env = NULL;

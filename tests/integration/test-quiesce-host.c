@@ -62,7 +62,7 @@ wait_for_file_line (const char *path)
 
 START_TEST (test_orphaned_agent_stays_narrow)
 {
-  g_autofree char *agent = nz_test_tool ("namzu-agent");
+  g_autofree char *agent = nz_test_tool_for_others ("namzu-agent");
   g_autofree char *sock = g_build_filename (tmp, "agent.sock", NULL);
   g_autofree char *ready = g_build_filename (tmp, "ready", NULL);
   g_autofree char *pidfile = g_build_filename (tmp, "agent.pid", NULL);
