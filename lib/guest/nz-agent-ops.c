@@ -1,4 +1,5 @@
 #include "nz-agent-ops.h"
+#include "nz-privsep.h"
 
 #include <math.h>
 #include <string.h>
@@ -605,9 +606,15 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
   else if (strcmp (op, "execute") == 0)
     op_execute (conn, env);
   else if (strcmp (op, "read-file") == 0)
-    op_read_file (conn, env);
+    {
+      NZ_PRIVSEP_FS_SCOPE;
+      op_read_file (conn, env);
+    }
   else if (strcmp (op, "write-file") == 0)
-    op_write_file (conn, env);
+    {
+      NZ_PRIVSEP_FS_SCOPE;
+      op_write_file (conn, env);
+    }
   else if (strcmp (op, "attach-execution") == 0)
     nz_agent_op_attach_execution (conn, env);
   else if (strcmp (op, "terminal") == 0)
@@ -623,7 +630,10 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
   else if (strcmp (op, "tcp-connect") == 0)
     nz_agent_op_tcp_connect (conn, env);
   else if (strcmp (op, "read-file-stream") == 0)
-    nz_agent_filestream_op (conn, env);
+    {
+      NZ_PRIVSEP_FS_SCOPE;
+      nz_agent_filestream_op (conn, env);
+    }
   else if (strcmp (op, "quiesce") == 0)
     nz_agent_drain_op_quiesce (conn, env);
   else if (strcmp (op, "flush") == 0)

@@ -16,6 +16,7 @@
 
 #include "nz-errors.h"
 #include "nz-jstext.h"
+#include "nz-privsep.h"
 
 #define ESCAPE_MESSAGE "path escapes the workspace"
 #define SYMLINK_ESCAPE_MESSAGE "symlink escapes the workspace"
@@ -267,6 +268,7 @@ realpath_within (const char *target, const char *root, char **out_real_root,
 char *
 nz_jail_realpath_within (const char *target, const char *root, GError **error)
 {
+  NZ_PRIVSEP_FS_SCOPE;
   return realpath_within (target, root, NULL, NULL, error);
 }
 
@@ -342,6 +344,7 @@ walk_beneath (int root_fd, const char *rel, int flags, mode_t mode)
 int
 nz_jail_openat_beneath (int root_fd, const char *rel, int flags, mode_t mode)
 {
+  NZ_PRIVSEP_FS_SCOPE;
   struct open_how how = { 0 };
   int fd;
 
@@ -402,6 +405,7 @@ int
 nz_jail_open_within (const char *target, const char *root, int flags, mode_t mode,
                      char **out_real, GError **error)
 {
+  NZ_PRIVSEP_FS_SCOPE;
   g_autofree char *real_root = NULL;
   gboolean missing = FALSE;
   g_autofree char *real = realpath_within (target, root, &real_root, &missing, error);
@@ -433,6 +437,7 @@ int
 nz_jail_open_parent_within (const char *target, const char *root, char **out_real,
                             char **out_base, GError **error)
 {
+  NZ_PRIVSEP_FS_SCOPE;
   g_autofree char *real_root = NULL;
   g_autofree char *real = realpath_within (target, root, &real_root, NULL, error);
   g_autofree char *dir = NULL;
@@ -459,6 +464,7 @@ nz_jail_open_parent_within (const char *target, const char *root, char **out_rea
 gboolean
 nz_jail_mkdir_p_within (const char *dir, const char *root, GError **error)
 {
+  NZ_PRIVSEP_FS_SCOPE;
   g_autofree char *lexical_root = nz_jail_resolve_path ("/", root);
   g_autofree char *lexical = nz_jail_resolve_path ("/", dir);
   g_auto (GStrv) comps = NULL;
@@ -501,6 +507,7 @@ nz_jail_mkdir_p_within (const char *dir, const char *root, GError **error)
 char *
 nz_jail_enter_cwd (NzJail *jail, const char *dir, int *out_fd, GError **error)
 {
+  NZ_PRIVSEP_FS_SCOPE;
   g_autofree char *abs = NULL;
   int fd;
 

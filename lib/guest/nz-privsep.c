@@ -16,6 +16,12 @@
 static gboolean active;
 static uid_t workload_uid_saved;
 static gid_t workload_gid_saved;
+static uid_t server_uid_saved;
+static gid_t server_gid_saved;
+/* gVisor: no setfsuid, so file IO for the host switches the effective ids per thread. */
+static gboolean fs_by_euid;
+static __thread guint fs_depth;
+static char **volatile moved_environ; /* volatile: a store nobody reads stays */
 
 static int
 set_caps (guint64 mask)
@@ -65,16 +71,23 @@ nz_privsep_enter (uid_t server_uid, gid_t server_gid, uid_t workload_uid, gid_t 
   setfsuid (workload_uid);
   if ((uid_t)setfsuid ((uid_t)-1) != workload_uid || (gid_t)setfsgid ((gid_t)-1) != workload_gid)
     {
-      /* gVisor has no setfsuid (ENOSYS): the effective ids do the same there. Signals and
-       * ptrace look at the real and saved uid, which stay ours (docs/security.md, runsc). */
-      if (setresgid (server_gid, workload_gid, server_gid) != 0
-          || setresuid (server_uid, workload_uid, server_uid) != 0)
-        return nz_throw_errno_prefix (error, "privsep: cannot act on files as uid %u gid %u",
-                                      (unsigned)workload_uid, (unsigned)workload_gid);
+      /* gVisor has no setfsuid (ENOSYS). Its /proc lets any uid open /proc/<pid>/fd/N of a
+       * file it may open, and a pipe the server made under the workload's effective uid
+       * would be the workload's: so the effective ids stay ours and only a file operation
+       * takes the workload's, on its own thread, for its duration (nz_privsep_fs_begin). */
+      fs_by_euid = TRUE;
     }
   workload_uid_saved = workload_uid;
   workload_gid_saved = workload_gid;
+  server_uid_saved = server_uid;
+  server_gid_saved = server_gid;
   active = TRUE;
+  if (fs_by_euid)
+    {
+      /* Prove the switch works both ways now, not in the middle of a request. */
+      nz_privsep_fs_begin ();
+      nz_privsep_fs_end ();
+    }
   return TRUE;
 }
 
@@ -129,14 +142,54 @@ nz_privsep_enter_from_env (const char *prefix, GError **error)
 }
 
 void
-nz_privsep_scrub_env (const char *name)
+nz_privsep_hide_environ (const char *const *drop)
 {
-  gsize len = strlen (name);
+  GPtrArray *kept = g_ptr_array_new ();
+  char **old = environ;
 
-  for (char **e = environ; e != NULL && *e != NULL; e++)
-    if (strncmp (*e, name, len) == 0 && (*e)[len] == '=')
-      memset (*e + len + 1, 0, strlen (*e + len + 1));
-  g_unsetenv (name);
+  for (char **e = old; e != NULL && *e != NULL; e++)
+    {
+      gboolean dropped = FALSE;
+
+      for (guint i = 0; drop != NULL && drop[i] != NULL && !dropped; i++)
+        {
+          gsize len = strlen (drop[i]);
+
+          dropped = strncmp (*e, drop[i], len) == 0 && (*e)[len] == '=';
+        }
+      if (!dropped)
+        g_ptr_array_add (kept, g_strdup (*e));
+    }
+  g_ptr_array_add (kept, NULL);
+  /* The process environment from now on: never freed, and held here too, since a later
+   * setenv() may move environ to an array of the C library's own. */
+  moved_environ = (char **)g_ptr_array_free (kept, FALSE);
+  environ = moved_environ;
+  for (char **e = old; e != NULL && *e != NULL; e++)
+    explicit_bzero (*e, strlen (*e));
+}
+
+void
+nz_privsep_fs_begin (void)
+{
+  if (!fs_by_euid || fs_depth++ > 0)
+    return;
+  /* The raw system calls change this thread only (the C library's would change all). */
+  if (syscall (SYS_setresgid, (gid_t)-1, workload_gid_saved, (gid_t)-1) != 0
+      || syscall (SYS_setresuid, (uid_t)-1, workload_uid_saved, (uid_t)-1) != 0)
+    g_error ("privsep: cannot take the workload's effective ids for a file operation: %s",
+             g_strerror (errno));
+}
+
+void
+nz_privsep_fs_end (void)
+{
+  if (!fs_by_euid || --fs_depth > 0)
+    return;
+  /* Staying on the workload's ids would hand it what this thread creates next: abort. */
+  if (syscall (SYS_setresuid, (uid_t)-1, server_uid_saved, (uid_t)-1) != 0
+      || syscall (SYS_setresgid, (gid_t)-1, server_gid_saved, (gid_t)-1) != 0)
+    g_error ("privsep: cannot leave the workload's effective ids: %s", g_strerror (errno));
 }
 
 uid_t

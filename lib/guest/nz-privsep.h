@@ -25,11 +25,30 @@ gboolean nz_privsep_enter (uid_t server_uid, gid_t server_gid, uid_t workload_ui
  * the process non-dumpable. @prefix names the variables ("NAMZU_AGENT" or "NAMZU_WORKER"). */
 gboolean nz_privsep_enter_from_env (const char *prefix, GError **error);
 
-/* Overwrites the value of @name in the process's original environment block with NULs and
- * unsets it. /proc/<pid>/environ shows that block (not the C library's copy) for the life of
- * the process, and gVisor lets another uid read it: a secret read from the environment is
- * copied first, then scrubbed. */
-void nz_privsep_scrub_env (const char *name);
+/* Moves the environment onto the heap, without the variables named in @drop (NULL-terminated,
+ * may be NULL), and overwrites every byte of the original strings with NULs. /proc/<pid>/environ
+ * shows the original block (not the C library's copy) for the life of the process, and
+ * gVisor's /proc lets any uid read it (mode 0444 there, whatever the process's dumpability):
+ * after this it reads as NULs only. Call it once the configuration has copied what it needs,
+ * before any thread exists; pointers g_getenv returned before it are dangling after it. */
+void nz_privsep_hide_environ (const char *const *drop);
+
+/* Brackets a file operation done for the host. Under privsep on Linux the filesystem ids are
+ * the workload's for good and these do nothing; on gVisor (no setfsuid) they switch this
+ * thread's effective uid/gid to the workload's and back. Nest freely, per thread. Prefer
+ * NZ_PRIVSEP_FS_SCOPE, which ends the bracket when the enclosing block does. */
+void nz_privsep_fs_begin (void);
+void nz_privsep_fs_end (void);
+
+static inline void
+nz_privsep_fs_scope_end (int *unused)
+{
+  nz_privsep_fs_end ();
+}
+
+#define NZ_PRIVSEP_FS_SCOPE                                                                   \
+  __attribute__ ((cleanup (nz_privsep_fs_scope_end), unused))                                 \
+  int G_PASTE (nz_privsep_fs_scope_, __LINE__) = (nz_privsep_fs_begin (), 0)
 
 /* The uid every workload process runs as: the workload's under privsep, else ours. */
 uid_t nz_privsep_workload_uid (void);

@@ -1,4 +1,5 @@
 #include "nz-worker-server.h"
+#include "nz-privsep.h"
 
 #include <math.h>
 #include <string.h>
@@ -1158,10 +1159,16 @@ handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable 
       route_cancel (server, msg, body);
       break;
     case ROUTE_READ_FILE:
-      route_read_file (server, msg, body);
+      {
+        NZ_PRIVSEP_FS_SCOPE;
+        route_read_file (server, msg, body);
+      }
       break;
     case ROUTE_WRITE_FILE:
-      route_write_file (server, msg, body);
+      {
+        NZ_PRIVSEP_FS_SCOPE;
+        route_write_file (server, msg, body);
+      }
       break;
     case ROUTE_AGENT:
       route_agent (server, msg, body);

@@ -181,6 +181,9 @@ main (int argc, char **argv)
   config = nz_agent_config_new_from_env (&error);
   if (config == NULL)
     fatal (error->message);
+  /* The config holds its own copies: /proc/<pid>/environ reads as NULs from here on. */
+  nz_privsep_hide_environ ((const char *const[]){ "NAMZU_AGENT_BIND_TOKEN",
+                                                   "NAMZU_AGENT_REQUIRE_TOKEN", NULL });
   guest
       = nz_guest_new (&config->limits, config->workspace, config->read_roots, config->write_roots);
   nz_guest_set_retire_func (guest, on_retire, NULL);

@@ -1,9 +1,11 @@
 /* namzu-worker: the container worker server. Configured by environment variables exactly like
  * the reference worker (NAMZU_SANDBOX_*); prints the reference's listening line on stdout once
  * bound. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <glib-unix.h>
 
@@ -87,6 +89,17 @@ main (int argc, char **argv)
   if (!nz_privsep_enter_from_env ("NAMZU_WORKER", &error))
     refuse (error->message);
 
+  /* The worker reads nothing from stdin. Whatever the runtime left there (gVisor: a host
+   * descriptor its /proc lets the workload open) goes; /dev/null, opened here, is nobody's. */
+  {
+    int null = open ("/dev/null", O_RDONLY);
+
+    if (null < 0 || (null != STDIN_FILENO && dup2 (null, STDIN_FILENO) < 0))
+      refuse ("cannot put /dev/null on stdin");
+    if (null != STDIN_FILENO)
+      close (null);
+  }
+
   /* A peer that hangs up mid-stream must never kill the worker. */
   signal (SIGPIPE, SIG_IGN);
 
@@ -94,8 +107,9 @@ main (int argc, char **argv)
   config = nz_worker_config_new_from_env (&error);
   if (config == NULL)
     refuse (error->message);
-  /* The config holds its own copy; not one byte of the token stays in /proc/1/environ. */
-  nz_privsep_scrub_env ("NAMZU_SANDBOX_TOKEN");
+  /* The config holds its own copy; not one byte of the environment stays in /proc/1/environ
+   * (gVisor lets the workload read it), and commands do not inherit the token. */
+  nz_privsep_hide_environ ((const char *const[]){ "NAMZU_SANDBOX_TOKEN", NULL });
   guest = nz_guest_new (&config->limits, config->workspace, config->read_roots,
                         config->write_roots);
   /* Subreaper: orphans of a command are reaped here, or their zombies keep its group alive. */
