@@ -70,16 +70,16 @@ nz_test_tool (const char *name)
   return g_build_filename (dir, name, NULL);
 }
 
-/* The path of tool @name that any uid can execute: the tool itself when every directory above
- * it lets others search it, else a copy in a 0755 temp directory (a clone under `mktemp -d`
- * sits below a 0700 directory that a test running the agent as nobody cannot traverse). The
- * copy is made once per process and left for the system's /tmp cleaning. */
+/* A path of executable @path that any uid can run: @path itself when every directory above it
+ * lets others search it, else a copy in a 0755 temp directory (a clone under `mktemp -d` sits
+ * below a 0700 directory that a test running the agent as nobody cannot traverse). The copy
+ * is made once per process and left for the system's /tmp cleaning. */
 static inline char *
-nz_test_tool_for_others (const char *name)
+nz_test_file_for_others (const char *path)
 {
   static GHashTable *copies;
-  g_autofree char *tool = nz_test_tool (name);
-  g_autofree char *dir = g_path_get_dirname (tool);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autofree char *base = g_path_get_basename (path);
   g_autofree char *copy_dir = NULL, *copy = NULL, *bytes = NULL;
   g_autoptr (GError) error = NULL;
   gboolean reachable = TRUE;
@@ -92,21 +92,30 @@ nz_test_tool_for_others (const char *name)
       up = strcmp (d, "/") != 0 ? g_path_get_dirname (d) : NULL;
     }
   if (reachable)
-    return g_steal_pointer (&tool);
+    return g_strdup (path);
   if (copies == NULL)
     copies = g_hash_table_new (g_str_hash, g_str_equal);
-  if (g_hash_table_contains (copies, name))
-    return g_strdup (g_hash_table_lookup (copies, name));
+  if (g_hash_table_contains (copies, path))
+    return g_strdup (g_hash_table_lookup (copies, path));
   copy_dir = g_dir_make_tmp ("nz-tool-XXXXXX", &error);
   ck_assert_msg (copy_dir != NULL, "temp dir: %s", error ? error->message : "");
   ck_assert_int_eq (chmod (copy_dir, 0755), 0);
-  copy = g_build_filename (copy_dir, name, NULL);
-  ck_assert_msg (g_file_get_contents (tool, &bytes, &len, &error), "read %s", tool);
+  copy = g_build_filename (copy_dir, base, NULL);
+  ck_assert_msg (g_file_get_contents (path, &bytes, &len, &error), "read %s", path);
   ck_assert_msg (g_file_set_contents_full (copy, bytes, (gssize)len, G_FILE_SET_CONTENTS_NONE,
                                            0755, &error),
                  "copy %s: %s", copy, error ? error->message : "");
-  g_hash_table_insert (copies, g_strdup (name), g_strdup (copy));
+  g_hash_table_insert (copies, g_strdup (path), g_strdup (copy));
   return g_steal_pointer (&copy);
+}
+
+/* nz_test_file_for_others of tool @name. */
+static inline char *
+nz_test_tool_for_others (const char *name)
+{
+  g_autofree char *tool = nz_test_tool (name);
+
+  return nz_test_file_for_others (tool);
 }
 
 /* namzu-exec (@exec_tool) in sandbox @id (@envp NULL: ours) runs a command whose cancel

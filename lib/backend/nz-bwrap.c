@@ -3,6 +3,7 @@
 #include "nz-bwrap-egress.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -643,17 +644,122 @@ write_proc_file (pid_t pid, const char *name, const char *text, GError **error)
   return TRUE;
 }
 
-/* A user namespace with two ids: NZ_BWRAP_AGENT_UID for the agent (host NZ_BWRAP_AGENT_HOST_UID)
- * and NZ_BWRAP_UID for the workload (host root, as bwrap's own single-uid map has it, so layout
- * outputs keep their owner). Writing a map with a host id other than our own needs root. Returns
- * a descriptor of the namespace (it lives as long as a descriptor or a process holds it). */
-static int
-make_userns (GError **error)
+/* Who maps the two-uid namespace, and onto which host ids. Root writes the maps itself, with
+ * the agent on NZ_BWRAP_AGENT_HOST_UID and the workload on root (as bwrap's own single-uid map
+ * has it, so layout outputs keep their owner). Anyone else needs the setuid helpers of Debian's
+ * uidmap and a subordinate range in /etc/subuid and /etc/subgid: the agent takes the first id
+ * of the range, the workload keeps the user's own uid and gid. */
+typedef struct
 {
-  g_autofree char *map = g_strdup_printf ("%d %d 1\n%d 0 1\n", NZ_BWRAP_AGENT_UID,
-                                          NZ_BWRAP_AGENT_HOST_UID, NZ_BWRAP_UID);
+  guint64 agent_uid, agent_gid;       /* host ids of the agent */
+  guint64 workload_uid, workload_gid; /* host ids of the workload */
+  char *newuidmap, *newgidmap;        /* NULL when root writes the maps */
+} UsernsMap;
+
+static void
+userns_map_clear (UsernsMap *m)
+{
+  g_clear_pointer (&m->newuidmap, g_free);
+  g_clear_pointer (&m->newgidmap, g_free);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (UsernsMap, userns_map_clear)
+
+/* The first id of the first range in @file (subuid(5): "name-or-id:start:count") that belongs
+ * to @name or @id and has at least one id. */
+static gboolean
+subid_first (const char *file, const char *name, guint64 id, guint64 *out)
+{
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+
+  if (!g_file_get_contents (file, &text, NULL, NULL))
+    return FALSE;
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      g_auto (GStrv) f = g_strsplit (g_strstrip (lines[i]), ":", -1);
+      guint64 owner = 0, start = 0, count = 0;
+      gboolean mine;
+
+      if (g_strv_length (f) != 3)
+        continue;
+      mine = (name != NULL && strcmp (f[0], name) == 0)
+             || (g_ascii_string_to_unsigned (f[0], 10, 0, G_MAXUINT32, &owner, NULL)
+                 && owner == id);
+      if (mine && g_ascii_string_to_unsigned (f[1], 10, 1, G_MAXUINT32 - 1, &start, NULL)
+          && g_ascii_string_to_unsigned (f[2], 10, 1, G_MAXUINT32, &count, NULL))
+        {
+          *out = start;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+/* Can the agent get a uid of its own? Fills @m when it can. */
+static gboolean
+userns_map_plan (UsernsMap *m)
+{
+  struct passwd *pw;
+  const char *name;
+
+  memset (m, 0, sizeof *m);
+  if (geteuid () == 0)
+    {
+      m->agent_uid = m->agent_gid = NZ_BWRAP_AGENT_HOST_UID;
+      m->workload_uid = m->workload_gid = 0;
+      return TRUE;
+    }
+  pw = getpwuid (getuid ());
+  name = pw != NULL ? pw->pw_name : NULL;
+  m->workload_uid = getuid ();
+  m->workload_gid = getgid ();
+  m->newuidmap = g_find_program_in_path ("newuidmap");
+  m->newgidmap = g_find_program_in_path ("newgidmap");
+  return m->newuidmap != NULL && m->newgidmap != NULL
+         && subid_first ("/etc/subuid", name, m->workload_uid, &m->agent_uid)
+         && subid_first ("/etc/subgid", name, m->workload_gid, &m->agent_gid);
+}
+
+static gboolean
+run_idmap (const char *helper, pid_t pid, guint64 agent_id, guint64 workload_id, GError **error)
+{
+  g_autofree char *pid_s = g_strdup_printf ("%d", (int)pid);
+  g_autofree char *agent_in = g_strdup_printf ("%d", NZ_BWRAP_AGENT_UID);
+  g_autofree char *agent_out = g_strdup_printf ("%" G_GUINT64_FORMAT, agent_id);
+  g_autofree char *work_in = g_strdup_printf ("%d", NZ_BWRAP_UID);
+  g_autofree char *work_out = g_strdup_printf ("%" G_GUINT64_FORMAT, workload_id);
+  const char *argv[] = { helper, pid_s, agent_in, agent_out, "1", work_in, work_out, "1", NULL };
+  g_autofree char *err = NULL;
+  g_autoptr (GError) local = NULL;
+  int status = 0;
+
+  if (!g_spawn_sync (NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL,
+                     &err, &status, &local))
+    return nz_throw (error, NZ_ERROR_FAILED, "privsep: cannot run %s: %s", helper,
+                     local->message);
+  if (!g_spawn_check_wait_status (status, NULL))
+    return nz_throw (error, NZ_ERROR_FAILED, "privsep: %s refused the map for the agent's id %s: %s",
+                     helper, agent_out, g_strstrip (err));
+  return TRUE;
+}
+
+/* A user namespace with two ids: NZ_BWRAP_AGENT_UID for the agent and NZ_BWRAP_UID for the
+ * workload, mapped as @m says. Returns a descriptor of the namespace (it lives as long as a
+ * descriptor or a process holds it). */
+static int
+make_userns (const UsernsMap *m, GError **error)
+{
+  g_autofree char *uid_map = g_strdup_printf ("%d %" G_GUINT64_FORMAT " 1\n%d %" G_GUINT64_FORMAT
+                                              " 1\n", NZ_BWRAP_AGENT_UID, m->agent_uid,
+                                              NZ_BWRAP_UID, m->workload_uid);
+  g_autofree char *gid_map = g_strdup_printf ("%d %" G_GUINT64_FORMAT " 1\n%d %" G_GUINT64_FORMAT
+                                              " 1\n", NZ_BWRAP_AGENT_UID, m->agent_gid,
+                                              NZ_BWRAP_UID, m->workload_gid);
   g_autofree char *ns_path = NULL;
   nz_autofd int go_r = -1, go_w = -1;
+  gboolean mapped;
   int ns_fd = -1;
   int fds[2];
   char c = 0;
@@ -688,7 +794,13 @@ make_userns (GError **error)
         break;
       g_usleep (1000);
     }
-  if (write_proc_file (pid, "uid_map", map, error) && write_proc_file (pid, "gid_map", map, error))
+  if (m->newuidmap != NULL)
+    mapped = run_idmap (m->newuidmap, pid, m->agent_uid, m->workload_uid, error)
+             && run_idmap (m->newgidmap, pid, m->agent_gid, m->workload_gid, error);
+  else
+    mapped = write_proc_file (pid, "uid_map", uid_map, error)
+             && write_proc_file (pid, "gid_map", gid_map, error);
+  if (mapped)
     {
       ns_fd = open (ns_path, O_RDONLY | O_CLOEXEC);
       if (ns_fd < 0)
@@ -893,9 +1005,11 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
   nz_autofd int listen_fd = -1;
   nz_autofd int token_fd = -1;
   nz_autofd int userns_fd = -1;
-  /* Root can give the agent a uid of its own; anyone else gets bwrap's one-uid namespace, where
-   * the agent is only non-dumpable (docs/security.md, "Without root"). */
-  gboolean privsep = geteuid () == 0;
+  /* Root, or a user with subordinate ids and uidmap's helpers, gives the agent a uid of its
+   * own; anyone else gets bwrap's one-uid namespace, where the agent is only non-dumpable
+   * (docs/security.md, "container:bwrap without root"). */
+  g_auto (UsernsMap) map = { 0 };
+  gboolean privsep = userns_map_plan (&map);
   NzCgroupLimits limits = { opts->memory_mb, opts->max_processes, opts->cpus };
   CreateState st = { h, NULL, 0 };
   NzBwrapPlan plan = { 0 };
@@ -961,7 +1075,7 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
     }
   if ((listen_fd = bind_agent_socket (sock_path, error)) < 0
       || (token_fd = token_pipe (h->token, error)) < 0
-      || (privsep && (userns_fd = make_userns (error)) < 0))
+      || (privsep && (userns_fd = make_userns (&map, error)) < 0))
     {
       create_rollback (&st);
       return NULL;

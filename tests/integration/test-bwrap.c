@@ -739,7 +739,7 @@ START_TEST (test_workload_cannot_reach_agent)
   static const char *const attacks[]
       = { "proc-environ", "proc-mem", "proc-mem-read", "proc-fd-list", "pidfd_getfd", "kill-0",
           "kill-SIGSTOP", "ptrace-attach", "socket-in-view", "socket-replace",
-          "host-disk-write", "token-in-environ" };
+          "host-disk-write", "environ-content", "proc-fd-open" };
   int rc;
 
   ck_assert_int_eq (run_tool (NULL, NULL, NULL, "namzu-cp", attack, attack_dst, NULL), 0);
@@ -790,6 +790,85 @@ START_TEST (test_workload_cannot_reach_agent)
 }
 END_TEST
 
+/* namzu-create run by a user who is not root (nobody here), in a mount namespace of its own
+ * where /etc/subuid and /etc/subgid are a file of the test's: loop 0 gives nobody a
+ * subordinate range, so the agent gets a uid of its own through uidmap's newuidmap/newgidmap
+ * and every attack is refused as under root; loop 1 gives it none, the weaker mode of
+ * docs/security.md, where the agent shares the workload's uid: non-dumpable still refuses
+ * everything but a signal. */
+static const char *const unprivileged_script =
+    "mount --bind \"$1\" /etc/subuid && mount --bind \"$1\" /etc/subgid || exit 3\n"
+    "exec setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin HOME=/ "
+    "NAMZU_STATE_DIR=\"$2\" NAMZU_AGENT_BIN=\"$3\" sh -c '\n"
+    "  out=$(\"$1\" --backend container:bwrap) || exit 4\n"
+    "  id=$(printf %s \"$out\" | sed -n \"s/.*\\\"id\\\":\\\"\\([^\\\"]*\\)\\\".*/\\1/p\")\n"
+    "  \"$4\" \"$5\" \"$id:privsep-attack\" >/dev/null || exit 5\n"
+    "  \"$2\" --sandbox \"$id\" -- sh -c \"chmod +x privsep-attack && ./privsep-attack "
+    "namzu-agent && grep -E \\\"^Uid:\\\" /proc/2/status\"\n"
+    "  \"$2\" --sandbox \"$id\" -- false; echo \"false-exit=$?\"\n"
+    "  \"$3\" --sandbox \"$id\" >/dev/null || exit 6\n"
+    "' sh \"$4\" \"$5\" \"$6\" \"$7\" \"$8\"\n";
+
+START_TEST (test_unprivileged_workload_cannot_reach_agent)
+{
+  g_autofree char *newuidmap = g_find_program_in_path ("newuidmap");
+  g_autofree char *subids = g_build_filename (harness.tmp, "subids", NULL);
+  g_autofree char *create = nz_test_tool_for_others ("namzu-create");
+  g_autofree char *exec = nz_test_tool_for_others ("namzu-exec");
+  g_autofree char *destroy = nz_test_tool_for_others ("namzu-destroy");
+  g_autofree char *cp = nz_test_tool_for_others ("namzu-cp");
+  g_autofree char *agent = nz_test_tool_for_others ("namzu-agent");
+  g_autofree char *attack = NULL, *out = NULL;
+  gboolean own_uid = _i == 0;
+  g_auto (GStrv) lines = NULL;
+  guint refused = 0;
+
+  ck_assert_msg (newuidmap != NULL, "newuidmap missing (uidmap; scripts/install-deps)");
+  {
+    /* The attack binary, where nobody can read it. */
+    g_autofree char *src = g_build_filename (g_getenv ("NZ_BUILD_DIR"), "tests",
+                                             "privsep-attack", NULL);
+
+    attack = nz_test_file_for_others (src);
+  }
+  ck_assert (g_file_set_contents (subids, own_uid ? "nobody:300000:65536\n" : "", -1, NULL));
+  /* nobody's state directory, under a temp directory it may pass through. */
+  ck_assert_int_eq (chmod (harness.tmp, 0711), 0);
+  ck_assert_int_eq (g_mkdir (harness.state, 0700), 0);
+  ck_assert_int_eq (chown (harness.state, 65534, 65534), 0);
+  {
+    const char *argv[] = { "unshare", "-m", "sh", "-c", unprivileged_script, "sh", subids,
+                           harness.state, agent, create, exec, destroy, cp, attack, NULL };
+    g_autofree char *err = NULL;
+    g_autoptr (GError) error = NULL;
+    int status = 0;
+
+    ck_assert (g_spawn_sync (harness.tmp, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
+                             &out, &err, &status, &error));
+    ck_assert_msg (g_spawn_check_wait_status (status, NULL), "status %d: %s\n%s", status, out,
+                   err);
+  }
+  ck_assert_msg (strstr (out, "found namzu-agent") != NULL, "%s", out);
+  /* The agent (pid 2, after bwrap) runs as uid 0 of the namespace, or as the workload. */
+  ck_assert_msg (strstr (out, own_uid ? "Uid:\t0\t0\t0\t1001\n" : "Uid:\t1001\t1001\t1001\t1001\n")
+                     != NULL,
+                 "%s", out);
+  ck_assert_msg (strstr (out, "false-exit=1\n") != NULL, "%s", out);
+  lines = g_strsplit (out, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      gboolean signal_line = g_str_has_prefix (lines[i], "BREACH kill-0 ")
+                             || g_str_has_prefix (lines[i], "BREACH kill-SIGSTOP ");
+
+      refused += g_str_has_prefix (lines[i], "refused ") ? 1 : 0;
+      ck_assert_msg (!g_str_has_prefix (lines[i], "BREACH") || (!own_uid && signal_line),
+                     "%s in %s", lines[i], out);
+    }
+  /* Every attack answered: 13 refused, or 11 and the two signals in the weaker mode. */
+  ck_assert_msg (refused == (own_uid ? 13 : 11), "%u refused: %s", refused, out);
+}
+END_TEST
+
 static Suite *
 bwrap_suite (void)
 {
@@ -813,6 +892,7 @@ bwrap_suite (void)
   tcase_add_test (tc, test_destroy_retries_through_deep_tree);
   tcase_add_test (tc, test_disk_bound);
   tcase_add_test (tc, test_workload_cannot_reach_agent);
+  tcase_add_loop_test (tc, test_unprivileged_workload_cannot_reach_agent, 0, 2);
   suite_add_tcase (s, tc);
   return s;
 }
