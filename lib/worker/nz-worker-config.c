@@ -175,6 +175,7 @@ static const MsKnob ms_knobs[] = {
   LIMIT ("NAMZU_SANDBOX_POISON_EXIT_DELAY_MS", 50, poison_exit_delay_ms),
   LIMIT ("NAMZU_SANDBOX_MAX_PREAUTH_CONNECTIONS", 64, max_preauth_connections),
   LIMIT ("NAMZU_SANDBOX_PREAUTH_DEADLINE_MS", 10000, preauth_deadline_ms),
+  LIMIT ("NAMZU_SANDBOX_PREAUTH_IDLE_TIMEOUT_MS", 10000, preauth_idle_timeout_ms),
 };
 
 static void
@@ -306,5 +307,6 @@ nz_worker_config_new_from_env (GError **error)
   /* A zero bound would refuse every connection; the smallest is one. */
   c->max_preauth_connections = MAX (c->max_preauth_connections, 1);
   c->preauth_deadline_ms = MAX (c->preauth_deadline_ms, 1);
+  c->preauth_idle_timeout_ms = MAX (c->preauth_idle_timeout_ms, 1);
   return g_steal_pointer (&c);
 }

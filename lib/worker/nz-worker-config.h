@@ -26,9 +26,11 @@ typedef struct
   gint64 poison_exit_delay_ms; /* NAMZU_SANDBOX_POISON_EXIT_DELAY_MS (namzu addition), 50 */
   /* Pre-authentication bounds (namzu additions, the agent's defaults, spec A.4): connections
    * that have not yet sent an authorised request's headers, the oldest evicted past the
-   * limit; each must do so within the deadline from accept (nz-worker-preauth.h). */
+   * limit; each must do so within the deadline from accept, and may not fall silent for the
+   * idle timeout in between (nz-worker-preauth.h). */
   gint64 max_preauth_connections; /* NAMZU_SANDBOX_MAX_PREAUTH_CONNECTIONS, 64 */
   gint64 preauth_deadline_ms;     /* NAMZU_SANDBOX_PREAUTH_DEADLINE_MS, 10000 */
+  gint64 preauth_idle_timeout_ms; /* NAMZU_SANDBOX_PREAUTH_IDLE_TIMEOUT_MS, 10000 */
   NzGuestLimits limits;
 } NzWorkerConfig;
 

@@ -1,5 +1,11 @@
 #include "nz-worker-preauth.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+
 /* A connection until it sends the headers of an authorised request: a member of the
  * pre-auth pool, with its deadline. Owned by the connection's GSocket (object data), so it
  * goes when libsoup lets the connection go. */
@@ -18,6 +24,8 @@ typedef struct
   char *peer;
   NzPreauthSlot slot;
   guint deadline_id;
+  guint idle_id;
+  guint idle_ms;
 } PreauthConn;
 
 #define CONN_KEY "nz-worker-preauth"
@@ -43,6 +51,7 @@ conn_lift (PreauthConn *p)
       && g_hash_table_lookup (p->owner->by_peer, p->peer) == p)
     g_hash_table_remove (p->owner->by_peer, p->peer);
   g_clear_handle_id (&p->deadline_id, g_source_remove);
+  g_clear_handle_id (&p->idle_id, g_source_remove);
 }
 
 static void
@@ -70,6 +79,39 @@ conn_deadline (gpointer user_data)
 
   p->deadline_id = 0;
   conn_drop (p, "pre-auth header deadline expired");
+  return G_SOURCE_REMOVE;
+}
+
+/* Milliseconds since the last byte arrived, or -1 when the stack does not say. */
+static gint64
+ms_since_data (GSocket *sock)
+{
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+
+  memset (&ti, 0, sizeof ti);
+  if (getsockopt (g_socket_get_fd (sock), IPPROTO_TCP, TCP_INFO, &ti, &len) != 0
+      || len < offsetof (struct tcp_info, tcpi_last_data_recv) + sizeof ti.tcpi_last_data_recv)
+    return -1;
+  return ti.tcpi_last_data_recv;
+}
+
+static gboolean
+conn_idle (gpointer user_data)
+{
+  PreauthConn *p = user_data;
+  gint64 quiet = ms_since_data (p->sock);
+
+  p->idle_id = 0;
+  if (quiet < 0)
+    return G_SOURCE_REMOVE;
+  if (quiet >= p->idle_ms)
+    {
+      conn_drop (p, "pre-auth idle timeout expired");
+      return G_SOURCE_REMOVE;
+    }
+  /* Bytes came since: look again when this silence would reach the timeout. */
+  p->idle_id = g_timeout_add ((guint)(p->idle_ms - quiet), conn_idle, p);
   return G_SOURCE_REMOVE;
 }
 
@@ -102,6 +144,12 @@ nz_worker_preauth_start (NzWorkerPreauth *preauth, const NzWorkerConfig *config,
   g_object_set_data_full (G_OBJECT (p->sock), CONN_KEY, p, (GDestroyNotify)conn_free);
   p->deadline_id = g_timeout_add ((guint)MIN (config->preauth_deadline_ms, G_MAXUINT),
                                   conn_deadline, p);
+  /* An idle timeout at or past the deadline could never fire first. */
+  if (config->preauth_idle_timeout_ms < config->preauth_deadline_ms)
+    {
+      p->idle_ms = (guint)MIN (config->preauth_idle_timeout_ms, G_MAXUINT);
+      p->idle_id = g_timeout_add (p->idle_ms, conn_idle, p);
+    }
   evicted = nz_preauth_pool_join (preauth->pool, &p->slot, p);
   if (evicted != NULL)
     conn_drop (evicted, "too many unauthenticated connections");

@@ -2,10 +2,11 @@
  * mirrored on HTTP: a connection that has not yet sent the headers of an authorised request
  * is a member of a pool whose oldest is evicted past NAMZU_SANDBOX_MAX_PREAUTH_CONNECTIONS,
  * and must send them within NAMZU_SANDBOX_PREAUTH_DEADLINE_MS of accept (however slowly it
- * trickles: nothing resets it). Dropping is a shutdown: libsoup sees the end and lets the
- * connection go. No separate idle timeout: GSocket's timeout sticks to the read sources
- * libsoup already holds, so it could not be lifted from an authenticated keep-alive
- * connection; the deadline bounds a silent connection as well. */
+ * trickles: nothing resets it), and must not stay silent for NAMZU_SANDBOX_PREAUTH_IDLE_TIMEOUT_MS
+ * (every byte that arrives resets it). Dropping is a shutdown: libsoup sees the end and lets
+ * the connection go. The idle clock is the kernel's (TCP_INFO's tcpi_last_data_recv), so
+ * nothing has to sit between libsoup and the socket; where a stack does not report it the
+ * deadline alone bounds a silent connection. */
 #pragma once
 
 #include <gio/gio.h>

@@ -1487,6 +1487,20 @@ START_TEST (test_preauth_bounds)
   /* And a silent one. */
   took = seconds_until_closed (w->port, "GET /healthz HTTP/1.1\r\n", FALSE, 6);
   ck_assert_msg (took >= 1.2 && took < 4, "silent connection closed after %.2f s", took);
+  /* With an idle timeout below the deadline, silence ends a connection early; bytes trickling
+   * in keep it until the deadline. */
+  {
+    Worker *idle = worker_start ((const char *const[]){ "NAMZU_SANDBOX_PREAUTH_DEADLINE_MS",
+                                                        "3000",
+                                                        "NAMZU_SANDBOX_PREAUTH_IDLE_TIMEOUT_MS",
+                                                        "600", NULL });
+
+    took = seconds_until_closed (idle->port, "GET /healthz HTTP/1.1\r\n", FALSE, 6);
+    ck_assert_msg (took >= 0.4 && took < 2, "silent connection closed after %.2f s", took);
+    took = seconds_until_closed (idle->port, "GET /healthz HTTP/1.1\r\nX-Slow: ", TRUE, 6);
+    ck_assert_msg (took >= 2.5 && took < 5.5, "trickling connection closed after %.2f s", took);
+    worker_stop (idle);
+  }
   /* An authorised request is no longer bound: a response that streams past the deadline
    * runs to its end. */
   {
