@@ -187,6 +187,9 @@ attach_frame (JsonObject *frame, gpointer user_data, GError **error)
 
   if (type == NULL)
     return nz_throw (error, NZ_ERROR_PROTOCOL, "attach frame without a type");
+  /* The final frame (a result, an exit, a refusal) is final: a second one is not taken. */
+  if (st->end != NULL || st->refusal != NULL)
+    return nz_throw (error, NZ_ERROR_PROTOCOL, "attach: a '%s' frame after the final one", type);
   if (strcmp (type, "attached") == 0 || strcmp (type, "ready") == 0)
     {
       report_gap (st, frame);
