@@ -1,10 +1,12 @@
 #include "nz-agent-sessions.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 
 #include "nz-errors.h"
 #include "nz-frame.h"
+#include "nz-host-timing.h"
 #include "nz-json.h"
 #include "nz-token.h"
 
@@ -231,10 +233,61 @@ attach_frame (JsonObject *frame, gpointer user_data, GError **error)
   return TRUE;
 }
 
+/* attach-session over a duplex connection: the stream lasts as long as the session, so the
+ * heartbeat tells a quiet session from a peer that went silent (spec D.2.11). TRUE at the
+ * terminator; a connection lost before it is an error (the loop resumes it). */
+static gboolean
+session_stream (NzAgentClient *c, JsonObject *body, AttachState *st, GError **error)
+{
+  g_autoptr (NzAgentDuplex) d = NULL;
+  NzLiveness live;
+
+  nz_liveness_start (&live, body, nz_liveness_asked_ms ());
+  d = nz_agent_duplex_open (c, "attach-session", body, error);
+  if (d == NULL)
+    return FALSE;
+  for (;;)
+    {
+      struct pollfd pfd = { .fd = nz_agent_duplex_get_fd (d), .events = POLLIN };
+      int n = poll (&pfd, 1, nz_liveness_poll_ms (&live));
+      gboolean may_read = n > 0;
+
+      if (n < 0 && errno != EINTR)
+        return nz_throw_errno_prefix (error, "attach-session: poll");
+      if (may_read)
+        nz_liveness_seen (&live);
+      for (;;)
+        {
+          JsonObject *frame = NULL;
+          NzDuplexResult r = nz_agent_duplex_next (d, may_read, &frame, error);
+          gboolean ok;
+
+          may_read = FALSE;
+          if (r == NZ_DUPLEX_TERMINATOR)
+            return TRUE;
+          if (r == NZ_DUPLEX_EOF)
+            return nz_throw (error, NZ_ERROR_PROTOCOL,
+                             "attach-session: the connection closed before the end");
+          if (r == NZ_DUPLEX_ERROR)
+            return FALSE;
+          if (r == NZ_DUPLEX_AGAIN)
+            break;
+          if (g_strcmp0 (nz_json_get_string (frame, "type"), "ready") == 0)
+            nz_liveness_ready (&live, frame);
+          ok = attach_frame (frame, st, error);
+          json_object_unref (frame);
+          if (!ok)
+            return FALSE;
+        }
+      if (!nz_liveness_tick (&live, d, "attach-session", error))
+        return FALSE;
+    }
+}
+
 static JsonObject *
 attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char *id,
-             guint64 from_offset, const NzAttachCallbacks *callbacks, gpointer user_data,
-             GCancellable *cancellable, GError **error)
+             guint64 from_offset, guint64 observation_ms, const NzAttachCallbacks *callbacks,
+             gpointer user_data, GCancellable *cancellable, GError **error)
 {
   AttachState st = { callbacks, user_data, from_offset, NULL, FALSE, FALSE, NULL };
 
@@ -247,7 +300,11 @@ attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char
 
       json_object_set_string_member (body, id_member, id);
       json_object_set_int_member (body, "fromOffset", (gint64)st.next_offset);
-      ok = nz_agent_client_stream (c, op, body, 0, attach_frame, &st, cancellable, &local);
+      if (strcmp (op, "attach-session") == 0)
+        ok = session_stream (c, body, &st, &local);
+      else
+        ok = nz_agent_client_stream (c, op, body, observation_ms, attach_frame, &st, cancellable,
+                                     &local);
       if (st.refusal != NULL)
         {
           g_autofree char *code = g_steal_pointer (&st.refusal);
@@ -274,11 +331,17 @@ attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char
       /* Lost before the end (e.g. dropped as a slow reader): resume where we were. Only an
        * attempt that delivered output earns a resume: a peer that fails the same way each
        * time (a malformed or oversized frame) is not asked again. */
-      if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED) || attempt >= ATTACH_RESUMES
+      if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED)
+          || g_error_matches (local, NZ_ERROR, NZ_ERROR_TIMED_OUT) || attempt >= ATTACH_RESUMES
           || (ok && local == NULL) || st.next_offset == started_at)
         {
           if (local == NULL)
             nz_throw (error, NZ_ERROR_PROTOCOL, "%s %s ended without a final frame", op, id);
+          else if (g_error_matches (local, NZ_ERROR, NZ_ERROR_TIMED_OUT) && observation_ms > 0)
+            nz_throw (error, NZ_ERROR_TIMED_OUT,
+                      "%s %s: no end after %" G_GUINT64_FORMAT " ms, though the agent ends an "
+                      "execution at its timeout; giving up on the peer",
+                      op, id, observation_ms);
           else
             g_propagate_error (error, g_steal_pointer (&local));
           return NULL;
@@ -288,12 +351,12 @@ attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char
 
 JsonObject *
 nz_agent_attach_execution (NzAgentClient *c, const char *execution_id, guint64 from_offset,
-                           const NzAttachCallbacks *callbacks, gpointer user_data,
-                           GCancellable *cancellable, GError **error)
+                           guint64 observation_ms, const NzAttachCallbacks *callbacks,
+                           gpointer user_data, GCancellable *cancellable, GError **error)
 {
   g_return_val_if_fail (c != NULL && execution_id != NULL && callbacks != NULL, NULL);
-  return attach_loop (c, "attach-execution", "executionId", execution_id, from_offset, callbacks,
-                      user_data, cancellable, error);
+  return attach_loop (c, "attach-execution", "executionId", execution_id, from_offset,
+                      observation_ms, callbacks, user_data, cancellable, error);
 }
 
 JsonObject *
@@ -302,7 +365,7 @@ nz_agent_attach_session (NzAgentClient *c, const char *session_id, guint64 from_
                          GCancellable *cancellable, GError **error)
 {
   g_return_val_if_fail (c != NULL && session_id != NULL && callbacks != NULL, NULL);
-  return attach_loop (c, "attach-session", "sessionId", session_id, from_offset, callbacks,
+  return attach_loop (c, "attach-session", "sessionId", session_id, from_offset, 0, callbacks,
                       user_data, cancellable, error);
 }
 
@@ -436,4 +499,92 @@ nz_agent_duplex_next (NzAgentDuplex *d, gboolean may_read, JsonObject **out_fram
           nz_frame_reader_push (d->reader, buf, (gsize)n);
       }
     }
+}
+
+/* ---- stream liveness (spec D.2.11) ---- */
+
+gint64
+nz_liveness_asked_ms (void)
+{
+  const char *raw = g_getenv ("NAMZU_STREAM_HEARTBEAT_MS");
+  guint64 v = 0;
+
+  if (raw != NULL && g_ascii_string_to_unsigned (raw, 10, 0, G_MAXINT32, &v, NULL))
+    return (gint64)v;
+  return NZ_HOST_STREAM_HEARTBEAT_MS;
+}
+
+void
+nz_liveness_start (NzLiveness *l, JsonObject *body, gint64 asked_ms)
+{
+  memset (l, 0, sizeof *l);
+  l->asked_ms = asked_ms;
+  l->opened_at = l->last_seen = g_get_monotonic_time ();
+  if (asked_ms > 0)
+    json_object_set_int_member (body, "heartbeatMs", asked_ms);
+}
+
+void
+nz_liveness_ready (NzLiveness *l, JsonObject *ready)
+{
+  guint64 echoed = 0;
+
+  l->ready = TRUE;
+  l->last_seen = g_get_monotonic_time ();
+  /* min(max(asked, 100) x 4, max(100, echoed)); no echo: an old agent, no heartbeat. */
+  if (l->asked_ms > 0 && nz_agent_reply_count (ready, "heartbeatMs", &echoed) && echoed > 0)
+    {
+      l->interval_ms = MIN (MAX (l->asked_ms, 100) * 4, MAX (100, (gint64)MIN (echoed, G_MAXINT32)));
+      l->next_send = l->last_seen + l->interval_ms * 1000;
+    }
+}
+
+void
+nz_liveness_seen (NzLiveness *l)
+{
+  l->last_seen = g_get_monotonic_time ();
+}
+
+int
+nz_liveness_poll_ms (const NzLiveness *l)
+{
+  gint64 now = g_get_monotonic_time (), until;
+
+  if (!l->ready)
+    until = l->opened_at + (gint64)NZ_HOST_READ_IDLE_TIMEOUT_MS * 1000;
+  else if (l->interval_ms > 0)
+    until = MIN (l->next_send, l->last_seen + l->interval_ms * 3000);
+  else
+    return -1;
+  return until <= now ? 0 : (int)MIN ((until - now + 999) / 1000, G_MAXINT);
+}
+
+gboolean
+nz_liveness_tick (NzLiveness *l, NzAgentDuplex *d, const char *what, GError **error)
+{
+  gint64 now = g_get_monotonic_time ();
+
+  if (!l->ready)
+    {
+      if (now - l->opened_at >= (gint64)NZ_HOST_READ_IDLE_TIMEOUT_MS * 1000)
+        return nz_throw (error, NZ_ERROR_TIMED_OUT, "%s: no ready frame within %d ms", what,
+                         NZ_HOST_READ_IDLE_TIMEOUT_MS);
+      return TRUE;
+    }
+  if (l->interval_ms == 0)
+    return TRUE;
+  if (now - l->last_seen >= l->interval_ms * 3000)
+    return nz_throw (error, NZ_ERROR_TIMED_OUT,
+                     "%s: the peer sent nothing for %" G_GINT64_FORMAT "ms and is treated as gone",
+                     what, l->interval_ms * 3);
+  if (now >= l->next_send)
+    {
+      g_autoptr (JsonObject) beat = json_object_new ();
+
+      json_object_set_string_member (beat, "type", "heartbeat");
+      l->next_send = now + l->interval_ms * 1000;
+      if (!nz_agent_duplex_send (d, beat, error))
+        return FALSE;
+    }
+  return TRUE;
 }

@@ -29,11 +29,13 @@ typedef struct
 
 /* attach-execution from @from_offset: replay, live follow, until attach_result, which is
  * returned (new reference; `outcome`, `result`?, `error`?, `nextOffset`). A connection lost
- * before the end is resumed from the last nextOffset (a few times). */
+ * before the end is resumed from the last nextOffset (a few times). The agent ends every
+ * execution by its timeout, so a connection that has not ended @observation_ms after it
+ * opened (0: no bound) is a peer that lies or hangs: NZ_ERROR_TIMED_OUT. */
 JsonObject *nz_agent_attach_execution (NzAgentClient *c, const char *execution_id,
-                                       guint64 from_offset, const NzAttachCallbacks *callbacks,
-                                       gpointer user_data, GCancellable *cancellable,
-                                       GError **error);
+                                       guint64 from_offset, guint64 observation_ms,
+                                       const NzAttachCallbacks *callbacks, gpointer user_data,
+                                       GCancellable *cancellable, GError **error);
 
 /* attach-session (read-only follow) from @from_offset until the session's exit frame, which
  * is returned (new reference; `exitCode`, `signal`? numeric). Another attachment taking over
@@ -70,5 +72,36 @@ typedef enum
  * is buffered (call after poll() said readable). */
 NzDuplexResult nz_agent_duplex_next (NzAgentDuplex *d, gboolean may_read, JsonObject **out_frame,
                                      GError **error);
+
+/* Stream liveness (spec D.2.11), for streams the host keeps open for as long as the agent's
+ * side runs (terminals, attach-session): the host asks for a heartbeat in the open body; once
+ * the agent's ready frame echoes one, the host sends {type:"heartbeat"} every interval and
+ * the stream is dead when no bytes have arrived for three intervals. Before ready, the
+ * host's 60 s read-idle bound applies instead. */
+#define NZ_HOST_STREAM_HEARTBEAT_MS 5000
+
+/* The heartbeat a host tool asks for: $NAMZU_STREAM_HEARTBEAT_MS (a whole number of ms; 0 for
+ * none), else NZ_HOST_STREAM_HEARTBEAT_MS. */
+gint64 nz_liveness_asked_ms (void);
+
+typedef struct
+{
+  gint64 asked_ms;    /* what the open body asked for */
+  gint64 interval_ms; /* negotiated: 0 none (an old agent, or before ready) */
+  gboolean ready;
+  gint64 opened_at, last_seen, next_send; /* monotonic µs */
+} NzLiveness;
+
+/* Puts heartbeatMs in @body (unless @asked_ms is 0) and starts the pre-ready clock. */
+void nz_liveness_start (NzLiveness *l, JsonObject *body, gint64 asked_ms);
+/* The ready frame arrived: negotiate from its heartbeatMs echo. */
+void nz_liveness_ready (NzLiveness *l, JsonObject *ready);
+/* Bytes arrived. */
+void nz_liveness_seen (NzLiveness *l);
+/* How long poll() may wait before nz_liveness_tick must run, in ms (-1: for ever). */
+int nz_liveness_poll_ms (const NzLiveness *l);
+/* Sends a heartbeat when one is due; FALSE (and @error) when the stream is dead or the send
+ * failed. @what names the stream in the error. */
+gboolean nz_liveness_tick (NzLiveness *l, NzAgentDuplex *d, const char *what, GError **error);
 
 G_END_DECLS

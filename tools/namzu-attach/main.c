@@ -18,14 +18,16 @@
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-exec-status.h"
+#include "nz-host-timing.h"
 #include "nz-json.h"
+#include "nz-lite-exec.h"
 #include "nz-state.h"
 
 /* Ctrl-]: detaches an interactive terminal, like telnet. */
 #define DETACH_KEY 0x1d
 
 static char *opt_sandbox, *opt_endpoint, *opt_execution, *opt_session, *opt_kill, *opt_signal;
-static char *opt_start;
+static char *opt_start, *opt_timeout;
 static gint64 opt_from;
 static gboolean opt_terminal, opt_persistent, opt_list;
 static char **opt_command;
@@ -38,6 +40,10 @@ static const GOptionEntry entries[] = {
   { "session", 'S', 0, G_OPTION_ARG_STRING, &opt_session,
     "Follow session ID; with --terminal --persistent, the new session's id", "ID" },
   { "from", 'f', 0, G_OPTION_ARG_INT64, &opt_from, "Replay from byte offset N (default 0)", "N" },
+  { "timeout", 0, 0, G_OPTION_ARG_STRING, &opt_timeout,
+    "With --execution: the longest it may still run, as ms or 30s, 5m, 1h (default 30m, the "
+    "agent's ceiling); namzu-attach gives up 10 s after that",
+    "DURATION" },
   { "terminal", 't', 0, G_OPTION_ARG_NONE, &opt_terminal,
     "Open an interactive terminal (default command /bin/sh)", NULL },
   { "persistent", 'p', 0, G_OPTION_ARG_NONE, &opt_persistent,
@@ -76,6 +82,10 @@ static const char description[]
       "\n"
       "Output bytes that the agent's ring no longer holds are reported on stderr (\"N bytes\n"
       "dropped before offset M\"), never skipped silently.\n"
+      "Sessions and terminals may stay quiet for ever: namzu-attach agrees a heartbeat with the\n"
+      "agent ($NAMZU_STREAM_HEARTBEAT_MS, default 5000; 0 for none) and gives up on a peer that\n"
+      "sends nothing for three beats, or no ready frame within 60 s. An execution ends at its\n"
+      "timeout: --timeout says how long it may still run.\n"
       "Exit status: the followed command's (128+N for signal N, 124 on timeout), 0 for --list,\n"
       "--kill and a detached terminal, 125 when namzu itself failed.";
 
@@ -105,12 +115,23 @@ fail (const GError *error)
   return NZ_EXEC_EXIT_NAMZU;
 }
 
+/* An execution ends at its timeout, NAMZU_SANDBOX_MAX_TIMEOUT_MS (30 min) at the most: a
+ * stream still open 10 s past the longest it may run is a peer that lies or hangs. */
+static guint64
+observation_ms (void)
+{
+  long long ms = opt_timeout != NULL ? nz_lite_exec_parse_timeout_ms (opt_timeout) : 1800000;
+
+  return (guint64)ms + NZ_HOST_EXECUTION_TRANSPORT_GRACE_MS;
+}
+
 static int
 follow_execution (NzAgentClient *c)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (JsonObject) end = nz_agent_attach_execution (c, opt_execution, (guint64)opt_from,
-                                                          &attach_callbacks, NULL, NULL, &error);
+  g_autoptr (JsonObject) end = nz_agent_attach_execution (
+      c, opt_execution, (guint64)opt_from, observation_ms (), &attach_callbacks, NULL, NULL,
+      &error);
   JsonObject *result;
   int status;
 
@@ -232,6 +253,7 @@ run_terminal (NzAgentClient *c)
   gboolean tty = isatty (STDIN_FILENO);
   struct termios saved, raw;
   gboolean stdin_open = TRUE, exited = FALSE;
+  NzLiveness live;
   int status = 0;
   guint cols, rows;
 
@@ -252,6 +274,7 @@ run_terminal (NzAgentClient *c)
       json_object_set_boolean_member (body, "persistent", TRUE);
       json_object_set_string_member (body, "sessionId", opt_session);
     }
+  nz_liveness_start (&live, body, nz_liveness_asked_ms ());
   d = nz_agent_duplex_open (c, "terminal", body, &error);
   if (d == NULL)
     return fail (error);
@@ -277,8 +300,16 @@ run_terminal (NzAgentClient *c)
       JsonObject *frame = NULL;
       NzDuplexResult r;
 
-      if (poll (fds, 3, -1) < 0 && errno != EINTR)
+      if (poll (fds, 3, nz_liveness_poll_ms (&live)) < 0 && errno != EINTR)
         break;
+      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR))
+        nz_liveness_seen (&live);
+      /* A quiet terminal is fine; a peer that stopped answering heartbeats is gone. */
+      if (!nz_liveness_tick (&live, d, "terminal", &error))
+        {
+          status = fail (error);
+          break;
+        }
       if (fds[2].revents & POLLIN)
         {
           g_autoptr (JsonObject) ev = json_object_new ();
@@ -339,6 +370,8 @@ run_terminal (NzAgentClient *c)
           type = nz_json_get_string (frame, "type");
           /* Every member is the agent's word: any of them may be missing or mistyped. */
           data = nz_json_get_string (frame, "data");
+          if (g_strcmp0 (type, "ready") == 0)
+            nz_liveness_ready (&live, frame);
           if (g_strcmp0 (type, "data") == 0 && data != NULL)
             on_output (g_strcmp0 (nz_json_get_string (frame, "stream"), "stderr") == 0
                            ? NZ_EXEC_STDERR
@@ -413,6 +446,14 @@ main (int argc, char **argv)
         "give exactly one of --execution, --session, --terminal, --list, --kill, --start-detached");
   if (opt_from < 0)
     nz_cli_usage_error ("--from wants a byte offset >= 0");
+  if (opt_timeout != NULL && opt_execution == NULL)
+    nz_cli_usage_error ("--timeout only goes with --execution");
+  /* Bounded so that adding the grace cannot overflow what a deadline holds. */
+  if (opt_timeout != NULL
+      && (nz_lite_exec_parse_timeout_ms (opt_timeout) < 0
+          || nz_lite_exec_parse_timeout_ms (opt_timeout) > (long long)G_MAXINT32))
+    nz_cli_usage_error ("--timeout wants milliseconds or a duration like 30s, 5m, 1h (at most "
+                        "%d ms); got \"%s\"", G_MAXINT32, opt_timeout);
   if (opt_persistent && (!opt_terminal || opt_session == NULL))
     nz_cli_usage_error ("--persistent needs --terminal and --session ID");
   if (!opt_terminal && opt_start == NULL && opt_command != NULL && opt_command[0] != NULL)

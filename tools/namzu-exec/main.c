@@ -15,6 +15,7 @@
 #include "nz-errors.h"
 #include "nz-exec-status.h"
 #include "nz-json.h"
+#include "nz-lite-exec.h"
 #include "nz-state.h"
 
 #include "front.h"
@@ -81,28 +82,6 @@ typedef struct
   int signo;              /* signal that made us cancel, 0 if none */
   gboolean broken_output; /* our stdout/stderr went away: cancel, like SIGPIPE would */
 } Run;
-
-static gboolean
-parse_timeout_ms (const char *text, gint64 *out)
-{
-  static const struct { const char *suffix; gint64 ms; } units[] = {
-    { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1 },
-  };
-  g_autofree char *num = NULL;
-  guint64 v = 0;
-
-  for (gsize i = 0; i < G_N_ELEMENTS (units); i++)
-    {
-      if (!g_str_has_suffix (text, units[i].suffix))
-        continue;
-      num = g_strndup (text, strlen (text) - strlen (units[i].suffix));
-      if (!g_ascii_string_to_unsigned (num, 10, 1, G_MAXINT64 / 3600000, &v, NULL))
-        return FALSE;
-      *out = (gint64)v * units[i].ms;
-      return TRUE;
-    }
-  return FALSE;
-}
 
 static void
 emit_event (const char *type, const char *data)
@@ -290,9 +269,9 @@ build_body (GError **error)
     }
   if (opt_timeout != NULL)
     {
-      gint64 ms = 0;
+      gint64 ms = nz_lite_exec_parse_timeout_ms (opt_timeout);
 
-      if (!parse_timeout_ms (opt_timeout, &ms))
+      if (ms < 0)
         return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                              "--timeout wants milliseconds or a duration like 30s, 5m, 1h; got "
                              "\"%s\"", opt_timeout), NULL);
