@@ -275,6 +275,12 @@ hostile (int fd, const char *op)
     put (fd, "0000", 4);
   else if (strcmp (shape, "silent") == 0)
     silent (fd);
+  else if (strcmp (shape, "ready-silent") == 0)
+    {
+      /* Ready, a 100 ms heartbeat agreed, then nothing ever again. */
+      put_json (fd, "{\"type\":\"ready\",\"heartbeatMs\":100}");
+      silent (fd);
+    }
   else if (strcmp (shape, "endless") == 0)
     {
       /* Frames for ever, each a valid one of the op's kind. */

@@ -790,6 +790,32 @@ START_TEST (test_workload_cannot_reach_agent)
 }
 END_TEST
 
+/* A session and a terminal that stay quiet for twenty heartbeats (100 ms) are not mistaken for
+ * a silent peer: the agent keeps beating, namzu-attach keeps answering, and the late output and
+ * the exit status arrive. (A peer that goes silent is test-hostile-replies' ready-silent.) */
+START_TEST (test_quiet_streams_keep_their_heartbeat)
+{
+  g_autofree char *id = create_sandbox (NULL, NULL);
+  g_autofree char *out = NULL, *err = NULL, *term = NULL;
+
+  g_setenv ("NAMZU_STREAM_HEARTBEAT_MS", "100", TRUE);
+  ck_assert_int_eq (run_tool (NULL, NULL, NULL, "namzu-attach", "--sandbox", id,
+                              "--start-detached", "quiet", "--", "sh", "-c",
+                              "sleep 2; echo late; exit 3", NULL),
+                    0);
+  ck_assert_int_eq (run_tool (NULL, &out, &err, "namzu-attach", "--sandbox", id, "--session",
+                              "quiet", NULL),
+                    3);
+  ck_assert_msg (strstr (out, "late\n") != NULL, "out %s err %s", out, err);
+  ck_assert_int_eq (run_tool (NULL, &term, &err, "namzu-attach", "--sandbox", id, "--terminal",
+                              "--", "sh", "-c", "sleep 2; echo tlate", NULL),
+                    0);
+  ck_assert_msg (strstr (term, "tlate") != NULL, "out %s err %s", term, err);
+  g_unsetenv ("NAMZU_STREAM_HEARTBEAT_MS");
+  destroy_ok (id);
+}
+END_TEST
+
 /* namzu-create run by a user who is not root (nobody here), in a mount namespace of its own
  * where /etc/subuid and /etc/subgid are a file of the test's: loop 0 gives nobody a
  * subordinate range, so the agent gets a uid of its own through uidmap's newuidmap/newgidmap
@@ -892,6 +918,7 @@ bwrap_suite (void)
   tcase_add_test (tc, test_destroy_retries_through_deep_tree);
   tcase_add_test (tc, test_disk_bound);
   tcase_add_test (tc, test_workload_cannot_reach_agent);
+  tcase_add_test (tc, test_quiet_streams_keep_their_heartbeat);
   tcase_add_loop_test (tc, test_unprivileged_workload_cannot_reach_agent, 0, 2);
   suite_add_tcase (s, tc);
   return s;

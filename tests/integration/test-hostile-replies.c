@@ -98,6 +98,17 @@ static const Case cases[] = {
   EXEC_ROW ("namzu-exec-full", "--json --timeout 1s -- true", "endless", FALSE),
   { "namzu-quiesce", "", "quiesce", "endless", DATA, FALSE, FALSE },
   { "namzu-attach", "--list", "list-sessions", "endless", DATA, FALSE, FALSE },
+  /* An attached execution that never ends ends on the longest it may still run (--timeout,
+   * default the agent's 30 min ceiling) + 10 s: a silent agent hung namzu-attach for ever. */
+  { "namzu-attach", "--execution exec_1 --timeout 1s", "attach-execution", "silent", EXEC, FALSE,
+    FALSE },
+  { "namzu-attach", "--execution exec_1 --timeout 1s", "attach-execution", "endless", EXEC, FALSE,
+    FALSE },
+  /* A session or a terminal may be quiet for ever: the heartbeat (spec D.2.11) tells that from
+   * a peer that went silent after ready, and the 60 s read-idle bound applies before it. */
+  { "namzu-attach", "--session s1", "attach-session", "silent", EXEC, FALSE, FALSE },
+  { "namzu-attach", "--session s1", "attach-session", "ready-silent", EXEC, FALSE, FALSE },
+  { "namzu-attach", "--terminal", "terminal", "ready-silent", EXEC, FALSE, FALSE },
   /* A download that goes silent ends on the host's 60 s read-idle bound. */
   { "namzu-cp", ":/w/f %L", "read-file-stream", "silent", DATA, FALSE, FALSE },
 };
