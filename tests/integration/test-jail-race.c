@@ -2,7 +2,7 @@
  * agent works (renameat2 RENAME_EXCHANGE between a real directory inside the workspace and a
  * symlink to a directory outside it), for every kind of jailed path: read-file (whole and
  * ranged), read-file-stream, write-file, the parts upload (a first part, and a final part with
- * its chmod and rename), mkdir -p and the cwd of execute.
+ * its chmod and rename), mkdir -p and the cwd of execute, start-detached and terminal.
  * An escape is anything read from, written to or made in the outside directory; there must be
  * none. The agent runs directly (no bwrap), its workspace in a temp dir, the racer a thread
  * of this test. Also: whole-file and stream reads of a FIFO are refused at once, and a temp
@@ -11,6 +11,7 @@
  * Tries per op: NZ_RACE_TRIES (default 10000), scaled to a tenth in a sanitized build so the
  * ASan tree stays within the test's time. */
 #define _GNU_SOURCE /* renameat2 */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/time.h>
@@ -88,6 +89,9 @@ make_outside (Agent *a)
   return outside;
 }
 
+/* The pair's real directory, by descriptor: it stays the same inode whatever its name. */
+static int real_dir_fd = -1;
+
 static void
 make_swap_pair (Agent *a, const char *outside)
 {
@@ -100,6 +104,26 @@ make_swap_pair (Agent *a, const char *outside)
   ck_assert (g_file_set_contents (inner, "inside", -1, NULL));
   ck_assert (g_file_set_contents (inner_temp, "inside", -1, NULL));
   ck_assert_int_eq (symlink (outside, swl), 0);
+  real_dir_fd = open (sw, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ck_assert_int_ge (real_dir_fd, 0);
+}
+
+/* Entries whose name starts with @prefix in the real directory: what a write-like op made
+ * there, proof that its tries went through the swapped name rather than all failing. */
+static guint
+inside_made (const char *prefix)
+{
+  DIR *d = fdopendir (dup (real_dir_fd));
+  struct dirent *e;
+  guint n = 0;
+
+  ck_assert_ptr_nonnull (d);
+  /* The dup shares its offset with real_dir_fd: start from the top each time. */
+  rewinddir (d);
+  while ((e = readdir (d)) != NULL)
+    n += g_str_has_prefix (e->d_name, prefix) ? 1 : 0;
+  closedir (d);
+  return n;
 }
 
 /* What is in outside beyond the two files it started with, and whether those kept their
@@ -153,12 +177,21 @@ enum
   OP_PARTS_FINAL,
   OP_MKDIR,
   OP_CWD,
+  OP_DETACHED_CWD,
+  OP_TERMINAL_CWD,
   N_OPS
 };
 
 static const char *const op_names[N_OPS] = {
   "read-file", "read-file ranged", "read-file-stream", "write-file",
-  "parts upload", "final part", "mkdir -p", "execute cwd",
+  "parts upload", "final part", "mkdir -p", "execute cwd", "start-detached cwd",
+  "terminal cwd",
+};
+
+/* The name prefix of what each write-like op makes (NULL: nothing to count). */
+static const char *const op_made[N_OPS] = {
+  [OP_WRITE] = "w", [OP_PARTS_FINAL] = "r", [OP_MKDIR] = "d", [OP_CWD] = "m",
+  [OP_DETACHED_CWD] = "s", [OP_TERMINAL_CWD] = "t",
 };
 
 /* One try of @op; TRUE when its reply alone shows an escape (reads). Writes are counted from
@@ -207,6 +240,18 @@ one_try (Agent *a, int op, guint i)
       name = "execute";
       body = g_strdup_printf ("{\"command\":\"touch\",\"args\":[\"m%u\"],\"cwd\":\"sw\"}", i);
       break;
+    case OP_DETACHED_CWD:
+      name = "start-detached";
+      body = g_strdup_printf ("{\"sessionId\":\"s%u\",\"command\":\"touch\",\"args\":"
+                              "[\"s%u\"],\"cwd\":\"sw\"}",
+                              i, i);
+      break;
+    case OP_TERMINAL_CWD:
+      name = "terminal";
+      body = g_strdup_printf ("{\"cols\":80,\"rows\":24,\"command\":\"touch\",\"args\":"
+                              "[\"t%u\"],\"cwd\":\"sw\"}",
+                              i);
+      break;
     default:
       g_assert_not_reached ();
     }
@@ -216,7 +261,11 @@ one_try (Agent *a, int op, guint i)
 
 START_TEST (test_symlink_swap_race)
 {
-  Agent *a = agent_start (FALSE);
+  /* Detached sessions leave the registry as soon as they exit, and there is room for all. */
+  Agent *a = agent_start_ex (FALSE,
+                             (const char *const[]){ "NAMZU_AGENT_SESSION_TERMINAL_TTL_MS=1",
+                                                    "NAMZU_AGENT_MAX_SESSIONS=100000", NULL },
+                             FALSE);
   g_autofree char *outside = make_outside (a);
   Racer r = { .ws = a->ws, .outside = outside };
   pthread_t thread;
@@ -240,9 +289,16 @@ START_TEST (test_symlink_swap_race)
                " swaps so far)\n",
                op_names[op], n, escapes, inside_hits, (g_get_monotonic_time () - t0) / 1e6,
                r.swaps);
-      /* A read that never got through would prove nothing: the inside shape must be seen. */
+      /* A read that never got through would prove nothing: the inside shape must be seen; a
+       * write-like op must have made something inside (detached ones run on their own). */
       if (op <= OP_READ_STREAM)
         ck_assert_uint_gt (inside_hits, 0);
+      else if (op_made[op] != NULL)
+        {
+          if (op == OP_DETACHED_CWD)
+            g_usleep (300 * 1000);
+          ck_assert_msg (inside_made (op_made[op]) > 0, "%s made nothing inside", op_names[op]);
+        }
       total += escapes;
       /* Count each op's own: put outside back as it was. */
       reset_outside (outside);
