@@ -211,10 +211,12 @@ nz_privsep_drop_child (void)
 
   if (!active)
     return 0;
-  if (setgroups (0, NULL) != 0 && errno != EPERM)
+  /* Raw system calls: the caller may share the server's memory (spawn_dropped's clone), where
+   * the C library's set*id() would signal the server's threads to change theirs too. */
+  if (syscall (SYS_setgroups, 0, NULL) != 0 && errno != EPERM)
     return errno;
-  if (setresgid (workload_gid_saved, workload_gid_saved, workload_gid_saved) != 0
-      || setresuid (workload_uid_saved, workload_uid_saved, workload_uid_saved) != 0)
+  if (syscall (SYS_setresgid, workload_gid_saved, workload_gid_saved, workload_gid_saved) != 0
+      || syscall (SYS_setresuid, workload_uid_saved, workload_uid_saved, workload_uid_saved) != 0)
     return errno;
   /* From a non-root server uid the kernel keeps the capabilities over setresuid: drop them. */
   if (prctl (PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)

@@ -2,11 +2,14 @@
 #include "nz-spawn.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <paths.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,18 +123,32 @@ spawn_searched (SpawnSetup *s, const char *cwd, const char *const *argv,
   return denied ? EACCES : ENOENT;
 }
 
-/* The child of spawn_dropped(), async-signal-safe only: what posix_spawn's attributes and file
- * actions do, then the switch to the workload's uid, then the search. Reports an errno on
- * @err_w (close-on-exec, so a successful exec closes it). */
-G_NORETURN static void
-dropped_child (const char *cwd, int in_rd, int out_wr, int err_wr, int err_w,
-               char *const *files, guint n_files, const char *const *argv,
-               const char *const *envp)
+/* What spawn_dropped()'s child needs, prepared by the parent; @err is the child's answer. */
+typedef struct
 {
+  const char *cwd;
+  int in_rd, out_wr, err_wr;
+  char *const *files;
+  guint n_files;
+  const char *const *argv, *const *envp;
+  volatile int err;
+} DroppedChild;
+
+/* The child of spawn_dropped(). It shares the agent's memory until it execs (CLONE_VM, like
+ * posix_spawn's own child), so: system calls only, no allocation, no lock, and the uid
+ * changes as raw system calls (the C library's would signal the agent's threads). What
+ * posix_spawn's attributes and file actions do, then the switch to the workload's uid, then
+ * the search. A failure is left in @err for the parent, which resumes when we exit. */
+static int
+dropped_child (void *data)
+{
+  DroppedChild *c = data;
   gboolean denied = FALSE;
   sigset_t none;
   int e = 0;
 
+  /* Signals stay blocked (the parent blocked them all) until no handler of the agent's can
+   * run here: every disposition back to the default first. */
   for (int sig = 1; sig < NSIG; sig++)
     if (sig != SIGKILL && sig != SIGSTOP)
       signal (sig, SIG_DFL);
@@ -139,18 +156,18 @@ dropped_child (const char *cwd, int in_rd, int out_wr, int err_wr, int err_w,
   sigprocmask (SIG_SETMASK, &none, NULL);
   if (setsid () < 0)
     e = errno;
-  if (e == 0 && in_rd < 0)
+  if (e == 0 && c->in_rd < 0)
     {
       int fd = open ("/dev/null", O_RDONLY);
 
       if (fd < 0 || (fd != STDIN_FILENO && dup2 (fd, STDIN_FILENO) < 0))
         e = errno;
     }
-  else if (e == 0 && dup2 (in_rd, STDIN_FILENO) < 0)
+  else if (e == 0 && dup2 (c->in_rd, STDIN_FILENO) < 0)
     e = errno;
-  if (e == 0 && (dup2 (out_wr, STDOUT_FILENO) < 0 || dup2 (err_wr, STDERR_FILENO) < 0))
+  if (e == 0 && (dup2 (c->out_wr, STDOUT_FILENO) < 0 || dup2 (c->err_wr, STDERR_FILENO) < 0))
     e = errno;
-  if (e == 0 && chdir (cwd) != 0)
+  if (e == 0 && chdir (c->cwd) != 0)
     e = errno;
   if (e == 0)
     e = nz_privsep_drop_child ();
@@ -159,9 +176,9 @@ dropped_child (const char *cwd, int in_rd, int out_wr, int err_wr, int err_w,
       /* Descriptors the agent holds without close-on-exec must not leak into the workload. */
       syscall (SYS_close_range, STDERR_FILENO + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
       e = ENOENT;
-      for (guint i = 0; i < n_files; i++)
+      for (guint i = 0; i < c->n_files; i++)
         {
-          execve (files[i], (char *const *)argv, (char *const *)envp);
+          execve (c->files[i], (char *const *)c->argv, (char *const *)c->envp);
           if (search_step (errno, &denied))
             {
               e = errno;
@@ -171,41 +188,45 @@ dropped_child (const char *cwd, int in_rd, int out_wr, int err_wr, int err_w,
       if (e == ENOENT && denied)
         e = EACCES;
     }
-  while (write (err_w, &e, sizeof e) < 0 && errno == EINTR)
-    ;
+  c->err = e;
   _exit (127);
 }
 
-/* posix_spawn cannot change uids: under privsep every workload process is forked. */
+/* posix_spawn cannot change uids: under privsep every workload process is started by a
+ * clone(CLONE_VM | CLONE_VFORK) of our own, the way posix_spawn starts its child, so the
+ * agent's memory is neither copied nor faulted in (a fork cost more than the command). */
+#define DROPPED_CHILD_STACK (64 * 1024)
+
 static int
 spawn_dropped (const char *cwd, int in_rd, int out_wr, int err_wr, const char *const *argv,
                const char *const *envp, pid_t *out_pid)
 {
   g_autoptr (GPtrArray) files = search_candidates (cwd, argv, envp);
-  nz_autofd int err_r = -1, err_w = -1;
-  int fds[2];
-  int child_errno = 0;
+  DroppedChild c = { cwd, in_rd, out_wr, err_wr, (char *const *)files->pdata, files->len,
+                     argv, envp, 0 };
+  sigset_t all, old;
+  void *stack;
   pid_t pid;
-  ssize_t n;
+  int e;
 
-  if (pipe2 (fds, O_CLOEXEC) != 0)
+  stack = mmap (NULL, DROPPED_CHILD_STACK, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED)
     return errno;
-  err_r = fds[0];
-  err_w = fds[1];
-  pid = fork ();
+  sigfillset (&all);
+  pthread_sigmask (SIG_BLOCK, &all, &old);
+  pid = clone (dropped_child, (char *)stack + DROPPED_CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD,
+               &c);
+  e = errno;
+  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  munmap (stack, DROPPED_CHILD_STACK);
   if (pid < 0)
-    return errno;
-  if (pid == 0)
-    dropped_child (cwd, in_rd, out_wr, err_wr, err_w, (char *const *)files->pdata, files->len,
-                   argv, envp);
-  nz_close_fd (&err_w);
-  do
-    n = read (err_r, &child_errno, sizeof child_errno);
-  while (n < 0 && errno == EINTR);
-  if (n == sizeof child_errno)
+    return e;
+  /* CLONE_VFORK: the child has exec'd or exited by now, and said which. */
+  if (c.err != 0)
     {
       waitpid (pid, NULL, 0);
-      return child_errno;
+      return c.err;
     }
   *out_pid = pid;
   return 0;

@@ -796,7 +796,7 @@ END_TEST
 START_TEST (test_quiet_streams_keep_their_heartbeat)
 {
   g_autofree char *id = create_sandbox (NULL, NULL);
-  g_autofree char *out = NULL, *err = NULL, *term = NULL;
+  g_autofree char *out = NULL, *err = NULL, *term = NULL, *term_err = NULL;
 
   g_setenv ("NAMZU_STREAM_HEARTBEAT_MS", "100", TRUE);
   ck_assert_int_eq (run_tool (NULL, NULL, NULL, "namzu-attach", "--sandbox", id,
@@ -807,10 +807,10 @@ START_TEST (test_quiet_streams_keep_their_heartbeat)
                               "quiet", NULL),
                     3);
   ck_assert_msg (strstr (out, "late\n") != NULL, "out %s err %s", out, err);
-  ck_assert_int_eq (run_tool (NULL, &term, &err, "namzu-attach", "--sandbox", id, "--terminal",
-                              "--", "sh", "-c", "sleep 2; echo tlate", NULL),
+  ck_assert_int_eq (run_tool (NULL, &term, &term_err, "namzu-attach", "--sandbox", id,
+                              "--terminal", "--", "sh", "-c", "sleep 2; echo tlate", NULL),
                     0);
-  ck_assert_msg (strstr (term, "tlate") != NULL, "out %s err %s", term, err);
+  ck_assert_msg (strstr (term, "tlate") != NULL, "out %s err %s", term, term_err);
   g_unsetenv ("NAMZU_STREAM_HEARTBEAT_MS");
   destroy_ok (id);
 }
