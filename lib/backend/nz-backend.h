@@ -64,6 +64,10 @@ typedef struct
   GPtrArray *mounts;          /* NzMount *, layout order */
   GPtrArray *writable_paths;  /* char *, extra writable tmpfs paths */
   gboolean read_only_rootfs;
+  /* container:bwrap run by a user with no subordinate ids: accept an agent that shares the
+   * workload's uid, which the workload can then signal (--agent-shares-uid). Refused
+   * otherwise, and on every other backend. */
+  gboolean agent_shares_uid;
   /* container:docker / container:runsc (spec B.1); NULL/0 means the spec's default. */
   char *docker_network;       /* the sandbox's only docker network ("none") */
   char *host_reachability;    /* "host-port" (default) or "container-network" */

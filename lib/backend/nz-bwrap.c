@@ -816,6 +816,20 @@ make_userns (const UsernsMap *m, GError **error)
 gboolean
 nz_bwrap_check (const NzCreateOptions *opts, GError **error)
 {
+  g_auto (UsernsMap) map = { 0 };
+
+  /* Refuse, do not degrade: an agent the workload could signal is only taken when asked for. */
+  if (!userns_map_plan (&map) && !opts->agent_shares_uid)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "container:bwrap cannot give the agent a uid of its own: uid %u is not root "
+                     "and has %s. Add a range (usermod --add-subuids 100000-165535 "
+                     "--add-subgids 100000-165535 USER), or pass --agent-shares-uid to run the "
+                     "agent under the workload's uid, where the workload can signal it "
+                     "(docs/security.md)",
+                     (unsigned)getuid (),
+                     map.newuidmap == NULL || map.newgidmap == NULL
+                         ? "no newuidmap/newgidmap (apt-get install uidmap)"
+                         : "no subordinate range in /etc/subuid and /etc/subgid");
   /* An allowlist goes through the host-side egress proxy (nz-bwrap-egress.c). */
   if ((opts->network == NZ_NETWORK_ALLOWLIST || opts->egress_credentials != NULL)
       && !nz_bwrap_egress_check (opts, error))
@@ -1010,6 +1024,9 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
    * (docs/security.md, "container:bwrap without root"). */
   g_auto (UsernsMap) map = { 0 };
   gboolean privsep = userns_map_plan (&map);
+
+  /* nz_bwrap_check refused this unless --agent-shares-uid said yes. */
+  g_return_val_if_fail (privsep || opts->agent_shares_uid, NULL);
   NzCgroupLimits limits = { opts->memory_mb, opts->max_processes, opts->cpus };
   CreateState st = { h, NULL, 0 };
   NzBwrapPlan plan = { 0 };

@@ -393,6 +393,10 @@ nz_docker_check (const NzCreateOptions *opts, GError **error)
   const char *name = opts->backend != NULL ? opts->backend : "container:docker";
   g_autoptr (GPtrArray) writable = NULL;
 
+  if (opts->agent_shares_uid)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "--agent-shares-uid: only container:bwrap has it (the worker always has a "
+                     "uid of its own here)");
   if (opts->image == NULL || *opts->image == '\0')
     return nz_throw (error, NZ_ERROR_INVALID_ARGS,
                      "%s needs an image (--image, config backend.image); scripts/build-images "

@@ -819,21 +819,37 @@ END_TEST
 /* namzu-create run by a user who is not root (nobody here), in a mount namespace of its own
  * where /etc/subuid and /etc/subgid are a file of the test's: loop 0 gives nobody a
  * subordinate range, so the agent gets a uid of its own through uidmap's newuidmap/newgidmap
- * and every attack is refused as under root; loop 1 gives it none, the weaker mode of
- * docs/security.md, where the agent shares the workload's uid: non-dumpable still refuses
- * everything but a signal. */
+ * and every attack is refused as under root; loop 1 gives it none: namzu-create refuses,
+ * and with --agent-shares-uid takes the weaker mode of docs/security.md, where the agent shares
+ * the workload's uid: non-dumpable still refuses everything but a signal. */
 static const char *const unprivileged_script =
     "mount --bind \"$1\" /etc/subuid && mount --bind \"$1\" /etc/subgid || exit 3\n"
     "exec setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin HOME=/ "
     "NAMZU_STATE_DIR=\"$2\" NAMZU_AGENT_BIN=\"$3\" sh -c '\n"
-    "  out=$(\"$1\" --backend container:bwrap) || exit 4\n"
+    "  out=$(\"$1\" --backend container:bwrap ${6:+\"$6\"}) || exit 4\n"
     "  id=$(printf %s \"$out\" | sed -n \"s/.*\\\"id\\\":\\\"\\([^\\\"]*\\)\\\".*/\\1/p\")\n"
     "  \"$4\" \"$5\" \"$id:privsep-attack\" >/dev/null || exit 5\n"
     "  \"$2\" --sandbox \"$id\" -- sh -c \"chmod +x privsep-attack && ./privsep-attack "
     "namzu-agent && grep -E \\\"^Uid:\\\" /proc/2/status\"\n"
     "  \"$2\" --sandbox \"$id\" -- false; echo \"false-exit=$?\"\n"
     "  \"$3\" --sandbox \"$id\" >/dev/null || exit 6\n"
-    "' sh \"$4\" \"$5\" \"$6\" \"$7\" \"$8\"\n";
+    "' sh \"$4\" \"$5\" \"$6\" \"$7\" \"$8\" \"$9\"\n";
+
+/* Runs unprivileged_script; returns the wait status. */
+static int
+run_unprivileged (const char *subids, const char *agent, const char *create, const char *exec,
+                  const char *destroy, const char *cp, const char *attack, const char *flag,
+                  char **out, char **err)
+{
+  const char *argv[] = { "unshare", "-m", "sh", "-c", unprivileged_script, "sh", subids,
+                         harness.state, agent, create, exec, destroy, cp, attack, flag, NULL };
+  g_autoptr (GError) error = NULL;
+  int status = 0;
+
+  ck_assert (g_spawn_sync (harness.tmp, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, out,
+                           err, &status, &error));
+  return status;
+}
 
 START_TEST (test_unprivileged_workload_cannot_reach_agent)
 {
@@ -862,17 +878,27 @@ START_TEST (test_unprivileged_workload_cannot_reach_agent)
   ck_assert_int_eq (chmod (harness.tmp, 0711), 0);
   ck_assert_int_eq (g_mkdir (harness.state, 0700), 0);
   ck_assert_int_eq (chown (harness.state, 65534, 65534), 0);
-  {
-    const char *argv[] = { "unshare", "-m", "sh", "-c", unprivileged_script, "sh", subids,
-                           harness.state, agent, create, exec, destroy, cp, attack, NULL };
-    g_autofree char *err = NULL;
-    g_autoptr (GError) error = NULL;
-    int status = 0;
+  if (!own_uid)
+    {
+      /* Refuse, do not degrade: without a range the weaker mode must be asked for. */
+      g_autofree char *rout = NULL, *rerr = NULL;
+      int status = run_unprivileged (subids, agent, create, exec, destroy, cp, attack, "", &rout,
+                                     &rerr);
 
-    ck_assert (g_spawn_sync (harness.tmp, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
-                             &out, &err, &status, &error));
-    ck_assert_msg (g_spawn_check_wait_status (status, NULL), "status %d: %s\n%s", status, out,
-                   err);
+      ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 4, "status %d: %s %s", status,
+                     rout, rerr);
+      ck_assert_msg (strstr (rerr, "container:bwrap cannot give the agent a uid of its own")
+                         != NULL
+                     && strstr (rerr, "--agent-shares-uid") != NULL,
+                     "%s", rerr);
+    }
+  {
+    g_autofree char *err = NULL;
+    int status = run_unprivileged (subids, agent, create, exec, destroy, cp, attack,
+                                   own_uid ? "" : "--agent-shares-uid", &out, &err);
+
+    ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "status %d: %s\n%s", status,
+                   out, err);
   }
   ck_assert_msg (strstr (out, "found namzu-agent") != NULL, "%s", out);
   /* The agent (pid 2, after bwrap) runs as uid 0 of the namespace, or as the workload. */

@@ -6,6 +6,7 @@
 
 #include "nz-backend.h"
 #include "nz-docker-argv.h"
+#include "nz-docker.h"
 #include "nz-errors.h"
 #include "nz-test.h"
 
@@ -543,6 +544,21 @@ START_TEST (test_proxy_config_fields)
 }
 END_TEST
 
+/* --agent-shares-uid is bwrap's alone: the worker always has a uid of its own. */
+START_TEST (test_agent_shares_uid_refused)
+{
+  g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
+  g_autoptr (GError) error = NULL;
+
+  opts->image = g_strdup ("namzu-worker:latest");
+  opts->agent_shares_uid = TRUE;
+  ck_assert (!nz_docker_check (opts, &error));
+  ck_assert (g_error_matches (error, NZ_ERROR, NZ_ERROR_UNSUPPORTED));
+  ck_assert_msg (g_str_has_prefix (error->message, "--agent-shares-uid: only container:bwrap"),
+                 "%s", error->message);
+}
+END_TEST
+
 static Suite *
 suite (void)
 {
@@ -566,6 +582,7 @@ suite (void)
   tcase_add_test (tc, test_proxy_argv_refusals);
   tcase_add_test (tc, test_proxy_label);
   tcase_add_test (tc, test_proxy_config_fields);
+  tcase_add_test (tc, test_agent_shares_uid_refused);
   suite_add_tcase (s, tc);
   return s;
 }

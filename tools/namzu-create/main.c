@@ -18,6 +18,7 @@ static char **opt_egress;
 static char *opt_profile;
 static char **opt_credential;
 static char *opt_docker_network, *opt_reachability;
+static gboolean opt_agent_shares_uid;
 static char **opt_labels;
 static char *opt_proxy_image, *opt_upstream;
 static char **opt_inward;
@@ -51,6 +52,10 @@ static const GOptionEntry entries[] = {
     "Provider config (reference JSON) from FILE, or - for stdin; flags win", "FILE" },
   { "docker-network", 0, 0, G_OPTION_ARG_STRING, &opt_docker_network,
     "container:docker/runsc: the sandbox's docker network (default none)", "NAME" },
+  { "agent-shares-uid", 0, 0, G_OPTION_ARG_NONE, &opt_agent_shares_uid,
+    "container:bwrap for a user with no subordinate ids: run the agent under the workload's "
+    "uid, where the workload can signal it (refused without this; docs/security.md)",
+    NULL },
   { "host-reachability", 0, 0, G_OPTION_ARG_STRING, &opt_reachability,
     "container:docker/runsc: host-port (default) or container-network", "HOW" },
   { "label", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_labels,
@@ -295,6 +300,7 @@ build_options (NzCreateOptions *opts, GError **error)
         return FALSE;
       opts->ready_timeout_ms = (guint)v;
     }
+  opts->agent_shares_uid = opts->agent_shares_uid || opt_agent_shares_uid;
   replace_string (&opts->docker_network, opt_docker_network);
   replace_string (&opts->host_reachability, opt_reachability);
   for (char **l = opt_labels; l != NULL && *l != NULL; l++)
