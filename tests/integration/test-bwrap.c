@@ -531,30 +531,57 @@ write_handle (const char *id, int pid, guint64 start)
   ck_assert (g_file_set_contents (file, text, -1, NULL));
 }
 
+/* namzu-destroy --sandbox @id run as nobody (its state directory is nobody's); the exit code. */
+static int
+destroy_as_nobody (const char *destroy, const char *id, char **out, char **err)
+{
+  g_autofree char *state_env = g_strdup_printf ("NAMZU_STATE_DIR=%s", harness.state);
+  const char *argv[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env",
+                         state_env, destroy, "--sandbox", id, NULL };
+  g_autoptr (GError) error = NULL;
+  int status = 0;
+
+  ck_assert (g_spawn_sync (harness.tmp, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, out,
+                           err, &status, &error));
+  ck_assert (WIFEXITED (status));
+  return WEXITSTATUS (status);
+}
+
 /* A sandbox whose processes survive SIGKILL: destroy says so, exits 1, and keeps the state for
- * a retry. A kernel thread (kthreadd, pid 2) is the one process SIGKILL cannot end. */
+ * a retry. Run as nobody against a process of root's, SIGKILL is refused (EPERM), the way a
+ * process that cannot die looks to destroy; once the process is gone, the retry cleans up. */
 START_TEST (test_destroy_unconfirmed_keeps_state)
 {
   const char *id = "nz-00000000dead";
-  g_autofree char *stat_text = NULL, *out = NULL, *err = NULL;
+  const char *victim_argv[] = { "sleep", "60", NULL };
+  g_autofree char *destroy = nz_test_tool_for_others ("namzu-destroy");
   g_autofree char *dir = g_build_filename (harness.state, id, NULL);
+  g_autofree char *file = g_build_filename (dir, "handle.json", NULL);
+  g_autofree char *stat_path = NULL, *stat_text = NULL, *out = NULL, *err = NULL;
+  g_autofree char *out2 = NULL, *err2 = NULL;
   g_auto (GStrv) fields = NULL;
-  guint64 start;
+  g_autoptr (GError) error = NULL;
+  GPid victim = 0;
   int rc;
 
-  if (!g_file_get_contents ("/proc/2/stat", &stat_text, NULL, NULL)
-      || strstr (stat_text, "(kthreadd)") == NULL)
-    return; /* in a pid namespace without kernel threads there is no unkillable process */
+  ck_assert (g_spawn_async (NULL, (char **)victim_argv, NULL,
+                            G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &victim,
+                            &error));
+  stat_path = g_strdup_printf ("/proc/%d/stat", (int)victim);
+  ck_assert (g_file_get_contents (stat_path, &stat_text, NULL, NULL));
   fields = g_strsplit (strrchr (stat_text, ')') + 2, " ", -1);
-  start = g_ascii_strtoull (fields[19], NULL, 10);
-  write_handle (id, 2, start);
-  rc = run_tool (NULL, &out, &err, "namzu-destroy", "--sandbox", id, NULL);
+  write_handle (id, victim, g_ascii_strtoull (fields[19], NULL, 10));
+  ck_assert_int_eq (chmod (harness.tmp, 0711), 0);
+  ck_assert_int_eq (chown (harness.state, 65534, 65534), 0);
+  ck_assert_int_eq (chown (dir, 65534, 65534), 0);
+  ck_assert_int_eq (chown (file, 65534, 65534), 0);
+  rc = destroy_as_nobody (destroy, id, &out, &err);
   assert_cli_failure (rc, 1, out, err, "could not be confirmed gone");
-  ck_assert (g_file_test (dir, G_FILE_TEST_IS_DIR));
-  /* Once the processes are gone, the retry cleans up. */
-  write_handle (id, 0, 0);
-  ck_assert_int_eq (run_tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", id, NULL), 0);
-  ck_assert (!g_file_test (dir, G_FILE_TEST_EXISTS));
+  ck_assert (g_file_test (file, G_FILE_TEST_IS_REGULAR));
+  ck_assert_int_eq (kill (victim, SIGKILL), 0);
+  ck_assert_int_eq (waitpid (victim, NULL, 0), victim);
+  ck_assert_int_eq (destroy_as_nobody (destroy, id, &out2, &err2), 0);
+  ck_assert_msg (!g_file_test (dir, G_FILE_TEST_EXISTS), "%s", err2);
 }
 END_TEST
 

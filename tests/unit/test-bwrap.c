@@ -307,9 +307,6 @@ START_TEST (test_seccomp_enforces)
   pid_t pid;
 
   ck_assert (fd >= 0);
-  /* Valgrind cannot install seccomp filters; the plain and sanitizer runs cover this. */
-  if (g_getenv ("NZ_UNDER_VALGRIND") != NULL)
-    return;
   pid = fork ();
   ck_assert (pid >= 0);
   if (pid == 0)
@@ -405,7 +402,10 @@ bwrap_suite (void)
   tcase_add_test (tc, test_argv_host_layout_and_etc_masks);
   tcase_add_test (tc, test_envp);
   tcase_add_test (tc, test_seccomp_builds);
-  tcase_add_test (tc, test_seccomp_enforces);
+  /* Valgrind cannot install seccomp filters: not registered there (the plan says so), never
+   * a pass that checked nothing; the plain and sanitizer runs cover it. */
+  if (g_getenv ("NZ_UNDER_VALGRIND") == NULL)
+    tcase_add_test (tc, test_seccomp_enforces);
   tcase_add_test (tc, test_cgroup_refusal_names_the_flag);
   tcase_add_test (tc, test_cgroup_real);
   tcase_add_test (tc, test_find_binaries);
