@@ -188,6 +188,7 @@ nz_pty_spawn (const char *command, const char *const *args, const char *cwd, cha
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
   struct winsize ws = { .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
   int master = -1, slave = -1;
+  int started[2];
   NzPty *pty;
   pid_t pid;
 
@@ -205,6 +206,18 @@ nz_pty_spawn (const char *command, const char *const *args, const char *cwd, cha
     }
   fcntl (master, F_SETFD, FD_CLOEXEC);
   fcntl (slave, F_SETFD, FD_CLOEXEC);
+  /* Closed by the child's exec (or exit): until then the child may not have its session yet,
+   * and a kill right after ready would find neither the session nor the group. */
+  if (pipe2 (started, O_CLOEXEC) != 0)
+    {
+      int errsv = errno;
+
+      close (master);
+      close (slave);
+      errno = errsv;
+      nz_throw_errno_prefix (error, "pipe");
+      return NULL;
+    }
   pid = fork ();
   if (pid < 0)
     {
@@ -212,6 +225,8 @@ nz_pty_spawn (const char *command, const char *const *args, const char *cwd, cha
 
       close (master);
       close (slave);
+      close (started[0]);
+      close (started[1]);
       errno = errsv;
       nz_throw_errno_prefix (error, "fork");
       return NULL;
@@ -219,9 +234,18 @@ nz_pty_spawn (const char *command, const char *const *args, const char *cwd, cha
   if (pid == 0)
     {
       close (master);
+      close (started[0]);
       child_exec (slave, cwd, command, (char *const *)argv->pdata, envp);
     }
   close (slave);
+  close (started[1]);
+  {
+    char c;
+
+    while (read (started[0], &c, 1) < 0 && errno == EINTR)
+      ;
+    close (started[0]);
+  }
   g_unix_set_fd_nonblocking (master, TRUE, NULL);
 
   pty = g_new0 (NzPty, 1);
