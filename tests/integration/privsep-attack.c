@@ -5,9 +5,11 @@
  * there is no BREACH; against main's tools nearly every line is one. Static, so it runs in any
  * image. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,5 +253,32 @@ main (int argc, char **argv)
     report ("socket-replace", 1, "");
   fd = open ("/run/namzu/host-disk", O_WRONLY | O_CREAT, 0644);
   report ("host-disk-write", fd < 0, "/run/namzu/host-disk");
+  /* The worker's TCP port (2024 in the container): an impostor would have to bind it, on any
+   * address, with any reuse option; the worker holds it, under another uid. */
+  if (strcmp (argv[1], "namzu-worker") == 0)
+    {
+      static const char *const addrs[] = { "0.0.0.0", "127.0.0.1", "127.0.0.2" };
+      int bound = 0;
+
+      detail[0] = '\0';
+      for (size_t i = 0; i < sizeof addrs / sizeof addrs[0]; i++)
+        {
+          struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons (2024) };
+          int one = 1, s4 = socket (AF_INET, SOCK_STREAM, 0);
+
+          inet_pton (AF_INET, addrs[i], &in.sin_addr);
+          setsockopt (s4, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+          setsockopt (s4, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+          if (s4 >= 0 && bind (s4, (struct sockaddr *)&in, sizeof in) == 0 && listen (s4, 8) == 0)
+            {
+              bound++;
+              snprintf (detail + strlen (detail), sizeof detail - strlen (detail), "%s ",
+                        addrs[i]);
+            }
+          if (s4 >= 0)
+            close (s4);
+        }
+      report ("port-takeover", bound == 0, detail);
+    }
   return 0;
 }

@@ -684,7 +684,7 @@ assert_worker_out_of_reach (const char *id, const char *out_dir, gboolean gvisor
   static const char *const attacks[]
       = { "proc-environ", "proc-mem", "proc-mem-read", "proc-fd-list", "pidfd_getfd", "kill-0",
           "kill-SIGSTOP", "ptrace-attach", "socket-in-view", "socket-replace",
-          "host-disk-write", "environ-content", "proc-fd-open" };
+          "host-disk-write", "environ-content", "proc-fd-open", "port-takeover" };
   int rc;
 
   ck_assert_msg (tool (NULL, NULL, &err, "namzu-cp", attack, attack_dst, NULL) == 0, "%s", err);
