@@ -28,6 +28,8 @@
 
 static char *opt_sandbox, *opt_endpoint, *opt_execution, *opt_session, *opt_kill, *opt_signal;
 static char *opt_start, *opt_timeout;
+/* --timeout in ms, parsed once in main(); the agent's 30 min ceiling by default. */
+static long long timeout_ms = 1800000;
 static gint64 opt_from;
 static gboolean opt_terminal, opt_persistent, opt_list;
 static char **opt_command;
@@ -120,9 +122,7 @@ fail (const GError *error)
 static guint64
 observation_ms (void)
 {
-  long long ms = opt_timeout != NULL ? nz_lite_exec_parse_timeout_ms (opt_timeout) : 1800000;
-
-  return (guint64)ms + NZ_HOST_EXECUTION_TRANSPORT_GRACE_MS;
+  return (guint64)timeout_ms + NZ_HOST_EXECUTION_TRANSPORT_GRACE_MS;
 }
 
 static int
@@ -449,9 +449,9 @@ main (int argc, char **argv)
   if (opt_timeout != NULL && opt_execution == NULL)
     nz_cli_usage_error ("--timeout only goes with --execution");
   /* Bounded so that adding the grace cannot overflow what a deadline holds. */
-  if (opt_timeout != NULL
-      && (nz_lite_exec_parse_timeout_ms (opt_timeout) < 0
-          || nz_lite_exec_parse_timeout_ms (opt_timeout) > (long long)G_MAXINT32))
+  if (opt_timeout != NULL)
+    timeout_ms = nz_lite_exec_parse_timeout_ms (opt_timeout);
+  if (timeout_ms < 0 || timeout_ms > (long long)G_MAXINT32)
     nz_cli_usage_error ("--timeout wants milliseconds or a duration like 30s, 5m, 1h (at most "
                         "%d ms); got \"%s\"", G_MAXINT32, opt_timeout);
   if (opt_persistent && (!opt_terminal || opt_session == NULL))
