@@ -76,8 +76,7 @@ main (int argc, char **argv)
 
   nz_cli_init ("namzu-worker");
   nz_heap_keep_transfer_buffers ();
-  /* Which libsoup serves the API, so an audit of a security update can tell whether this
-   * binary carries its own copy (meson option libsoup_static). */
+  /* Which libsoup serves the API (the shared one Debian ships), for an audit of an update. */
   nz_cli_set_version_detail (NZ_LIBSOUP_LINKAGE);
   g_option_context_set_summary (ctx, "Serve the namzu container-worker HTTP API.");
   g_option_context_set_description (ctx, description);
