@@ -6,13 +6,16 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <linux/filter.h>
+#include <linux/magic.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -341,32 +344,106 @@ START_TEST (test_cgroup_refusal_names_the_flag)
 }
 END_TEST
 
-/* The real thing, where the host has writable v1 controllers (this machine, as root). */
-START_TEST (test_cgroup_real)
+/* @root is a cgroup2 mount whose cgroup.controllers offers memory, pids and cpu, and we may
+ * enable them below it. */
+static gboolean
+v2_has_controllers (const char *root)
+{
+  g_autofree char *path = g_build_filename (root, "cgroup.controllers", NULL);
+  g_autofree char *ctrl = NULL;
+  g_auto (GStrv) words = NULL;
+  g_autofree char *subtree = g_build_filename (root, "cgroup.subtree_control", NULL);
+
+  if (!g_file_get_contents (path, &ctrl, NULL, NULL) || access (subtree, W_OK) != 0)
+    return FALSE;
+  words = g_strsplit_set (g_strstrip (ctrl), " ", -1);
+  return g_strv_contains ((const char *const *)words, "memory")
+         && g_strv_contains ((const char *const *)words, "pids")
+         && g_strv_contains ((const char *const *)words, "cpu");
+}
+
+static gboolean
+is_fs_type (const char *path, long magic)
+{
+  struct statfs sfs;
+
+  return statfs (path, &sfs) == 0 && sfs.f_type == magic;
+}
+
+/* A real hierarchy's limits: every controller gets a leaf, the memory limit reads back, and
+ * removing them leaves nothing behind. @memory_file is where the memory limit lives. */
+static void
+cgroup_real_on (const char *root, guint want_paths, const char *memory_file)
 {
   NzCgroupLimits l = { 64, 8, 0.5 };
   g_autoptr (NzCgroup) cg = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree char *id = nz_state_new_id ();
   g_autofree char *mem = NULL;
+  g_autofree char *p = NULL;
 
-  if (access ("/sys/fs/cgroup/memory", W_OK) != 0 || access ("/sys/fs/cgroup/pids", W_OK) != 0)
-    return; /* covered by the refusal test; the integration test needs it anyway */
+  g_setenv ("NAMZU_CGROUP_ROOT", root, TRUE);
   cg = nz_cgroup_create (id, &l, &error);
-  ck_assert_msg (cg != NULL, "%s", error ? error->message : "");
-  ck_assert_uint_eq (cg->paths->len, 3);
-  ck_assert_uint_eq (cg->procs_fds->len, 3);
-  {
-    g_autofree char *p = g_build_filename (cg->paths->pdata[0], "memory.limit_in_bytes", NULL);
-
-    ck_assert (g_file_get_contents (p, &mem, NULL, NULL));
-    ck_assert_str_eq (g_strstrip (mem), "67108864");
-  }
+  ck_assert_msg (cg != NULL, "%s: %s", root, error ? error->message : "");
+  ck_assert_uint_eq (cg->paths->len, want_paths);
+  ck_assert_uint_eq (cg->procs_fds->len, want_paths);
+  p = g_build_filename (cg->paths->pdata[0], memory_file, NULL);
+  ck_assert (g_file_get_contents (p, &mem, NULL, NULL));
+  ck_assert_str_eq (g_strstrip (mem), "67108864");
   nz_cgroup_close_fds (cg);
   ck_assert (nz_cgroup_remove ((const char *const *)cg->paths->pdata, cg->paths->len, 1000,
                                &error));
   for (guint i = 0; i < cg->paths->len; i++)
     ck_assert (!g_file_test (cg->paths->pdata[i], G_FILE_TEST_EXISTS));
+}
+
+/* The real thing on whatever hierarchy the host has: cgroup v2 (one hierarchy, controllers
+ * enabled down to the leaf) or v1 (one mount per controller). A v2 hierarchy that lacks the
+ * controllers (a hybrid host's /sys/fs/cgroup/unified, where v1 holds them) must refuse on the
+ * real filesystem too, naming the flag. Under CI the host must offer one of them in full. */
+START_TEST (test_cgroup_real)
+{
+  static const char *const roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
+  gboolean enforced = FALSE;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (roots); i++)
+    {
+      const char *root = roots[i];
+
+      if (is_fs_type (root, CGROUP2_SUPER_MAGIC) && v2_has_controllers (root))
+        {
+          cgroup_real_on (root, 1, "memory.max");
+          enforced = TRUE;
+        }
+      else if (is_fs_type (root, CGROUP2_SUPER_MAGIC) && access (root, W_OK) == 0)
+        {
+          NzCgroupLimits mem = { 64, 0, 0 };
+          g_autoptr (GError) error = NULL;
+          g_autofree char *id = nz_state_new_id ();
+          g_autofree char *parent = g_build_filename (root, "namzu", NULL);
+          g_autofree char *leaf = g_build_filename (parent, id, NULL);
+
+          g_setenv ("NAMZU_CGROUP_ROOT", root, TRUE);
+          ck_assert (nz_cgroup_create (id, &mem, &error) == NULL);
+          ck_assert_msg (g_str_has_prefix (error->message, "--memory-mb cannot be enforced: no "
+                                                           "writable memory cgroup controller"),
+                         "%s", error->message);
+          ck_assert (!g_file_test (leaf, G_FILE_TEST_EXISTS));
+          g_rmdir (parent); /* the shared parent, if nothing else uses it */
+        }
+      else if (i == 0 && access ("/sys/fs/cgroup/memory", W_OK) == 0
+               && access ("/sys/fs/cgroup/pids", W_OK) == 0
+               && access ("/sys/fs/cgroup/cpu", W_OK) == 0)
+        {
+          cgroup_real_on (root, 3, "memory.limit_in_bytes");
+          enforced = TRUE;
+        }
+    }
+  ck_assert_msg (enforced || !nz_test_under_ci (),
+                 "CI: no writable cgroup v2 or v1 memory, pids and cpu controllers");
+  if (!enforced)
+    fprintf (stderr, "test_cgroup_real: no writable cgroup controllers here, only the refusal "
+                     "was checked\n");
 }
 END_TEST
 
