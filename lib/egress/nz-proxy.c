@@ -1,7 +1,7 @@
 /* The egress proxy. Check order per request (spec E.3): target -> self -> allowlist -> port (on
  * the port it will dial) -> literal screen -> resolve and screen EVERY address -> dial the
  * screened address itself (no second resolution, so DNS rebinding has no window). */
-#include "proxy.h"
+#include "nz-proxy.h"
 
 #include <errno.h>
 #include <gio/gunixsocketaddress.h>
@@ -15,7 +15,7 @@
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-netlink.h"
-#include "splice.h"
+#include "nz-splice.h"
 
 /* A request head larger than this is refused: the proxy never buffers without bound. */
 #define HEAD_MAX (32 * 1024)

@@ -1,4 +1,4 @@
-/* proxy.h: the egress proxy (spec E.3/E.4): HTTP forward proxy and CONNECT on GIO. */
+/* nz-proxy.h: the egress proxy (spec E.3/E.4): HTTP forward proxy and CONNECT on GIO. */
 #pragma once
 
 #include <gio/gio.h>

@@ -1,4 +1,4 @@
-#include "relay.h"
+#include "nz-relay.h"
 
 #include <gio/gio.h>
 #include <gio/gunixsocketaddress.h>
@@ -10,7 +10,7 @@
 
 #include "nz-allowlist.h"
 #include "nz-errors.h"
-#include "splice.h"
+#include "nz-splice.h"
 
 /* A relayed tunnel idle this long is closed (the proxy applies its own limit too). */
 #define RELAY_IDLE_S 600

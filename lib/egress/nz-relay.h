@@ -1,4 +1,4 @@
-/* relay.h: the in-sandbox end of the bwrap egress path. The sandbox has only lo; this relay
+/* nz-relay.h: the in-sandbox end of the bwrap egress path. The sandbox has only lo; this relay
  * listens on 127.0.0.1:PORT inside it and forwards each connection, byte for byte, to the
  * proxy's unix socket bound into the sandbox. It makes no policy decision: the proxy does. */
 #pragma once

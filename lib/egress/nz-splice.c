@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "splice.h"
+#include "nz-splice.h"
 
 #include <errno.h>
 #include <fcntl.h>

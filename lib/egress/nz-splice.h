@@ -1,4 +1,4 @@
-/* splice.h: a bounded two-way relay between two GIOStreams. Each direction holds one fixed
+/* nz-splice.h: a bounded two-way relay between two GIOStreams. Each direction holds one fixed
  * buffer and reads only while it has room, so a slow reader on one side pauses the other side
  * (flow control, no unbounded buffering). Between two plain sockets (CONNECT tunnels, plain
  * HTTP, the bwrap relay) it reads and writes the fds directly, non-blocking, from one GSource;

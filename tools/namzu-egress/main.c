@@ -22,9 +22,9 @@
 #include "nz-netlink.h"
 #include "nz-profile.h"
 #include "nz-proxy-config.h"
-#include "proxy.h"
+#include "nz-proxy.h"
 #include <gio/gunixinputstream.h>
-#include "relay.h"
+#include "nz-relay.h"
 #include "set.h"
 
 static const char summary[]
