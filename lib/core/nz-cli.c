@@ -13,6 +13,7 @@
 static const char *cli_tool = "namzu";
 static gboolean cli_version;
 static const char *cli_version_detail;
+static gboolean cli_json_errors = TRUE;
 
 void
 nz_cli_init (const char *tool)
@@ -40,46 +41,46 @@ nz_cli_warn (const char *fmt, ...)
   fflush (stderr);
 }
 
-void
-nz_cli_usage_error (const char *fmt, ...)
+G_DEFINE_QUARK (nz-cli-exit-quark, nz_cli_exit)
+
+gboolean
+nz_cli_exit_status (GError **error, int status)
 {
-  char *msg;
+  g_set_error_literal (error, NZ_CLI_EXIT, status, "");
+  return FALSE;
+}
+
+gboolean
+nz_cli_usage (GError **error, const char *fmt, ...)
+{
   va_list ap;
 
   va_start (ap, fmt);
-  msg = g_strdup_vprintf (fmt, ap);
+  g_propagate_error (error, g_error_new_valist (G_OPTION_ERROR, G_OPTION_ERROR_FAILED, fmt, ap));
   va_end (ap);
-  fprintf (stderr, "%s: %s\nTry '%s --help' for more information.\n", cli_tool, msg, cli_tool);
-  /* Freed by hand: exit() runs no scope cleanups, and LeakSanitizer would report it. */
-  g_free (msg);
-  exit (NZ_EXIT_USAGE);
+  return FALSE;
 }
 
-void
-nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
+gboolean
+nz_cli_parse_args (GOptionContext *ctx, int *argc, char ***argv, GError **error)
 {
   static const GOptionEntry version_entries[] = {
     { "version", 0, 0, G_OPTION_ARG_NONE, &cli_version, "Print the version and exit", NULL },
     { NULL }
   };
-  g_autoptr (GError) error = NULL;
 
   g_option_context_add_main_entries (ctx, version_entries, NULL);
-  if (!g_option_context_parse (ctx, argc, argv, &error))
-    {
-      g_autofree char *msg = g_strdup (error->message);
-
-      g_clear_error (&error);
-      g_option_context_free (ctx);
-      nz_cli_usage_error ("%s", msg);
-    }
+  if (!g_option_context_parse (ctx, argc, argv, error))
+    return FALSE;
   if (cli_version)
     {
       printf ("%s %s\n", cli_tool, NZ_VERSION);
       if (cli_version_detail != NULL)
         printf ("%s\n", cli_version_detail);
-      exit (NZ_EXIT_OK);
+      fflush (stdout);
+      return nz_cli_exit_status (error, NZ_EXIT_OK);
     }
+  return TRUE;
 }
 
 void
@@ -108,31 +109,72 @@ nz_cli_print_object (JsonObject *obj)
   return nz_cli_print_json (node);
 }
 
-int
-nz_cli_fail (const GError *error, gboolean json_on_stdout)
+void
+nz_cli_set_json_errors (gboolean on_stdout)
 {
-  nz_cli_warn ("%s", error->message);
-  if (json_on_stdout)
-    {
-      g_autoptr (JsonObject) outer = json_object_new ();
-      JsonObject *inner = json_object_new ();
+  cli_json_errors = on_stdout;
+}
 
-      json_object_set_string_member (inner, "code", nz_error_code_name (error));
-      json_object_set_string_member (inner, "message", error->message);
-      json_object_set_object_member (outer, "error", inner);
-      nz_cli_print_object (outer);
+static void
+print_error_object (const GError *error)
+{
+  g_autoptr (JsonObject) outer = json_object_new ();
+  JsonObject *inner = json_object_new ();
+
+  json_object_set_string_member (inner, "code", nz_error_code_name (error));
+  json_object_set_string_member (inner, "message", error->message);
+  json_object_set_object_member (outer, "error", inner);
+  nz_cli_print_object (outer);
+}
+
+static void
+print_try_line (void)
+{
+  fprintf (stderr, "Try '%s --help' for more information.\n", cli_tool);
+  fflush (stderr);
+}
+
+/* The one place a tool's failure becomes its report and its exit status. */
+static int
+report (const GError *error)
+{
+  int code;
+
+  if (error == NULL)
+    {
+      nz_cli_warn ("failed without saying why");
+      return NZ_EXIT_FAILURE;
     }
-  return nz_error_to_exit_code (error);
+  if (error->domain == NZ_CLI_EXIT)
+    {
+      if (error->message[0] != '\0')
+        nz_cli_warn ("%s", error->message);
+      return error->code;
+    }
+  nz_cli_warn ("%s", error->message);
+  if (error->domain == G_OPTION_ERROR)
+    {
+      print_try_line ();
+      return NZ_EXIT_USAGE;
+    }
+  if (cli_json_errors)
+    print_error_object (error);
+  code = nz_error_to_exit_code (error);
+  if (code == NZ_EXIT_USAGE)
+    print_try_line ();
+  return code;
 }
 
 int
-nz_cli_fail_usage (const GError *error)
+nz_cli_main (const char *tool, NzToolFunc func, int argc, char **argv)
 {
-  int code = nz_cli_fail (error, TRUE);
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr (GError) error = NULL;
 
-  if (code == NZ_EXIT_USAGE)
-    fprintf (stderr, "Try '%s --help' for more information.\n", cli_tool);
-  return code;
+  nz_cli_init (tool);
+  if (func (argc, argv, cancellable, &error))
+    return NZ_EXIT_OK;
+  return report (error);
 }
 
 typedef struct
@@ -208,4 +250,55 @@ nz_cli_run_cancellable (const char *name, GThreadFunc func, gpointer data,
   for (gsize i = 0; i < G_N_ELEMENTS (ids); i++)
     g_source_remove (ids[i]);
   return run.signo;
+}
+
+/* The old entry points, until every tool is a builtin under nz_cli_main(). */
+void
+nz_cli_usage_error (const char *fmt, ...)
+{
+  char *msg;
+  va_list ap;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  fprintf (stderr, "%s: %s\nTry '%s --help' for more information.\n", cli_tool, msg, cli_tool);
+  g_free (msg);
+  exit (NZ_EXIT_USAGE);
+}
+
+void
+nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (!nz_cli_parse_args (ctx, argc, argv, &error))
+    {
+      g_autofree char *msg = g_strdup (error->message);
+
+      if (error->domain == NZ_CLI_EXIT)
+        exit (error->code);
+      g_clear_error (&error);
+      g_option_context_free (ctx);
+      nz_cli_usage_error ("%s", msg);
+    }
+}
+
+int
+nz_cli_fail (const GError *error, gboolean json_on_stdout)
+{
+  nz_cli_warn ("%s", error->message);
+  if (json_on_stdout)
+    print_error_object (error);
+  return nz_error_to_exit_code (error);
+}
+
+int
+nz_cli_fail_usage (const GError *error)
+{
+  int code = nz_cli_fail (error, TRUE);
+
+  if (code == NZ_EXIT_USAGE)
+    print_try_line ();
+  return code;
 }

@@ -8,35 +8,52 @@
 
 G_BEGIN_DECLS
 
-/* Sets the program name used as the "namzu-<tool>: " prefix on stderr. Call first in main(). */
+/* A tool's body: parses its options from @argv (nz_cli_parse_args), does its work, prints its
+ * data on stdout. TRUE = exit 0; FALSE with @error set: nz_cli_main() reports it. @cancellable
+ * is the tool's own; nz_cli_run_cancellable() turns signals into cancelling it. */
+typedef gboolean (*NzToolFunc) (int argc, char **argv, GCancellable *cancellable, GError **error);
+
+/* Every tool's main(): sets the "<tool>: " prefix, runs @func and turns its GError into the
+ * exit code and the report, in one place:
+ * - NZ_CLI_EXIT: the tool already said what it had to; its code is the exit status (a
+ *   command's own status, 0 after --version); a message, if any, goes on stderr;
+ * - G_OPTION_ERROR (usage): "<tool>: <message>" and "Try '<tool> --help' ...", exit 2;
+ * - anything else: "<tool>: <message>" on stderr and, while nz_cli_set_json_errors() is on,
+ *   the {"error":{"code","message"}} object on stdout; nz_error_to_exit_code() (2 for
+ *   NZ_ERROR_INVALID_ARGS, with the Try line; 1 otherwise). */
+int nz_cli_main (const char *tool, NzToolFunc func, int argc, char **argv);
+
+/* Whether a failure's error object goes on stdout too. On by default (stdout is JSON data); a
+ * tool whose stdout carries other bytes (a command's output, a file) turns it off. */
+void nz_cli_set_json_errors (gboolean on_stdout);
+
+#define NZ_CLI_EXIT (nz_cli_exit_quark ())
+GQuark nz_cli_exit_quark (void);
+
+/* Ends the tool with exit status @status, said already: FALSE with an NZ_CLI_EXIT error. */
+gboolean nz_cli_exit_status (GError **error, int status);
+
+/* A usage mistake (exit 2 with the Try line): FALSE with a G_OPTION_ERROR. */
+gboolean nz_cli_usage (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+/* Parses options, adding --version. A bad option is a G_OPTION_ERROR; --version prints
+ * "<tool> <version>" (and the detail line) and fails with NZ_CLI_EXIT 0. */
+gboolean nz_cli_parse_args (GOptionContext *ctx, int *argc, char ***argv, GError **error);
+
+/* Sets the program name used as the "namzu-<tool>: " prefix on stderr (nz_cli_main does). */
 void nz_cli_init (const char *tool);
 const char *nz_cli_tool (void);
 
-/* Parses options. Adds --version (prints "<tool> <version>" and exits 0). On a bad option frees
- * @ctx (exit() runs no scope cleanups) and prints
- * "<tool>: <message>\nTry '<tool> --help' for more information." and exits 2. */
-void nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
-
 /* A second line for --version (what the binary carries that its version alone does not say,
- * e.g. a statically linked library). Call before nz_cli_parse(). @line is not copied. */
+ * e.g. which libsoup serves the API). Call before nz_cli_parse_args(). @line is not copied. */
 void nz_cli_set_version_detail (const char *line);
 
 /* "<tool>: <message>" on stderr. */
 void nz_cli_warn (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
 
-/* Exits 2 after a usage message on stderr. */
-G_NORETURN void nz_cli_usage_error (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
-
 /* Writes one JSON document and a newline to stdout, flushed (never half a document). */
 gboolean nz_cli_print_json (JsonNode *node);
 gboolean nz_cli_print_object (JsonObject *obj);
-
-/* Reports @error: stderr line always; on stdout the `{"error":{"code","message"}}` object when
- * @json_on_stdout. Returns the exit code from nz_error_to_exit_code(). */
-int nz_cli_fail (const GError *error, gboolean json_on_stdout);
-/* nz_cli_fail (@error, TRUE) for a data tool whose flags or config were refused: an INVALID_ARGS
- * error also gets the "Try '<tool> --help'" line of a usage error (and exits 2 through it). */
-int nz_cli_fail_usage (const GError *error);
 
 /* Runs @func (@data) on a worker thread while the calling thread waits in a main loop that turns
  * SIGINT, SIGTERM and SIGHUP into g_cancellable_cancel (@cancellable): @func notices, finishes
@@ -44,5 +61,11 @@ int nz_cli_fail_usage (const GError *error);
  * with us. Returns the first signal's number, or 0 when none came. */
 int nz_cli_run_cancellable (const char *name, GThreadFunc func, gpointer data,
                             GCancellable *cancellable);
+
+/* The old entry points, until every tool is a builtin under nz_cli_main(). */
+void nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
+G_NORETURN void nz_cli_usage_error (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
+int nz_cli_fail (const GError *error, gboolean json_on_stdout);
+int nz_cli_fail_usage (const GError *error);
 
 G_END_DECLS

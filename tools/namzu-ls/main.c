@@ -5,6 +5,7 @@
 #include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
+#include "nz-tools.h"
 
 /* Per-sandbox healthz budget: ls must stay quick with many sandboxes. */
 #define NZ_LS_PROBE_MS 500
@@ -25,24 +26,23 @@ static const char summary[] =
   "Exit status: 0 listed, 1 the state directory or a sandbox's handle cannot be read, 2 bad\n"
   "usage.";
 
-int
-main (int argc, char **argv)
+gboolean
+nz_tool_ls (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- list sandboxes");
   g_autoptr (GPtrArray) handles = NULL;
   g_autoptr (GPtrArray) unreadable = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (GError) error = NULL;
 
-  nz_cli_init ("namzu-ls");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_summary (ctx, summary);
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
   if (argc > 1)
-    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+    return nz_cli_usage (error, "unexpected argument '%s'", argv[1]);
 
-  handles = nz_state_list (unreadable, &error);
+  handles = nz_state_list (unreadable, error);
   if (handles == NULL)
-    return nz_cli_fail (error, TRUE);
+    return FALSE;
   for (guint i = 0; i < handles->len; i++)
     {
       NzHandle *h = handles->pdata[i];
@@ -51,10 +51,16 @@ main (int argc, char **argv)
 
       json_object_set_string_member (pub, "status", nz_sandbox_status_name (st));
       if (!nz_cli_print_object (pub))
-        return NZ_EXIT_FAILURE;
+        return nz_cli_exit_status (error, NZ_EXIT_FAILURE);
     }
   /* Not silently skipped: such a sandbox may still be running, and nothing else shows it. */
   for (guint i = 0; i < unreadable->len; i++)
     nz_cli_warn ("%s", (const char *)unreadable->pdata[i]);
-  return unreadable->len > 0 ? NZ_EXIT_FAILURE : NZ_EXIT_OK;
+  return unreadable->len > 0 ? nz_cli_exit_status (error, NZ_EXIT_FAILURE) : TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  return nz_cli_main ("namzu-ls", nz_tool_ls, argc, argv);
 }
