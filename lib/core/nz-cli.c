@@ -14,6 +14,7 @@ static const char *cli_tool = "namzu";
 static gboolean cli_version;
 static const char *cli_version_detail;
 static gboolean cli_json_errors = TRUE;
+static gboolean cli_invalid_is_usage;
 
 void
 nz_cli_init (const char *tool)
@@ -115,6 +116,12 @@ nz_cli_set_json_errors (gboolean on_stdout)
   cli_json_errors = on_stdout;
 }
 
+void
+nz_cli_set_invalid_is_usage (gboolean is_usage)
+{
+  cli_invalid_is_usage = is_usage;
+}
+
 static void
 print_error_object (const GError *error)
 {
@@ -160,7 +167,7 @@ report (const GError *error)
   if (cli_json_errors)
     print_error_object (error);
   code = nz_error_to_exit_code (error);
-  if (code == NZ_EXIT_USAGE)
+  if (code == NZ_EXIT_USAGE && cli_invalid_is_usage)
     print_try_line ();
   return code;
 }

@@ -20,12 +20,18 @@ typedef gboolean (*NzToolFunc) (int argc, char **argv, GCancellable *cancellable
  * - G_OPTION_ERROR (usage): "<tool>: <message>" and "Try '<tool> --help' ...", exit 2;
  * - anything else: "<tool>: <message>" on stderr and, while nz_cli_set_json_errors() is on,
  *   the {"error":{"code","message"}} object on stdout; nz_error_to_exit_code() (2 for
- *   NZ_ERROR_INVALID_ARGS, with the Try line; 1 otherwise). */
+ *   NZ_ERROR_INVALID_ARGS, with the Try line under nz_cli_set_invalid_is_usage(); 1
+ *   otherwise). */
 int nz_cli_main (const char *tool, NzToolFunc func, int argc, char **argv);
 
 /* Whether a failure's error object goes on stdout too. On by default (stdout is JSON data); a
  * tool whose stdout carries other bytes (a command's output, a file) turns it off. */
 void nz_cli_set_json_errors (gboolean on_stdout);
+
+/* Whether an NZ_ERROR_INVALID_ARGS failure is a refusal of the tool's flags or config (then
+ * it gets the Try line, like a usage error) rather than of its input (a handle on stdin, an
+ * id). Off by default. */
+void nz_cli_set_invalid_is_usage (gboolean is_usage);
 
 #define NZ_CLI_EXIT (nz_cli_exit_quark ())
 GQuark nz_cli_exit_quark (void);

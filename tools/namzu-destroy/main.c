@@ -4,6 +4,7 @@
 #include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
+#include "nz-tools.h"
 
 static char *opt_sandbox;
 
@@ -18,25 +19,30 @@ static const char summary[] =
   "state. When that cannot be confirmed the state is kept so the command can be retried.\n"
   "Exit status: 0 destroyed, 1 failure (unknown sandbox, not confirmed gone), 2 bad usage.";
 
-int
-main (int argc, char **argv)
+gboolean
+nz_tool_destroy (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- destroy a sandbox");
   g_autoptr (NzHandle) h = NULL;
-  g_autoptr (GError) error = NULL;
   g_autoptr (JsonObject) out = json_object_new ();
 
-  nz_cli_init ("namzu-destroy");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_summary (ctx, summary);
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
   if (argc > 1)
-    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+    return nz_cli_usage (error, "unexpected argument '%s'", argv[1]);
 
-  h = nz_handle_resolve (opt_sandbox, TRUE, &error);
-  if (h == NULL || !nz_backend_destroy (h, &error))
-    return nz_cli_fail (error, TRUE);
+  h = nz_handle_resolve (opt_sandbox, TRUE, error);
+  if (h == NULL || !nz_backend_destroy (h, error))
+    return FALSE;
   json_object_set_string_member (out, "id", h->id);
   json_object_set_boolean_member (out, "destroyed", TRUE);
-  return nz_cli_print_object (out) ? NZ_EXIT_OK : NZ_EXIT_FAILURE;
+  return nz_cli_print_object (out) ? TRUE : nz_cli_exit_status (error, NZ_EXIT_FAILURE);
+}
+
+int
+main (int argc, char **argv)
+{
+  return nz_cli_main ("namzu-destroy", nz_tool_destroy, argc, argv);
 }

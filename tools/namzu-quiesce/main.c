@@ -7,6 +7,7 @@
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-state.h"
+#include "nz-tools.h"
 
 static char *opt_sandbox, *opt_endpoint;
 static gint opt_grace;
@@ -49,48 +50,47 @@ reply_failed (JsonObject *reply, const char *what)
   return TRUE;
 }
 
-int
-main (int argc, char **argv)
+gboolean
+nz_tool_quiesce (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- stop every process in a sandbox");
-  g_autoptr (GError) error = NULL;
   g_autoptr (NzHandle) handle = NULL;
   g_autoptr (NzAgentClient) client = NULL;
   g_autoptr (JsonObject) quiesce = NULL;
   g_autoptr (JsonObject) flush = NULL;
   gboolean failed;
 
-  nz_cli_init ("namzu-quiesce");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx, description);
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
   if (argc > 1)
-    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+    return nz_cli_usage (error, "unexpected argument '%s'", argv[1]);
   if (opt_grace < 0)
-    nz_cli_usage_error ("--grace wants a positive number of milliseconds");
+    return nz_cli_usage (error, "--grace wants a positive number of milliseconds");
 
   if (opt_endpoint != NULL)
     client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));
   else
     {
-      handle = nz_handle_resolve (opt_sandbox, TRUE, &error);
+      handle = nz_handle_resolve (opt_sandbox, TRUE, error);
       if (handle == NULL)
-        return nz_cli_fail (error, TRUE);
+        return FALSE;
       client = nz_agent_client_new (handle->endpoint, handle->token);
     }
-  quiesce = nz_agent_client_quiesce (client, opt_grace, NULL, &error);
+  quiesce = nz_agent_client_quiesce (client, opt_grace, cancellable, error);
   if (quiesce == NULL)
-    return nz_cli_fail (error, TRUE);
+    return FALSE;
   failed = reply_failed (quiesce, "quiesce");
   if (!opt_flush)
     {
       nz_cli_print_object (quiesce);
-      return failed ? NZ_EXIT_FAILURE : NZ_EXIT_OK;
+      return failed ? nz_cli_exit_status (error, NZ_EXIT_FAILURE) : TRUE;
     }
   /* Flush even after a refused quiesce: what was written so far should still reach disk. */
-  flush = nz_agent_client_flush (client, 0, NULL, &error);
+  flush = nz_agent_client_flush (client, 0, cancellable, error);
   if (flush == NULL)
-    return nz_cli_fail (error, TRUE);
+    return FALSE;
   failed = reply_failed (flush, "flush") || failed;
   {
     g_autoptr (JsonObject) out = json_object_new ();
@@ -99,5 +99,11 @@ main (int argc, char **argv)
     json_object_set_object_member (out, "flush", json_object_ref (flush));
     nz_cli_print_object (out);
   }
-  return failed ? NZ_EXIT_FAILURE : NZ_EXIT_OK;
+  return failed ? nz_cli_exit_status (error, NZ_EXIT_FAILURE) : TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  return nz_cli_main ("namzu-quiesce", nz_tool_quiesce, argc, argv);
 }

@@ -1,0 +1,296 @@
+/* namzu-create's flags: the option table and how the flags and a --config land in the
+ * backend's create options, validated in full before any I/O. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nz-errors.h"
+#include "nz-json.h"
+#include "nz-knobs.h"
+#include "nz-profile.h"
+
+#include "options.h"
+
+static char *opt_backend, *opt_network, *opt_image, *opt_memory, *opt_procs, *opt_cpus, *opt_disk;
+static char *opt_outputs, *opt_uploads, *opt_config, *opt_ready;
+static char **opt_egress;
+static char *opt_profile;
+static char **opt_credential;
+static char *opt_docker_network, *opt_reachability;
+static gboolean opt_agent_shares_uid;
+static char **opt_labels;
+static char *opt_proxy_image, *opt_upstream;
+static char **opt_inward;
+
+const GOptionEntry nz_create_entries[] = {
+  { "backend", 0, 0, G_OPTION_ARG_STRING, &opt_backend,
+    "Backend to create on (default: container:bwrap)", "NAME" },
+  { "network", 0, 0, G_OPTION_ARG_STRING, &opt_network,
+    "Egress: deny-all (default, loopback only) or allow-all", "POLICY" },
+  { "egress", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_egress,
+    "Allow egress only to these hosts (comma-separated, repeatable)", "HOST,..." },
+  { "profile", 0, 0, G_OPTION_ARG_FILENAME, &opt_profile,
+    "Egress profile JSON {name, hosts:[{host, ports?}]} (no hosts = deny-all)", "FILE" },
+  { "credential", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_credential,
+    "Brokered credential: the egress proxy sets HEADER to the value of the environment "
+    "variable VAR on requests to HOST (repeatable; the value never enters the sandbox)",
+    "HOST:HEADER:VAR" },
+  { "image", 0, 0, G_OPTION_ARG_STRING, &opt_image, "Image (image-based backends only)", "IMAGE" },
+  { "memory-mb", 0, 0, G_OPTION_ARG_STRING, &opt_memory, "Memory limit in MiB", "N" },
+  { "max-processes", 0, 0, G_OPTION_ARG_STRING, &opt_procs, "Process/thread limit", "N" },
+  { "cpus", 0, 0, G_OPTION_ARG_STRING, &opt_cpus, "CPU limit, e.g. 1.5 (0.01 to the host's CPUs)",
+    "X" },
+  { "disk-mb", 0, 0, G_OPTION_ARG_STRING, &opt_disk,
+    "Bound each writable scratch filesystem (workspace, /tmp, /var/tmp, home) to N MiB; "
+    "refused beside a writable host directory", "N" },
+  { "outputs", 0, 0, G_OPTION_ARG_FILENAME, &opt_outputs,
+    "Host directory bound writable at /mnt/user-data/outputs (the workspace)", "DIR" },
+  { "uploads", 0, 0, G_OPTION_ARG_FILENAME, &opt_uploads,
+    "Host directory bound read-only at /mnt/user-data/uploads", "DIR" },
+  { "config", 0, 0, G_OPTION_ARG_FILENAME, &opt_config,
+    "Provider config (reference JSON) from FILE, or - for stdin; flags win", "FILE" },
+  { "docker-network", 0, 0, G_OPTION_ARG_STRING, &opt_docker_network,
+    "container:docker/runsc: the sandbox's docker network (default none)", "NAME" },
+  { "agent-shares-uid", 0, 0, G_OPTION_ARG_NONE, &opt_agent_shares_uid,
+    "container:bwrap for a user with no subordinate ids: run the agent under the workload's "
+    "uid, where the workload can signal it (refused without this; docs/security.md)",
+    NULL },
+  { "host-reachability", 0, 0, G_OPTION_ARG_STRING, &opt_reachability,
+    "container:docker/runsc: host-port (default) or container-network", "HOW" },
+  { "label", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_labels,
+    "container:docker/runsc: a container label (repeatable)", "KEY=VALUE" },
+  { "egress-proxy-image", 0, 0, G_OPTION_ARG_STRING, &opt_proxy_image,
+    "container:docker/runsc: the egress proxy container's image (needed by --egress/--profile)",
+    "IMAGE" },
+  { "egress-upstream-network", 0, 0, G_OPTION_ARG_STRING, &opt_upstream,
+    "container:docker/runsc: the proxy's route out (default bridge)", "NAME" },
+  { "allow-inward-for", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_inward,
+    "container:docker/runsc: a host the proxy may reach on a private address (repeatable)",
+    "HOST" },
+  { "ready-timeout", 0, 0, G_OPTION_ARG_STRING, &opt_ready,
+    "Milliseconds to wait for the agent (default 30000)", "MS" },
+  { NULL }
+};
+
+static gboolean
+parse_positive (const char *flag, const char *text, gint64 max, gint64 *out, GError **error)
+{
+  guint64 v = 0;
+
+  if (!g_ascii_string_to_unsigned (text, 10, 1, (guint64)max, &v, NULL))
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "%s must be an integer between 1 and %" G_GINT64_FORMAT ", got '%s'", flag,
+                     max, text);
+  *out = (gint64)v;
+  return TRUE;
+}
+
+/* Plain decimal only ("1", "1.5", ".5"): no sign, exponent, hex, "inf"/"nan" or surrounding
+ * space, which strtod and JavaScript's Number() would both take. */
+static gboolean
+parse_cpus (const char *text, double *out, GError **error)
+{
+  gsize digits = strspn (text, "0123456789");
+
+  if (text[digits] == '.')
+    digits += 1 + strspn (text + digits + 1, "0123456789");
+  if (digits == 0 || text[digits] != '\0' || strcmp (text, ".") == 0 || digits > 32)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "--cpus must be a decimal number such as 1.5, got '%s'", text);
+  *out = g_ascii_strtod (text, NULL);
+  return nz_cpus_check (*out, "--cpus", error);
+}
+
+static char *
+read_config (const char *path, gsize *len, GError **error)
+{
+  char *data = NULL;
+
+  if (strcmp (path, "-") == 0)
+    {
+      g_autoptr (GIOChannel) ch = g_io_channel_unix_new (STDIN_FILENO);
+
+      g_io_channel_set_encoding (ch, NULL, NULL);
+      if (g_io_channel_read_to_end (ch, &data, len, error) != G_IO_STATUS_NORMAL)
+        return (nz_prefix_error (error, "--config -"), NULL);
+      return data;
+    }
+  if (!g_file_get_contents (path, &data, len, error))
+    {
+      nz_error_convert (error);
+      return (nz_prefix_error (error, "--config"), NULL);
+    }
+  return data;
+}
+
+/* --profile: validated in full before any I/O; refused beside any other egress setting (spec
+ * E.6: a profile beside a default egress is a conflicting policy, not a merge). */
+static gboolean
+apply_profile (NzCreateOptions *opts, GError **error)
+{
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  g_autoptr (NzEgressProfile) profile = NULL;
+  g_autoptr (JsonNode) norm = NULL;
+
+  if (opt_egress != NULL || opt_network != NULL || opts->egress_profile != NULL)
+    return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY, "defaultEgress",
+                                    NULL, "cannot be combined with an egress profile; use one");
+  /* A config on stdin was consumed already; its defaultEgress is then the flags' to lose. */
+  if (opt_config != NULL && strcmp (opt_config, "-") != 0)
+    {
+      g_autofree char *cfg = read_config (opt_config, &len, error);
+      g_autoptr (JsonObject) root = cfg != NULL ? nz_json_parse_object (cfg, len, NULL) : NULL;
+
+      if (root != NULL && json_object_has_member (root, "defaultEgress"))
+        return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY,
+                                        "defaultEgress", NULL,
+                                        "cannot be combined with an egress profile; use one");
+    }
+  if (!g_file_get_contents (opt_profile, &data, &len, error))
+    return FALSE;
+  profile = nz_egress_profile_parse (data, len, NULL, error);
+  if (profile == NULL)
+    return FALSE;
+  g_ptr_array_set_size (opts->egress_hosts, 0);
+  for (guint i = 0; i < profile->rules->len; i++)
+    g_ptr_array_add (opts->egress_hosts,
+                     g_strdup (((NzEgressRule *)profile->rules->pdata[i])->host));
+  /* A profile with no hosts is deny-all (spec E.6). */
+  opts->network = profile->rules->len == 0 ? NZ_NETWORK_DENY_ALL : NZ_NETWORK_ALLOWLIST;
+  norm = nz_egress_profile_to_json (profile);
+  opts->egress_profile = nz_json_to_string (norm, NULL);
+  return TRUE;
+}
+
+/* --credential HOST:HEADER:VAR: the value comes from this process's environment, so it is on
+ * no command line; the backend checks the host against the profile or allowlist. */
+static gboolean
+apply_credentials (NzCreateOptions *opts, GError **error)
+{
+  g_autoptr (JsonArray) arr = json_array_new ();
+  g_autoptr (JsonNode) node = json_node_new (JSON_NODE_ARRAY);
+
+  for (char **c = opt_credential; *c != NULL; c++)
+    {
+      g_auto (GStrv) parts = g_strsplit (*c, ":", 3);
+      const char *value;
+      JsonObject *o;
+
+      if (g_strv_length (parts) != 3 || *parts[0] == '\0' || *parts[1] == '\0')
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "--credential must be HOST:HEADER:VAR, got '%s'", *c);
+      value = g_getenv (parts[2]);
+      if (value == NULL || *value == '\0')
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "--credential %s: environment variable %s is not set", parts[0],
+                         parts[2]);
+      o = json_object_new ();
+      json_object_set_string_member (o, "host", parts[0]);
+      json_object_set_string_member (o, "header", parts[1]);
+      json_object_set_string_member (o, "value", value);
+      json_array_add_object_element (arr, o);
+    }
+  json_node_set_array (node, arr);
+  g_free (opts->egress_credentials);
+  opts->egress_credentials = nz_json_to_string (node, NULL);
+  return TRUE;
+}
+
+/* A flag given replaces what the config said. */
+static void
+replace_string (char **dst, const char *flag)
+{
+  if (flag != NULL)
+    {
+      g_free (*dst);
+      *dst = g_strdup (flag);
+    }
+}
+
+/* The config first, then the flags over it (DESIGN.md "Configuration"). */
+gboolean
+nz_create_build_options (NzCreateOptions *opts, GError **error)
+{
+  if (opt_config != NULL)
+    {
+      gsize len = 0;
+      g_autofree char *data = read_config (opt_config, &len, error);
+
+      if (data == NULL || !nz_create_options_load_config (opts, data, (gssize)len, error))
+        return FALSE;
+    }
+  replace_string (&opts->backend, opt_backend);
+  replace_string (&opts->image, opt_image);
+  if (opt_network != NULL)
+    {
+      if (strcmp (opt_network, "deny-all") == 0)
+        opts->network = NZ_NETWORK_DENY_ALL;
+      else if (strcmp (opt_network, "allow-all") == 0)
+        opts->network = NZ_NETWORK_ALLOW_ALL;
+      else
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "--network must be deny-all or allow-all, got '%s' (an allowlist is "
+                         "--egress HOST,...)", opt_network);
+      g_ptr_array_set_size (opts->egress_hosts, 0);
+    }
+  if (opt_egress != NULL)
+    {
+      if (opt_network != NULL)
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS, "--egress cannot be combined with --network");
+      g_ptr_array_set_size (opts->egress_hosts, 0);
+      for (char **e = opt_egress; *e != NULL; e++)
+        {
+          g_auto (GStrv) hosts = g_strsplit (*e, ",", -1);
+
+          for (char **hst = hosts; *hst != NULL; hst++)
+            if (*g_strstrip (*hst) != '\0')
+              g_ptr_array_add (opts->egress_hosts, g_strdup (*hst));
+        }
+      opts->network = NZ_NETWORK_ALLOWLIST;
+    }
+  if (opt_profile != NULL && !apply_profile (opts, error))
+    return FALSE;
+  if (opt_credential != NULL && !apply_credentials (opts, error))
+    return FALSE;
+  if (opt_memory != NULL
+      && !parse_positive ("--memory-mb", opt_memory, NZ_LIMIT_MB_MAX, &opts->memory_mb, error))
+    return FALSE;
+  if (opt_disk != NULL
+      && !parse_positive ("--disk-mb", opt_disk, NZ_LIMIT_MB_MAX, &opts->disk_mb, error))
+    return FALSE;
+  if (opt_procs != NULL
+      && !parse_positive ("--max-processes", opt_procs, G_MAXINT32, &opts->max_processes, error))
+    return FALSE;
+  if (opt_cpus != NULL && !parse_cpus (opt_cpus, &opts->cpus, error))
+    return FALSE;
+  if (opt_ready != NULL)
+    {
+      gint64 v = 0;
+
+      if (!parse_positive ("--ready-timeout", opt_ready, G_MAXINT32, &v, error))
+        return FALSE;
+      opts->ready_timeout_ms = (guint)v;
+    }
+  opts->agent_shares_uid = opts->agent_shares_uid || opt_agent_shares_uid;
+  replace_string (&opts->docker_network, opt_docker_network);
+  replace_string (&opts->host_reachability, opt_reachability);
+  for (char **l = opt_labels; l != NULL && *l != NULL; l++)
+    {
+      const char *eq = strchr (*l, '=');
+
+      if (eq == NULL || eq == *l)
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS, "--label must be KEY=VALUE, got '%s'", *l);
+      g_ptr_array_add (opts->labels, g_strndup (*l, eq - *l));
+      g_ptr_array_add (opts->labels, g_strdup (eq + 1));
+    }
+  replace_string (&opts->egress_proxy_image, opt_proxy_image);
+  replace_string (&opts->egress_upstream_network, opt_upstream);
+  for (char **i = opt_inward; i != NULL && *i != NULL; i++)
+    g_ptr_array_add (opts->allow_inward_for, g_strdup (*i));
+  if (opt_outputs != NULL && !nz_create_options_set_mount (opts, "outputs", opt_outputs, error))
+    return FALSE;
+  if (opt_uploads != NULL && !nz_create_options_set_mount (opts, "uploads", opt_uploads, error))
+    return FALSE;
+  return TRUE;
+}
