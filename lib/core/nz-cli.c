@@ -15,6 +15,8 @@ static gboolean cli_version;
 static const char *cli_version_detail;
 static gboolean cli_json_errors = TRUE;
 static gboolean cli_invalid_is_usage;
+static GQuark cli_names_domain;
+static const char *(*cli_names) (const GError *error);
 
 void
 nz_cli_init (const char *tool)
@@ -122,13 +124,22 @@ nz_cli_set_invalid_is_usage (gboolean is_usage)
   cli_invalid_is_usage = is_usage;
 }
 
+void
+nz_cli_set_code_names (GQuark domain, const char *(*name) (const GError *error))
+{
+  cli_names_domain = domain;
+  cli_names = name;
+}
+
 static void
 print_error_object (const GError *error)
 {
   g_autoptr (JsonObject) outer = json_object_new ();
   JsonObject *inner = json_object_new ();
+  gboolean own = cli_names != NULL && error->domain == cli_names_domain;
 
-  json_object_set_string_member (inner, "code", nz_error_code_name (error));
+  json_object_set_string_member (inner, "code",
+                                 own ? cli_names (error) : nz_error_code_name (error));
   json_object_set_string_member (inner, "message", error->message);
   json_object_set_object_member (outer, "error", inner);
   nz_cli_print_object (outer);

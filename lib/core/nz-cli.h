@@ -33,6 +33,10 @@ void nz_cli_set_json_errors (gboolean on_stdout);
  * id). Off by default. */
 void nz_cli_set_invalid_is_usage (gboolean is_usage);
 
+/* The error object's "code" for errors of @domain (a tier's own codes, such as the egress
+ * profile's spec strings); others use nz_error_code_name(). One extra domain per tool. */
+void nz_cli_set_code_names (GQuark domain, const char *(*name) (const GError *error));
+
 #define NZ_CLI_EXIT (nz_cli_exit_quark ())
 GQuark nz_cli_exit_quark (void);
 

@@ -1,7 +1,6 @@
 /* namzu-egress check PROFILE [TARGET...]: decides each target the way the proxy would, without
  * sending anything. A target is HOST, HOST:PORT, [V6]:PORT or a URL; without a port it is
  * checked on the port the proxy dials (443: CONNECT's default, and plain http is upgraded). */
-#include "check.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +10,8 @@
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-json.h"
+
+#include "commands.h"
 
 static gboolean
 decide (const NzEgressProfile *profile, const char *target)
@@ -80,11 +81,11 @@ decide (const NzEgressProfile *profile, const char *target)
   return allow;
 }
 
-int
-nz_egress_cmd_check (int argc, char **argv)
+gboolean
+nz_egress_cmd_check (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new ("check PROFILE [HOST[:PORT]|URL...]");
-  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) local = NULL;
   g_autoptr (NzEgressProfile) profile = NULL;
   gboolean all = TRUE;
 
@@ -92,16 +93,17 @@ nz_egress_cmd_check (int argc, char **argv)
       ctx, "Prints one JSON line per target: {target, host, port, decision, rule, reason}.\n"
            "Targets come from stdin, one per line, when none are given.\n"
            "Exit status: 0 every target allowed, 1 some target denied, 2 usage.");
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
   if (argc < 2)
-    nz_cli_usage_error ("check needs a PROFILE");
+    return nz_cli_usage (error, "check needs a PROFILE");
   if (argc == 2 && g_str_equal (argv[1], "-"))
-    nz_cli_usage_error ("the profile cannot come from stdin when the targets do");
-  profile = nz_egress_read_profile (argv[1], &error);
+    return nz_cli_usage (error, "the profile cannot come from stdin when the targets do");
+  profile = nz_egress_read_profile (argv[1], &local);
   if (profile == NULL)
     {
-      nz_cli_warn ("%s", error->message);
-      return NZ_EXIT_USAGE;
+      nz_cli_warn ("%s", local->message);
+      return nz_cli_exit_status (error, NZ_EXIT_USAGE);
     }
   if (argc > 2)
     for (int i = 2; i < argc; i++)
@@ -117,5 +119,5 @@ nz_egress_cmd_check (int argc, char **argv)
             all &= decide (profile, line);
         }
     }
-  return all ? NZ_EXIT_OK : NZ_EXIT_FAILURE;
+  return all ? TRUE : nz_cli_exit_status (error, NZ_EXIT_FAILURE);
 }

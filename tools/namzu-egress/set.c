@@ -1,11 +1,8 @@
 /* namzu-egress set --sandbox ID (HOST... | --profile FILE): change a live sandbox's allowlist
  * (container:bwrap, container:docker, container:runsc). Prints {"id", "allowedHosts",
  * "changed"}. */
-#include "set.h"
-
 #include <glib.h>
 
-#include "check.h"
 #include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
@@ -13,8 +10,10 @@
 #include "nz-profile.h"
 #include "nz-state.h"
 
-int
-nz_egress_cmd_set (int argc, char **argv)
+#include "commands.h"
+
+gboolean
+nz_egress_cmd_set (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   static char *opt_sandbox;
   static char *opt_profile;
@@ -24,7 +23,6 @@ nz_egress_cmd_set (int argc, char **argv)
                                "take the hosts from a profile", "FILE" },
                              { NULL } };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("set HOST... | --profile FILE");
-  g_autoptr (GError) error = NULL;
   g_autoptr (NzHandle) h = NULL;
   g_autoptr (GPtrArray) hosts = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (JsonObject) out = json_object_new ();
@@ -32,19 +30,20 @@ nz_egress_cmd_set (int argc, char **argv)
   gboolean changed = FALSE;
 
   g_option_context_add_main_entries (ctx, entries, NULL);
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
   if ((opt_profile != NULL) == (argc > 1))
-    nz_cli_usage_error ("set takes HOST... or --profile FILE (an empty list: --profile with no "
-                        "hosts)");
-  h = nz_handle_resolve (opt_sandbox, FALSE, &error);
+    return nz_cli_usage (error, "set takes HOST... or --profile FILE (an empty list: --profile "
+                                "with no hosts)");
+  h = nz_handle_resolve (opt_sandbox, FALSE, error);
   if (h == NULL)
-    return nz_cli_fail (error, TRUE);
+    return FALSE;
   if (opt_profile != NULL)
     {
-      g_autoptr (NzEgressProfile) p = nz_egress_read_profile (opt_profile, &error);
+      g_autoptr (NzEgressProfile) p = nz_egress_read_profile (opt_profile, error);
 
       if (p == NULL)
-        return nz_cli_fail (error, TRUE);
+        return FALSE;
       for (guint i = 0; i < p->rules->len; i++)
         g_ptr_array_add (hosts, g_strdup (((NzEgressRule *)p->rules->pdata[i])->host));
     }
@@ -58,25 +57,12 @@ nz_egress_cmd_set (int argc, char **argv)
             g_ptr_array_add (hosts, g_strdup (*p));
       }
   g_ptr_array_add (hosts, NULL);
-  if (!nz_backend_set_network_policy (h, (const char *const *)hosts->pdata, &changed, &error))
-    {
-      if (error->domain == NZ_EGRESS_ERROR)
-        {
-          JsonObject *e = json_object_new ();
-
-          nz_cli_warn ("%s", error->message);
-          json_object_set_string_member (e, "code", nz_egress_error_code_name (error));
-          json_object_set_string_member (e, "message", error->message);
-          json_object_set_object_member (out, "error", e);
-          nz_cli_print_object (out);
-          return NZ_EXIT_FAILURE;
-        }
-      return nz_cli_fail (error, TRUE);
-    }
+  if (!nz_backend_set_network_policy (h, (const char *const *)hosts->pdata, &changed, error))
+    return FALSE;
   json_object_set_string_member (out, "id", h->id);
   for (guint i = 0; hosts->pdata[i] != NULL; i++)
     json_array_add_string_element (list, hosts->pdata[i]);
   json_object_set_array_member (out, "allowedHosts", list);
   json_object_set_boolean_member (out, "changed", changed);
-  return nz_cli_print_object (out) ? NZ_EXIT_OK : NZ_EXIT_FAILURE;
+  return nz_cli_print_object (out) ? TRUE : nz_cli_exit_status (error, NZ_EXIT_FAILURE);
 }

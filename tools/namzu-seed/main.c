@@ -13,6 +13,7 @@
 #include "nz-json.h"
 #include "nz-seed.h"
 #include "nz-state.h"
+#include "nz-tools.h"
 
 /* A seed is a short list of repositories; anything this big is not one. */
 #define SEED_LIMIT_BYTES (1024 * 1024)
@@ -134,61 +135,52 @@ read_seed (const char *arg, gsize *len, GError **error)
   return g_string_free (g_steal_pointer (&in), FALSE);
 }
 
-/* Like nz_cli_usage_error(), but returns so main()'s cleanups run under the sanitizers. */
-static int
-usage_error (const char *msg)
-{
-  fprintf (stderr, "%s: %s\nTry '%s --help' for more information.\n", nz_cli_tool (), msg,
-           nz_cli_tool ());
-  return NZ_EXIT_USAGE;
-}
-
-int
-main (int argc, char **argv)
+gboolean
+nz_tool_seed (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new ("SEED");
-  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) local = NULL;
   g_autoptr (NzHandle) handle = NULL;
   g_autoptr (NzAgentClient) client = NULL;
   g_autoptr (NzSeed) seed = NULL;
-  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
   g_autofree char *data = NULL;
   const char *seed_arg;
   gsize len = 0;
   Run run = { 0 };
   int status;
 
-  nz_cli_init ("namzu-seed");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx, description);
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
   if (opt_rest == NULL || opt_rest[0] == NULL)
-    return usage_error ("no SEED given (a file, or - for stdin)");
+    return nz_cli_usage (error, "no SEED given (a file, or - for stdin)");
   if (opt_rest[1] != NULL)
-    return usage_error ("one SEED only");
+    return nz_cli_usage (error, "one SEED only");
   if (opt_root == NULL)
-    return usage_error ("--root DIR is required: where in the sandbox the repositories go");
+    return nz_cli_usage (error,
+                         "--root DIR is required: where in the sandbox the repositories go");
   if (opt_on_drift != NULL && strcmp (opt_on_drift, "refuse") != 0
       && strcmp (opt_on_drift, "report") != 0)
-    return usage_error ("--on-drift is refuse or report");
+    return nz_cli_usage (error, "--on-drift is refuse or report");
   if (opt_timeout_ms < 0)
-    return usage_error ("--timeout wants a positive number of milliseconds");
+    return nz_cli_usage (error, "--timeout wants a positive number of milliseconds");
   seed_arg = opt_rest[0];
 
   /* Everything that needs no sandbox first: a bad seed or root is refused before any I/O. */
-  data = read_seed (seed_arg, &len, &error);
+  data = read_seed (seed_arg, &len, &local);
   if (data == NULL)
-    return fail (error, NULL, nz_error_to_exit_code (error));
-  seed = nz_seed_parse (data, len, &error);
-  if (seed == NULL || !nz_seed_check_root (opt_root, &error))
-    return fail (error, NULL, NZ_EXIT_USAGE);
+    return nz_cli_exit_status (error, fail (local, NULL, nz_error_to_exit_code (local)));
+  seed = nz_seed_parse (data, len, &local);
+  if (seed == NULL || !nz_seed_check_root (opt_root, &local))
+    return nz_cli_exit_status (error, fail (local, NULL, NZ_EXIT_USAGE));
 
   /* stdin carries the seed or the handle, not both. */
-  handle = nz_handle_resolve (opt_sandbox, strcmp (seed_arg, "-") != 0, &error);
+  handle = nz_handle_resolve (opt_sandbox, strcmp (seed_arg, "-") != 0, &local);
   if (handle == NULL)
-    return fail (error, NULL, nz_error_to_exit_code (error));
-  if (!nz_seed_check_root_layout (opt_root, handle->backend, handle->priv, &error))
-    return fail (error, NULL, NZ_EXIT_USAGE);
+    return nz_cli_exit_status (error, fail (local, NULL, nz_error_to_exit_code (local)));
+  if (!nz_seed_check_root_layout (opt_root, handle->backend, handle->priv, &local))
+    return nz_cli_exit_status (error, fail (local, NULL, NZ_EXIT_USAGE));
   client = nz_agent_client_new (handle->endpoint, handle->token);
 
   signal (SIGPIPE, SIG_IGN);
@@ -222,5 +214,11 @@ main (int argc, char **argv)
     status = fail (run.error, run.report, NZ_EXIT_FAILURE);
   g_clear_pointer (&run.report, json_object_unref);
   g_clear_error (&run.error);
-  return status;
+  return status == NZ_EXIT_OK ? TRUE : nz_cli_exit_status (error, status);
+}
+
+int
+main (int argc, char **argv)
+{
+  return nz_cli_main ("namzu-seed", nz_tool_seed, argc, argv);
 }
