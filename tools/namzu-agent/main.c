@@ -10,10 +10,12 @@
 #include "nz-agent-drain.h"
 #include "nz-agent-server.h"
 #include "nz-cli.h"
+#include "nz-errors.h"
 #include "nz-exec.h"
 #include "nz-guest.h"
 #include "nz-heap.h"
 #include "nz-privsep.h"
+#include "nz-tools.h"
 
 static const char description[]
     = "Listen modes (first set wins):\n"
@@ -38,12 +40,27 @@ static const char description[]
       "within NAMZU_AGENT_SHUTDOWN_DEADLINE_MS. SIGUSR1: run NAMZU_AGENT_RESEED_HOOK and\n"
       "listen again (snapshot resume). Exits 1 on a fatal startup error.";
 
+/* The reference's fatal line, so existing log scrapers keep working. */
+static void
+fatal_line (const char *message)
+{
+  fprintf (stderr, "[namzu-fc-agent] fatal: %s\n", message);
+}
+
+/* A fatal error once serving (a signal handler on the main loop): there is no caller left. */
 G_NORETURN static void
 fatal (const char *message)
 {
-  /* The reference's fatal line, so existing log scrapers keep working. */
-  fprintf (stderr, "[namzu-fc-agent] fatal: %s\n", message);
+  fatal_line (message);
   exit (1);
+}
+
+/* A fatal startup error: the line, then exit 1 through nz_cli_main. */
+static gboolean
+startup_failed (GError **error, const GError *cause)
+{
+  fatal_line (cause->message);
+  return nz_cli_exit_status (error, NZ_EXIT_FAILURE);
 }
 
 static void
@@ -152,43 +169,43 @@ on_sigusr1 (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-int
-main (int argc, char **argv)
+gboolean
+nz_tool_agent (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new (NULL);
-  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) local = NULL;
   g_autoptr (NzAgentConfig) config = NULL;
   g_autoptr (NzGuest) guest = NULL;
   g_autoptr (NzAgentServer) server = NULL;
   g_autoptr (GMainLoop) loop = NULL;
   Agent agent = { 0 };
 
-  nz_cli_init ("namzu-agent");
   nz_heap_keep_transfer_buffers ();
   g_option_context_set_summary (ctx, "Serve the namzu guest-agent protocol.");
   g_option_context_set_description (ctx, description);
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
   if (argc > 1)
-    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+    return nz_cli_usage (error, "unexpected argument '%s'", argv[1]);
 
   /* Before anything else, and before any thread: out of the workload's reach. */
-  if (!nz_privsep_enter_from_env ("NAMZU_AGENT", &error))
-    fatal (error->message);
+  if (!nz_privsep_enter_from_env ("NAMZU_AGENT", &local))
+    return startup_failed (error, local);
 
   /* A peer that hangs up mid-reply must never kill the agent. */
   signal (SIGPIPE, SIG_IGN);
 
-  config = nz_agent_config_new_from_env (&error);
+  config = nz_agent_config_new_from_env (&local);
   if (config == NULL)
-    fatal (error->message);
+    return startup_failed (error, local);
   /* The config holds its own copies: /proc/<pid>/environ reads as NULs from here on. */
   nz_privsep_hide_environ ((const char *const[]){ "NAMZU_AGENT_BIND_TOKEN",
                                                    "NAMZU_AGENT_REQUIRE_TOKEN", NULL });
   guest
       = nz_guest_new (&config->limits, config->workspace, config->read_roots, config->write_roots);
   nz_guest_set_retire_func (guest, on_retire, NULL);
-  if (!nz_exec_reaper_install (&error))
-    fatal (error->message);
+  if (!nz_exec_reaper_install (&local))
+    return startup_failed (error, local);
 
   guest->quiesce_owned_only = config->quiesce_owned_only;
   guest->flush_command = g_strdup (config->flush_command);
@@ -196,8 +213,8 @@ main (int argc, char **argv)
   run_reseed_hook (config->reseed_hook);
   loop = g_main_loop_new (NULL, FALSE);
   server = nz_agent_server_new (config, guest);
-  if (!nz_agent_server_listen (server, &error))
-    fatal (error->message);
+  if (!nz_agent_server_listen (server, &local))
+    return startup_failed (error, local);
   agent = (Agent){ .loop = loop, .config = config, .server = server };
   g_unix_signal_add (SIGTERM, on_sigterm, &agent);
   g_unix_signal_add (SIGINT, on_sigint, &agent);
@@ -208,5 +225,11 @@ main (int argc, char **argv)
 
   g_main_loop_run (loop);
   nz_agent_server_stop (server);
-  return 0;
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  return nz_cli_main ("namzu-agent", nz_tool_agent, argc, argv);
 }

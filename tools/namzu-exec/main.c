@@ -17,14 +17,15 @@
 #include "nz-json.h"
 #include "nz-lite-exec.h"
 #include "nz-state.h"
+#include "nz-tools.h"
 
+#include "exec-full.h"
 #include "front.h"
 
 /* -i reads at most this much: the wire's stdin is one JSON string inside the first frame, and
  * a TCP agent refuses first frames over 8 MiB before authentication (spec A.4). */
 #define STDIN_LIMIT_BYTES (4 * 1024 * 1024)
 
-#define EXIT_NAMZU NZ_EXEC_EXIT_NAMZU
 
 static char *opt_sandbox, *opt_timeout, *opt_cwd, *opt_endpoint, *opt_id;
 static char **opt_env, **opt_command;
@@ -71,17 +72,6 @@ static const char description[] =
   "128+N. When the sandbox cannot confirm that the command stopped, the sandbox is retired\n"
   "(torn down, as namzu-destroy would) and namzu-exec exits 125.";
 
-typedef struct
-{
-  NzAgentClient *client;
-  JsonObject *body;
-  GCancellable *cancellable;
-  JsonObject *result;
-  GError *error;
-  char *execution_id;
-  int signo;              /* signal that made us cancel, 0 if none */
-  gboolean broken_output; /* our stdout/stderr went away: cancel, like SIGPIPE would */
-} Run;
 
 static void
 emit_event (const char *type, const char *data)
@@ -97,7 +87,7 @@ emit_event (const char *type, const char *data)
 static void
 on_output (NzExecStream stream, const char *data, gsize len, gpointer user_data)
 {
-  Run *run = user_data;
+  NzExecRun *run = user_data;
   FILE *f = stream == NZ_EXEC_STDOUT || opt_json ? stdout : stderr;
   gboolean ok = TRUE;
 
@@ -115,127 +105,11 @@ on_output (NzExecStream stream, const char *data, gsize len, gpointer user_data)
 static gpointer
 exec_thread (gpointer user_data)
 {
-  Run *run = user_data;
+  NzExecRun *run = user_data;
 
   run->result = nz_agent_client_exec (run->client, run->body, on_output, run,
                                       &run->execution_id, run->cancellable, &run->error);
   return NULL;
-}
-
-/* Reports a failure: one stderr line, and in --json mode the closing error event. */
-static int
-fail_with (int status, const char *code, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
-
-static int
-fail_with (int status, const char *code, const char *fmt, ...)
-{
-  g_autofree char *msg = NULL;
-  va_list ap;
-
-  va_start (ap, fmt);
-  msg = g_strdup_vprintf (fmt, ap);
-  va_end (ap);
-  nz_cli_warn ("%s", msg);
-  if (opt_json)
-    {
-      g_autoptr (JsonObject) ev = json_object_new ();
-      JsonObject *inner = json_object_new ();
-
-      json_object_set_string_member (ev, "type", "error");
-      json_object_set_string_member (inner, "code", code);
-      json_object_set_string_member (inner, "message", msg);
-      json_object_set_object_member (ev, "error", inner);
-      nz_cli_print_object (ev);
-    }
-  return status;
-}
-
-/* The remote outcome is unknown (spec D.2 RemoteCancellationUnknownError): what ran may still
- * run, so the sandbox is retired (spec B.7 retire(): the container is removed) rather than
- * left to be reused. */
-static int
-retire_unconfirmed (NzHandle *handle, const GError *e)
-{
-  g_autoptr (GError) local = NULL;
-
-  if (handle == NULL)
-    return fail_with (EXIT_NAMZU, "cancellation_unconfirmed",
-                      "%s; no sandbox to retire with --endpoint: stop that agent yourself",
-                      e->message);
-  if (!nz_backend_retire (handle, &local))
-    return fail_with (EXIT_NAMZU, "cancellation_unconfirmed",
-                      "%s; retiring sandbox %s failed too: %s; tear it down with namzu-destroy",
-                      e->message, handle->id, local->message);
-  return fail_with (EXIT_NAMZU, "cancellation_unconfirmed",
-                    "%s; sandbox %s was retired (torn down), since what ran in it may still run",
-                    e->message, handle->id);
-}
-
-static int
-finish (Run *run, NzHandle *handle, const char *target)
-{
-  const GError *e = run->error;
-  int status;
-
-  if (run->result != NULL)
-    {
-      if (opt_json)
-        {
-          json_object_set_string_member (run->result, "executionId", run->execution_id);
-          nz_cli_print_object (run->result);
-        }
-      status = nz_exec_exit_status (run->result);
-      if (status >= 0)
-        return status;
-      return fail_with (EXIT_NAMZU, "protocol", "the agent reported no usable exit status");
-    }
-  if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED))
-    return retire_unconfirmed (handle, e);
-  if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-    {
-      int signo = run->signo != 0 ? run->signo : SIGPIPE;
-
-      if (run->signo != 0)
-        fail_with (128 + signo, "cancelled", "%s: %s", nz_signal_name (signo), e->message);
-      return 128 + signo;
-    }
-  if (g_error_matches (e, G_SPAWN_ERROR, G_SPAWN_ERROR_NOENT))
-    return fail_with (NZ_EXEC_EXIT_NOTFOUND, "not_found", "%s: command not found in the sandbox (%s)",
-                      opt_command[0], e->message);
-  if (e->domain == G_SPAWN_ERROR)
-    return fail_with (NZ_EXEC_EXIT_NOEXEC, "permission_denied", "%s: cannot execute (%s)",
-                      opt_command[0], e->message);
-  if (e->domain == NZ_ERROR && e->code == NZ_ERROR_INVALID_ARGS)
-    return fail_with (EXIT_NAMZU, "invalid_args", "%s", e->message);
-  if (e->domain == NZ_ERROR && e->code == NZ_ERROR_PROTOCOL)
-    return fail_with (EXIT_NAMZU, "protocol", "%s", e->message);
-  if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED) && target == NULL)
-    return fail_with (EXIT_NAMZU, "unreachable",
-                      "cannot reach %s; is namzu-agent running there? (namzu-ls lists the "
-                      "sandboxes)", e->message);
-  if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED))
-    return fail_with (EXIT_NAMZU, "unreachable",
-                      "cannot reach %s (%s); it may have stopped: check namzu-ls, or create a "
-                      "new sandbox with namzu-create", target, e->message);
-  /* Reserved, so it may have run: say the outcome is unknown and where to look. */
-  if (run->execution_id != NULL && target != NULL)
-    return fail_with (EXIT_NAMZU, nz_error_code_name (e),
-                      "%s; the command's outcome in %s is unknown (check it with namzu-ls)",
-                      e->message, target);
-  if (target != NULL)
-    return fail_with (EXIT_NAMZU, nz_error_code_name (e), "%s (%s; check it with namzu-ls)",
-                      e->message, target);
-  return fail_with (EXIT_NAMZU, nz_error_code_name (e), "%s", e->message);
-}
-
-/* Like nz_cli_usage_error(), but returns the status so main()'s cleanups run (exit() would
- * skip them and the sanitizers would report the skipped frees). */
-static int
-usage_error (const char *msg)
-{
-  fprintf (stderr, "%s: %s\nTry '%s --help' for more information.\n", nz_cli_tool (), msg,
-           nz_cli_tool ());
-  return NZ_EXIT_USAGE;
 }
 
 /* Usage mistakes are G_OPTION_ERROR (exit 2); trouble with our stdin is NZ_ERROR (125). */
@@ -301,60 +175,70 @@ build_body (GError **error)
   return g_steal_pointer (&body);
 }
 
-int
-main (int argc, char **argv)
+/* namzu itself failed (exit 125), before the command was sent: reported, then the status. */
+static gboolean
+namzu_failed (GError **error, const GError *cause)
+{
+  return nz_cli_exit_status (error, nz_exec_fail (EXIT_NAMZU, nz_error_code_name (cause), "%s",
+                                                  cause->message));
+}
+
+gboolean
+nz_tool_exec (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new ("[--] COMMAND [ARGS...]");
-  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) local = NULL;
   g_autoptr (NzHandle) handle = NULL;
   g_autoptr (NzAgentClient) client = NULL;
   g_autoptr (JsonObject) body = NULL;
-  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
   g_autofree char *target = NULL;
-  Run run = { 0 };
+  NzExecRun run = { 0 };
   int status;
 
   /* Set only by the front (front.c), for the one thing it cannot do itself. */
   g_autofree char *retire = g_strdup (g_getenv (NZ_EXEC_RETIRE_ENV));
 
   g_unsetenv (NZ_EXEC_RETIRE_ENV);
-  nz_cli_init ("namzu-exec");
+  /* stdout is the command's: every failure is reported here, with --json as an event. */
+  nz_cli_set_json_errors (FALSE);
   /* Options end at COMMAND, so `namzu-exec ls -l` passes -l to ls. */
   g_option_context_set_strict_posix (ctx, TRUE);
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx, description);
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
+  nz_exec_report_json (opt_json);
   if (opt_command != NULL && opt_command[0] != NULL && g_str_equal (opt_command[0], "--"))
     {
       g_free (opt_command[0]);
       memmove (opt_command, opt_command + 1, g_strv_length (opt_command) * sizeof (char *));
     }
   if (opt_command == NULL || opt_command[0] == NULL || *opt_command[0] == '\0')
-    return usage_error ("no COMMAND given");
+    return nz_cli_usage (error, "no COMMAND given");
 
-  body = build_body (&error);
-  if (body == NULL && error->domain == G_OPTION_ERROR)
-    return usage_error (error->message);
+  body = build_body (&local);
+  if (body == NULL && local->domain == G_OPTION_ERROR)
+    return nz_cli_usage (error, "%s", local->message);
   if (body == NULL)
-    return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
+    return namzu_failed (error, local);
   if (opt_id != NULL && !opt_detach)
-    return usage_error ("--id only goes with --detach");
+    return nz_cli_usage (error, "--id only goes with --detach");
   if (opt_detach)
     {
       g_autoptr (JsonObject) started = NULL;
 
       if (opt_endpoint == NULL
-          && (handle = nz_handle_resolve (opt_sandbox, !opt_stdin, &error)) == NULL)
-        return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
+          && (handle = nz_handle_resolve (opt_sandbox, !opt_stdin, &local)) == NULL)
+        return namzu_failed (error, local);
       started = nz_agent_exec_detach (handle != NULL ? handle->endpoint : opt_endpoint,
                                       handle != NULL ? handle->token : g_getenv ("NAMZU_TOKEN"),
-                                      body, opt_id, &error);
+                                      body, opt_id, &local);
       if (started == NULL)
-        return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
+        return namzu_failed (error, local);
       if (handle != NULL)
         json_object_set_string_member (started, "sandbox", handle->id);
       nz_cli_print_object (started);
-      return 0;
+      return TRUE;
     }
   if (opt_endpoint != NULL)
     {
@@ -362,9 +246,9 @@ main (int argc, char **argv)
     }
   else
     {
-      handle = nz_handle_resolve (opt_sandbox, !opt_stdin, &error);
+      handle = nz_handle_resolve (opt_sandbox, !opt_stdin, &local);
       if (handle == NULL)
-        return fail_with (EXIT_NAMZU, nz_error_code_name (error), "%s", error->message);
+        return namzu_failed (error, local);
       client = nz_agent_client_new (handle->endpoint, handle->token);
       target = g_strdup_printf ("sandbox %s", handle->id);
     }
@@ -374,17 +258,23 @@ main (int argc, char **argv)
                                                             NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
                                                             retire);
 
-      return retire_unconfirmed (handle, unconfirmed);
+      return nz_cli_exit_status (error, nz_exec_retire_unconfirmed (handle, unconfirmed));
     }
 
   /* A vanished reader is noticed as a write error (then we cancel), not a silent death. */
   signal (SIGPIPE, SIG_IGN);
-  run = (Run){ .client = client, .body = body, .cancellable = cancellable };
+  run = (NzExecRun){ .client = client, .body = body, .cancellable = cancellable };
   run.signo = nz_cli_run_cancellable ("exec", exec_thread, &run, cancellable);
 
-  status = finish (&run, handle, target);
+  status = nz_exec_finish (&run, handle, target, opt_command[0]);
   g_clear_pointer (&run.result, json_object_unref);
   g_clear_error (&run.error);
   g_free (run.execution_id);
-  return status;
+  return status == 0 ? TRUE : nz_cli_exit_status (error, status);
+}
+
+int
+main (int argc, char **argv)
+{
+  return nz_cli_main ("namzu-exec", nz_tool_exec, argc, argv);
 }

@@ -10,6 +10,7 @@
 #include <glib-unix.h>
 
 #include "nz-cli.h"
+#include "nz-errors.h"
 #include "nz-config.h"
 #include "nz-exec.h"
 #include "nz-guest.h"
@@ -17,6 +18,7 @@
 #include "nz-privsep.h"
 #include "nz-worker-config.h"
 #include "nz-worker-server.h"
+#include "nz-tools.h"
 
 static const char description[]
     = "Environment (read once at startup; see docs/worker.md):\n"
@@ -36,12 +38,13 @@ static const char description[]
       "ids, started as root with CAP_SETUID/SETGID/KILL) with NAMZU_WORKER_WORKLOAD_UID/\n"
       "NAMZU_WORKER_WORKLOAD_GID (every command's); the worker is always non-dumpable.";
 
-G_NORETURN static void
-refuse (const char *reason)
+/* A refusal to start: the reference's line, then exit 1 through nz_cli_main. */
+static gboolean
+refuse (GError **error, const char *reason)
 {
   /* Never the token itself: every refusal names the variable, not its value. */
   fprintf (stderr, NZ_WORKER_REFUSAL_PREFIX "%s\n", reason);
-  exit (1);
+  return nz_cli_exit_status (error, NZ_EXIT_FAILURE);
 }
 
 static void
@@ -64,29 +67,29 @@ on_sigterm (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-int
-main (int argc, char **argv)
+gboolean
+nz_tool_worker (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new (NULL);
-  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) local = NULL;
   g_autoptr (NzWorkerConfig) config = NULL;
   g_autoptr (NzGuest) guest = NULL;
   g_autoptr (NzWorkerServer) server = NULL;
   g_autoptr (GMainLoop) loop = NULL;
 
-  nz_cli_init ("namzu-worker");
   nz_heap_keep_transfer_buffers ();
   /* Which libsoup serves the API (the shared one Debian ships), for an audit of an update. */
   nz_cli_set_version_detail (NZ_LIBSOUP_LINKAGE);
   g_option_context_set_summary (ctx, "Serve the namzu container-worker HTTP API.");
   g_option_context_set_description (ctx, description);
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
   if (argc > 1)
-    nz_cli_usage_error ("unexpected argument '%s'", argv[1]);
+    return nz_cli_usage (error, "unexpected argument '%s'", argv[1]);
 
   /* Before anything else, and before any thread: out of the workload's reach. */
-  if (!nz_privsep_enter_from_env ("NAMZU_WORKER", &error))
-    refuse (error->message);
+  if (!nz_privsep_enter_from_env ("NAMZU_WORKER", &local))
+    return refuse (error, local->message);
 
   /* The worker reads nothing from stdin. Whatever the runtime left there (gVisor: a host
    * descriptor its /proc lets the workload open) goes; /dev/null, opened here, is nobody's. */
@@ -94,7 +97,7 @@ main (int argc, char **argv)
     int null = open ("/dev/null", O_RDONLY);
 
     if (null < 0 || (null != STDIN_FILENO && dup2 (null, STDIN_FILENO) < 0))
-      refuse ("cannot put /dev/null on stdin");
+      return refuse (error, "cannot put /dev/null on stdin");
     if (null != STDIN_FILENO)
       close (null);
   }
@@ -103,24 +106,24 @@ main (int argc, char **argv)
   signal (SIGPIPE, SIG_IGN);
 
   /* The startup decision, before any socket exists. */
-  config = nz_worker_config_new_from_env (&error);
+  config = nz_worker_config_new_from_env (&local);
   if (config == NULL)
-    refuse (error->message);
+    return refuse (error, local->message);
   /* The config holds its own copy; not one byte of the environment stays in /proc/1/environ
    * (gVisor lets the workload read it), and commands do not inherit the token. */
   nz_privsep_hide_environ ((const char *const[]){ "NAMZU_SANDBOX_TOKEN", NULL });
   guest = nz_guest_new (&config->limits, config->workspace, config->read_roots,
                         config->write_roots);
   /* Subreaper: orphans of a command are reaped here, or their zombies keep its group alive. */
-  if (!nz_exec_reaper_install (&error))
-    refuse (error->message);
+  if (!nz_exec_reaper_install (&local))
+    return refuse (error, local->message);
 
   loop = g_main_loop_new (NULL, FALSE);
   server = nz_worker_server_new (config, guest, on_exit_request, NULL);
-  if (!nz_worker_server_listen (server, &error))
+  if (!nz_worker_server_listen (server, &local))
     {
-      fprintf (stderr, NZ_WORKER_LOG_PREFIX "%s\n", error->message);
-      return 1;
+      fprintf (stderr, NZ_WORKER_LOG_PREFIX "%s\n", local->message);
+      return nz_cli_exit_status (error, NZ_EXIT_FAILURE);
     }
   g_unix_signal_add (SIGTERM, on_sigterm, loop);
   g_unix_signal_add (SIGINT, on_sigterm, loop);
@@ -133,5 +136,11 @@ main (int argc, char **argv)
 
   g_main_loop_run (loop);
   nz_worker_server_stop (server);
-  return 0;
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  return nz_cli_main ("namzu-worker", nz_tool_worker, argc, argv);
 }
