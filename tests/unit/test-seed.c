@@ -303,7 +303,7 @@ priv_with_mounts (const char *outputs_path)
   return priv;
 }
 
-/* As lib/backend/nz-docker.c records it: rootDir, the worker's root, is the outputs bind. */
+/* As lib/backend/docker/nz-docker.c records it: rootDir, the worker's root, is the outputs bind. */
 static JsonObject *
 priv_with_root_dir (const char *root_dir)
 {
