@@ -23,6 +23,7 @@ static const NzBackend bwrap_backend = {
   .destroy = nz_bwrap_destroy,
   .status = nz_bwrap_status,
   .describe = nz_bwrap_describe,
+  .open_transport = nz_backend_bearer_transport,
   .set_network_policy = nz_bwrap_egress_set,
 };
 
@@ -33,7 +34,7 @@ static const NzBackend bwrap_backend = {
     .name = (backend_name), .tier = "container", .transport = "worker",                            \
     .check = nz_docker_check, .create = nz_docker_create, .destroy = nz_docker_destroy,            \
     .status = nz_docker_status, .describe = nz_docker_describe, .retire = nz_docker_retire,        \
-    .set_network_policy = nz_docker_egress_set,                                                    \
+    .open_transport = nz_backend_bearer_transport, .set_network_policy = nz_docker_egress_set,     \
   }
 
 static const NzBackend docker_backend = DOCKER_FAMILY_BACKEND ("container:docker");
@@ -150,19 +151,56 @@ nz_backend_set_network_policy (NzHandle *h, const char *const *hosts, gboolean *
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "This sandbox cannot change its network policy: backend '%s' has no egress "
                      "proxy to change", b->name);
-  return b->set_network_policy (h->id, hosts, changed, error);
+  return b->set_network_policy (h, hosts, changed, error);
 }
 
-gboolean
-nz_backend_transport (NzHandle *h, const char **endpoint, const char **token, GError **error)
+NzTransport *
+nz_backend_bearer_transport (NzHandle *h, GError **error)
 {
   if (h->endpoint == NULL)
-    return nz_throw (error, NZ_ERROR_FAILED, "sandbox '%s' has no transport endpoint", h->id);
+    return (nz_throw (error, NZ_ERROR_FAILED, "sandbox '%s' has no transport endpoint", h->id),
+            NULL);
+  return nz_transport_new (h->endpoint, h->token);
+}
+
+NzTransport *
+nz_backend_open_transport (NzHandle *h, GError **error)
+{
+  const NzBackend *b = nz_backend_lookup (h->backend, error);
+
+  return b != NULL ? b->open_transport (h, error) : NULL;
+}
+
+NzTransport *
+nz_sandbox_open (const char *endpoint, const char *sandbox, gboolean stdin_ok, NzHandle **handle,
+                 GError **error)
+{
+  g_autoptr (NzHandle) h = NULL;
+  NzTransport *t;
+
+  if (handle != NULL)
+    *handle = NULL;
   if (endpoint != NULL)
-    *endpoint = h->endpoint;
-  if (token != NULL)
-    *token = h->token;
-  return TRUE;
+    return nz_transport_new (endpoint, g_getenv ("NAMZU_TOKEN"));
+  h = nz_handle_resolve (sandbox, stdin_ok, error);
+  if (h == NULL || (t = nz_backend_open_transport (h, error)) == NULL)
+    return NULL;
+  if (handle != NULL)
+    *handle = g_steal_pointer (&h);
+  return t;
+}
+
+NzAgentClient *
+nz_sandbox_open_client (const char *endpoint, const char *sandbox, gboolean stdin_ok,
+                        NzHandle **handle, GError **error)
+{
+  g_autoptr (NzHandle) h = NULL;
+  g_autoptr (NzTransport) t = nz_sandbox_open (endpoint, sandbox, stdin_ok, &h, error);
+  NzAgentClient *c = t != NULL ? nz_agent_client_new_for (t, error) : NULL;
+
+  if (c != NULL && handle != NULL)
+    *handle = g_steal_pointer (&h);
+  return c;
 }
 
 JsonObject *

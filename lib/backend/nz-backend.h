@@ -7,7 +7,9 @@
 #include <json-glib/json-glib.h>
 #include <signal.h>
 
+#include "nz-agent-client.h"
 #include "nz-state.h"
+#include "nz-transport.h"
 
 G_BEGIN_DECLS
 
@@ -141,8 +143,12 @@ struct _NzBackend
   /* Tears down a sandbox whose remote outcome is unknown (a cancellation the peer could not
    * confirm) under a bounded deadline, checked like destroy. NULL: destroy is used. */
   gboolean (*retire) (NzHandle *h, GError **error);
-  /* Live policy change (spec B.7 setNetworkPolicy) of the sandbox @id. NULL: refused. */
-  gboolean (*set_network_policy) (const char *id, const char *const *hosts, gboolean *changed,
+  /* How a host reaches the sandbox: its endpoint and the credential it presents (a bearer
+   * token for the agent and worker tiers; a TLS client certificate where a tier needs one). */
+  NzTransport *(*open_transport) (NzHandle *h, GError **error);
+  /* Live policy change (spec B.7 setNetworkPolicy) of the loaded sandbox @h (re-read under
+   * its lock). NULL: refused. */
+  gboolean (*set_network_policy) (NzHandle *h, const char *const *hosts, gboolean *changed,
                                   GError **error);
 };
 
@@ -165,9 +171,21 @@ gboolean nz_backend_retire (NzHandle *h, GError **error);
  * identical list is a no-op (*changed FALSE), under a profile only narrowing, fails closed. */
 gboolean nz_backend_set_network_policy (NzHandle *h, const char *const *hosts, gboolean *changed,
                                         GError **error);
-/* "Give me a transport": the endpoint and the per-instance token (either may be NULL). */
-gboolean nz_backend_transport (NzHandle *h, const char **endpoint, const char **token,
-                               GError **error);
+/* "Give me a transport": open_transport of the backend the handle names. */
+NzTransport *nz_backend_open_transport (NzHandle *h, GError **error);
+/* The open_transport of a backend whose handle records its endpoint and per-instance token. */
+NzTransport *nz_backend_bearer_transport (NzHandle *h, GError **error);
+
+/* The sandbox a tool talks to, in one place: @endpoint (--endpoint, with $NAMZU_TOKEN as its
+ * bearer token: an agent used directly, no sandbox), else the sandbox @sandbox (--sandbox),
+ * $NAMZU_SANDBOX or, when @stdin_ok, the handle namzu-create printed, on stdin
+ * (nz_handle_resolve), and its backend's transport. *@handle (may be NULL) gets the loaded
+ * handle, or NULL with @endpoint. */
+NzTransport *nz_sandbox_open (const char *endpoint, const char *sandbox, gboolean stdin_ok,
+                              NzHandle **handle, GError **error);
+/* nz_sandbox_open, then a client for it (nz_agent_client_new_for). */
+NzAgentClient *nz_sandbox_open_client (const char *endpoint, const char *sandbox,
+                                       gboolean stdin_ok, NzHandle **handle, GError **error);
 /* The public handle: id, backend, tier, createdAt, rootDir, capabilities — never the token.
  * Returns a new reference. */
 JsonObject *nz_backend_public_handle (NzHandle *h);

@@ -132,18 +132,16 @@ same_hosts (JsonObject *rec, const char *const *hosts, const char *running_membe
 }
 
 gboolean
-nz_egress_live_set (const char *id, const char *const *hosts, const NzEgressSwap *swap,
+nz_egress_live_set (NzHandle *probe, const char *const *hosts, const NzEgressSwap *swap,
                     gboolean *changed, GError **error)
 {
   g_autoptr (NzHandle) h = NULL;
-  g_autoptr (NzHandle) probe = nz_handle_load (id, error);
+  const char *id = probe->id;
   const char *profile_json;
   nz_autofd int lock = -1;
   JsonObject *rec;
 
   *changed = FALSE;
-  if (probe == NULL)
-    return FALSE;
   if (nz_json_get_object (probe->priv, "egress") == NULL)
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "This sandbox cannot change its network policy: it was created without an "

@@ -38,11 +38,11 @@ typedef struct
   gboolean (*start) (NzHandle *h, const char *const *hosts, GError **error);
 } NzEgressSwap;
 
-/* setNetworkPolicy: hosts validated and (under a profile) narrowing checked before queueing;
+/* setNetworkPolicy of the loaded sandbox @h: hosts validated and (under a profile) narrowing checked before queueing;
  * then under the lock, re-reading the handle: the same list (same order) with a proxy running
  * is a no-op; otherwise the handle forgets the applied list, the old proxy stops, then the
  * new one starts (fails closed); a failure leaves no proxy and the next call swaps. */
-gboolean nz_egress_live_set (const char *id, const char *const *hosts, const NzEgressSwap *swap,
+gboolean nz_egress_live_set (NzHandle *h, const char *const *hosts, const NzEgressSwap *swap,
                              gboolean *changed, GError **error);
 
 G_END_DECLS

@@ -215,6 +215,25 @@ nz_agent_client_new (const char *endpoint, const char *token)
   return c;
 }
 
+NzAgentClient *
+nz_agent_client_new_for (const NzTransport *t, GError **error)
+{
+  g_return_val_if_fail (t != NULL && t->endpoint != NULL, NULL);
+  switch (t->credential.kind)
+    {
+    case NZ_CREDENTIAL_NONE:
+      return nz_agent_client_new (t->endpoint, NULL);
+    case NZ_CREDENTIAL_BEARER:
+      return nz_agent_client_new (t->endpoint, t->credential.token);
+    case NZ_CREDENTIAL_TLS_CLIENT:
+      break;
+    }
+  return (nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                    "%s needs a TLS client certificate, and this build's clients cannot present "
+                    "one yet", t->endpoint),
+          NULL);
+}
+
 void
 nz_agent_client_free (NzAgentClient *c)
 {

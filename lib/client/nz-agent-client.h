@@ -17,6 +17,8 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "nz-transport.h"
+
 G_BEGIN_DECLS
 
 /* The client tier's own error domain: only what NZ_ERROR cannot say. */
@@ -81,6 +83,10 @@ typedef struct _NzAgentClient NzAgentClient;
 /* @endpoint as for nz_agent_endpoint_parse(); @token may be NULL (then no `token` member is
  * sent). Never returns NULL: an unparsable endpoint is reported by the first call. */
 NzAgentClient *nz_agent_client_new (const char *endpoint, const char *token);
+/* A client for @t, what a backend's open_transport returned: the way tools reach a sandbox. A
+ * TLS client credential is refused (UNSUPPORTED) until the tier that needs it brings its
+ * GnuTLS session: never dialled without the credential it names. */
+NzAgentClient *nz_agent_client_new_for (const NzTransport *t, GError **error);
 void nz_agent_client_free (NzAgentClient *c);
 /* For tests and fuzzers: a client for @endpoint (its kind picks the wire: an http:// one reads
  * a worker's HTTP answer first) whose connections dial nothing; the i-th one reads

@@ -60,11 +60,11 @@ reserve_by_id (NzAgentClient *c, const char *id, GError **error)
 }
 
 JsonObject *
-nz_agent_exec_detach (const char *endpoint, const char *token, JsonObject *body,
-                      const char *execution_id, GError **error)
+nz_agent_exec_detach (const NzTransport *t, JsonObject *body, const char *execution_id,
+                      GError **error)
 {
-  g_autoptr (NzAgentClient) control = nz_agent_client_new (endpoint, token);
-  g_autoptr (NzAgentClient) streamer = nz_agent_client_new (endpoint, token);
+  g_autoptr (NzAgentClient) control = NULL;
+  g_autoptr (NzAgentClient) streamer = NULL;
   g_autoptr (GCancellable) cancellable = g_cancellable_new ();
   g_autoptr (JsonObject) reserved = NULL;
   g_autoptr (JsonObject) exec_body = NULL;
@@ -75,7 +75,11 @@ nz_agent_exec_detach (const char *endpoint, const char *token, JsonObject *body,
   GThread *thread;
   gint64 deadline;
 
-  g_return_val_if_fail (endpoint != NULL && body != NULL, NULL);
+  g_return_val_if_fail (t != NULL && body != NULL, NULL);
+  control = nz_agent_client_new_for (t, error);
+  streamer = control != NULL ? nz_agent_client_new_for (t, error) : NULL;
+  if (streamer == NULL)
+    return NULL;
   if (execution_id == NULL)
     {
       g_autofree char *uuid = nz_uuid_v4 ();

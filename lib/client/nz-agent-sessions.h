@@ -15,9 +15,9 @@ G_BEGIN_DECLS
  * execute @body with that id and retainOutput:true, and return as soon as the agent has
  * started it (or it already finished): the execution goes on without us. Returns
  * {executionId, state} (new reference). Refusals (an id already used, retained_output_capacity,
- * spawn errors) are errors. @endpoint and @token as for nz_agent_client_new(). */
-JsonObject *nz_agent_exec_detach (const char *endpoint, const char *token, JsonObject *body,
-                                  const char *execution_id, GError **error);
+ * spawn errors) are errors. Two connections to @t: the control one and the one that streams. */
+JsonObject *nz_agent_exec_detach (const NzTransport *t, JsonObject *body, const char *execution_id,
+                                  GError **error);
 
 typedef struct
 {

@@ -449,6 +449,50 @@ START_TEST (test_public_handle_has_no_token)
 }
 END_TEST
 
+/* One way for a tool to reach a sandbox: the handle's backend's transport (a bearer token
+ * here), or --endpoint with $NAMZU_TOKEN; a TLS client credential is a type the client
+ * refuses rather than dialling without it. */
+START_TEST (test_sandbox_open_transport)
+{
+  g_autoptr (NzHandle) h = make_handle ("nz-00000000000e", 6);
+  g_autoptr (NzHandle) loaded = NULL;
+  g_autoptr (NzTransport) t = nz_sandbox_open (NULL, "nz-00000000000e", FALSE, &loaded, NULL);
+  g_autoptr (NzTransport) direct = NULL, bare = NULL, tls = NULL;
+  g_autoptr (NzAgentClient) c = NULL;
+  g_autoptr (GError) e1 = NULL, e2 = NULL;
+  NzHandle *none = (NzHandle *)0x1;
+
+  ck_assert (t != NULL && loaded != NULL);
+  ck_assert_str_eq (loaded->id, "nz-00000000000e");
+  ck_assert_str_eq (t->endpoint, "unix:/nowhere/agent.sock");
+  ck_assert_int_eq (t->credential.kind, NZ_CREDENTIAL_BEARER);
+  ck_assert_str_eq (t->credential.token, "secret-token-value");
+  ck_assert_str_eq (nz_credential_kind_name (t->credential.kind), "bearer");
+
+  g_setenv ("NAMZU_TOKEN", "direct-tok", TRUE);
+  direct = nz_sandbox_open ("tcp:127.0.0.1:9", "nz-00000000000e", FALSE, &none, NULL);
+  ck_assert (direct != NULL && none == NULL); /* an endpoint is no sandbox */
+  ck_assert_str_eq (direct->endpoint, "tcp:127.0.0.1:9");
+  ck_assert_str_eq (direct->credential.token, "direct-tok");
+  g_setenv ("NAMZU_TOKEN", "", TRUE);
+  bare = nz_sandbox_open ("unix:/x", NULL, FALSE, NULL, NULL);
+  ck_assert_int_eq (bare->credential.kind, NZ_CREDENTIAL_NONE);
+  ck_assert (bare->credential.token == NULL);
+
+  ck_assert (nz_sandbox_open (NULL, "nz-0000000000ff", FALSE, NULL, &e1) == NULL);
+  ck_assert (g_error_matches (e1, NZ_ERROR, NZ_ERROR_NOT_FOUND));
+
+  tls = nz_transport_new_tls ("tcp:127.0.0.1:9", "CERT", "KEY", "CA");
+  ck_assert_int_eq (tls->credential.kind, NZ_CREDENTIAL_TLS_CLIENT);
+  ck_assert_str_eq (nz_credential_kind_name (tls->credential.kind), "tls-client");
+  ck_assert (nz_agent_client_new_for (tls, &e2) == NULL);
+  ck_assert (g_error_matches (e2, NZ_ERROR, NZ_ERROR_UNSUPPORTED));
+  ck_assert_msg (strstr (e2->message, "TLS client certificate") != NULL, "%s", e2->message);
+  c = nz_agent_client_new_for (t, NULL);
+  ck_assert (c != NULL);
+}
+END_TEST
+
 START_TEST (test_backend_table)
 {
   g_autoptr (GError) e1 = NULL, e2 = NULL;
@@ -682,6 +726,7 @@ state_suite (void)
   tcase_add_test (tc, test_resolve_errors);
   tcase_add_test (tc, test_public_handle_has_no_token);
   tcase_add_test (tc, test_backend_table);
+  tcase_add_test (tc, test_sandbox_open_transport);
   tcase_add_test (tc, test_config_accepts);
   tcase_add_test (tc, test_config_refusals_name_the_field);
   tcase_add_test (tc, test_config_egress_kinds);

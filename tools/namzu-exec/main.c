@@ -189,6 +189,7 @@ nz_tool_exec (int argc, char **argv, GCancellable *cancellable, GError **error)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("[--] COMMAND [ARGS...]");
   g_autoptr (GError) local = NULL;
   g_autoptr (NzHandle) handle = NULL;
+  g_autoptr (NzTransport) transport = NULL;
   g_autoptr (NzAgentClient) client = NULL;
   g_autoptr (JsonObject) body = NULL;
   g_autofree char *target = NULL;
@@ -223,16 +224,14 @@ nz_tool_exec (int argc, char **argv, GCancellable *cancellable, GError **error)
     return namzu_failed (error, local);
   if (opt_id != NULL && !opt_detach)
     return nz_cli_usage (error, "--id only goes with --detach");
+  /* With -i our stdin is the command's, so the handle cannot come from it. */
+  transport = nz_sandbox_open (opt_endpoint, opt_sandbox, !opt_stdin, &handle, &local);
+  if (transport == NULL)
+    return namzu_failed (error, local);
   if (opt_detach)
     {
-      g_autoptr (JsonObject) started = NULL;
+      g_autoptr (JsonObject) started = nz_agent_exec_detach (transport, body, opt_id, &local);
 
-      if (opt_endpoint == NULL
-          && (handle = nz_handle_resolve (opt_sandbox, !opt_stdin, &local)) == NULL)
-        return namzu_failed (error, local);
-      started = nz_agent_exec_detach (handle != NULL ? handle->endpoint : opt_endpoint,
-                                      handle != NULL ? handle->token : g_getenv ("NAMZU_TOKEN"),
-                                      body, opt_id, &local);
       if (started == NULL)
         return namzu_failed (error, local);
       if (handle != NULL)
@@ -240,18 +239,11 @@ nz_tool_exec (int argc, char **argv, GCancellable *cancellable, GError **error)
       nz_cli_print_object (started);
       return TRUE;
     }
-  if (opt_endpoint != NULL)
-    {
-      client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));
-    }
-  else
-    {
-      handle = nz_handle_resolve (opt_sandbox, !opt_stdin, &local);
-      if (handle == NULL)
-        return namzu_failed (error, local);
-      client = nz_agent_client_new (handle->endpoint, handle->token);
-      target = g_strdup_printf ("sandbox %s", handle->id);
-    }
+  client = nz_agent_client_new_for (transport, &local);
+  if (client == NULL)
+    return namzu_failed (error, local);
+  if (handle != NULL)
+    target = g_strdup_printf ("sandbox %s", handle->id);
   if (retire != NULL && handle != NULL)
     {
       g_autoptr (GError) unconfirmed = g_error_new_literal (NZ_AGENT_ERROR,

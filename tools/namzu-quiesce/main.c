@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "nz-agent-files.h"
+#include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-json.h"
@@ -69,15 +70,9 @@ nz_tool_quiesce (int argc, char **argv, GCancellable *cancellable, GError **erro
   if (opt_grace < 0)
     return nz_cli_usage (error, "--grace wants a positive number of milliseconds");
 
-  if (opt_endpoint != NULL)
-    client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));
-  else
-    {
-      handle = nz_handle_resolve (opt_sandbox, TRUE, error);
-      if (handle == NULL)
-        return FALSE;
-      client = nz_agent_client_new (handle->endpoint, handle->token);
-    }
+  client = nz_sandbox_open_client (opt_endpoint, opt_sandbox, TRUE, &handle, error);
+  if (client == NULL)
+    return FALSE;
   quiesce = nz_agent_client_quiesce (client, opt_grace, cancellable, error);
   if (quiesce == NULL)
     return FALSE;

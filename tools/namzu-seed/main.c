@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "nz-agent-client.h"
+#include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-json.h"
@@ -176,12 +177,12 @@ nz_tool_seed (int argc, char **argv, GCancellable *cancellable, GError **error)
     return nz_cli_exit_status (error, fail (local, NULL, NZ_EXIT_USAGE));
 
   /* stdin carries the seed or the handle, not both. */
-  handle = nz_handle_resolve (opt_sandbox, strcmp (seed_arg, "-") != 0, &local);
-  if (handle == NULL)
+  client
+      = nz_sandbox_open_client (NULL, opt_sandbox, strcmp (seed_arg, "-") != 0, &handle, &local);
+  if (client == NULL)
     return nz_cli_exit_status (error, fail (local, NULL, nz_error_to_exit_code (local)));
   if (!nz_seed_check_root_layout (opt_root, handle->backend, handle->priv, &local))
     return nz_cli_exit_status (error, fail (local, NULL, NZ_EXIT_USAGE));
-  client = nz_agent_client_new (handle->endpoint, handle->token);
 
   signal (SIGPIPE, SIG_IGN);
   run = (Run){ .client = client, .seed = seed, .cancellable = cancellable };

@@ -275,9 +275,9 @@ swap_start (NzHandle *h, const char *const *hosts, GError **error)
 }
 
 gboolean
-nz_bwrap_egress_set (const char *id, const char *const *hosts, gboolean *changed, GError **error)
+nz_bwrap_egress_set (NzHandle *h, const char *const *hosts, gboolean *changed, GError **error)
 {
   static const NzEgressSwap swap = { "bwrap", "proxyPid", nz_bwrap_egress_stop, swap_start };
 
-  return nz_egress_live_set (id, hosts, &swap, changed, error);
+  return nz_egress_live_set (h, hosts, &swap, changed, error);
 }

@@ -45,8 +45,8 @@ char **nz_bwrap_egress_envp (char **envp);
 /* Live policy change (spec B.7 setNetworkPolicy): one at a time per sandbox (a lock file), an
  * identical list is a no-op, under a profile only narrowing, the old proxy is stopped before
  * the new one starts (fails closed); a failure leaves no proxy and the next call swaps.
- * *changed tells whether anything was done. Reloads and saves the handle of @id. */
-gboolean nz_bwrap_egress_set (const char *id, const char *const *hosts, gboolean *changed,
+ * *changed tells whether anything was done. Re-reads @h under the lock and saves it. */
+gboolean nz_bwrap_egress_set (NzHandle *h, const char *const *hosts, gboolean *changed,
                               GError **error);
 
 G_END_DECLS

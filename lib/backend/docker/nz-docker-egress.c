@@ -235,18 +235,14 @@ swap_stop (NzHandle *h, GError **error)
 }
 
 gboolean
-nz_docker_egress_set (const char *id, const char *const *hosts, gboolean *changed,
+nz_docker_egress_set (NzHandle *h, const char *const *hosts, gboolean *changed,
                       GError **error)
 {
   static const NzEgressSwap docker_swap = { "docker", "proxyContainer", swap_stop,
                                             nz_docker_egress_start };
   static const NzEgressSwap runsc_swap = { "runsc", "proxyContainer", swap_stop,
                                            nz_docker_egress_start };
-  g_autoptr (NzHandle) h = nz_handle_load (id, error);
-
-  if (h == NULL)
-    return FALSE;
-  return nz_egress_live_set (id, hosts,
+  return nz_egress_live_set (h, hosts,
                              g_strcmp0 (h->backend, "container:runsc") == 0 ? &runsc_swap
                                                                            : &docker_swap,
                              changed, error);

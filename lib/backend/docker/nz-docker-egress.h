@@ -32,7 +32,7 @@ gboolean nz_docker_egress_start (NzHandle *h, const char *const *hosts, GError *
 gboolean nz_docker_egress_stop (NzHandle *h, GError **error);
 
 /* The NzBackend set_network_policy hook. */
-gboolean nz_docker_egress_set (const char *id, const char *const *hosts, gboolean *changed,
+gboolean nz_docker_egress_set (NzHandle *h, const char *const *hosts, gboolean *changed,
                                GError **error);
 
 G_END_DECLS
