@@ -16,6 +16,7 @@
 #include "nz-heap.h"
 #include "nz-json.h"
 #include "nz-state.h"
+#include "nz-tools.h"
 
 static char *opt_sandbox, *opt_endpoint;
 /* G_MININT: not given (0 would be a part size, and is refused). */
@@ -169,11 +170,10 @@ download_to_local (NzAgentClient *client, const char *src, const char *dst, gint
   return TRUE;
 }
 
-int
-main (int argc, char **argv)
+gboolean
+nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new ("SRC DST - copy a file into or out of a sandbox");
-  g_autoptr (GError) error = NULL;
   g_autoptr (NzHandle) handle = NULL;
   g_autoptr (NzAgentClient) client = NULL;
   g_autofree char *local = NULL;
@@ -185,22 +185,25 @@ main (int argc, char **argv)
   gint64 bytes = 0;
   gboolean ok;
 
-  nz_cli_init ("namzu-cp");
   nz_heap_keep_transfer_buffers ();
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx, description);
-  nz_cli_parse (ctx, &argc, &argv);
+  if (!nz_cli_parse_args (ctx, &argc, &argv, error))
+    return FALSE;
   if (opt_args == NULL || g_strv_length (opt_args) != 2)
-    nz_cli_usage_error ("want exactly two operands, SRC and DST");
+    return nz_cli_usage (error, "want exactly two operands, SRC and DST");
   if (opt_part_kib != G_MININT && (opt_part_kib < 1 || opt_part_kib > 4096))
-    nz_cli_usage_error ("--part-kib wants 1..4096");
+    return nz_cli_usage (error, "--part-kib wants 1..4096");
   operand_parse (opt_args[0], &src);
   operand_parse (opt_args[1], &dst);
   if (src.remote == dst.remote)
-    nz_cli_usage_error ("exactly one of SRC and DST must be a sandbox path (:PATH or ID:PATH)");
+    return nz_cli_usage (error,
+                         "exactly one of SRC and DST must be a sandbox path (:PATH or ID:PATH)");
   upload = dst.remote;
   data_on_stdout = !upload && g_str_equal (dst.path, "-");
   stdin_is_data = upload && g_str_equal (src.path, "-");
+  /* An error object on stdout would be taken for the file's last bytes. */
+  nz_cli_set_json_errors (!data_on_stdout);
   sandbox = upload ? dst.sandbox : src.sandbox;
   if (sandbox == NULL)
     sandbox = opt_sandbox;
@@ -209,9 +212,9 @@ main (int argc, char **argv)
     client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));
   else
     {
-      handle = nz_handle_resolve (sandbox, !stdin_is_data, &error);
+      handle = nz_handle_resolve (sandbox, !stdin_is_data, error);
       if (handle == NULL)
-        return nz_cli_fail (error, !data_on_stdout);
+        return FALSE;
       client = nz_agent_client_new (handle->endpoint, handle->token);
     }
   show_progress = isatty (STDERR_FILENO);
@@ -222,28 +225,26 @@ main (int argc, char **argv)
 
       remote = remote_destination (dst.path, src.path);
       if (remote == NULL)
-        nz_cli_usage_error ("copying stdin needs a file name in the sandbox, not a directory");
+        return nz_cli_usage (error,
+                             "copying stdin needs a file name in the sandbox, not a directory");
       local = g_strdup (src.path);
       fd = g_str_equal (src.path, "-") ? dup (STDIN_FILENO) : open (src.path, O_RDONLY | O_CLOEXEC);
       if (fd < 0)
-        {
-          nz_throw_errno_prefix (&error, "open '%s'", src.path);
-          return nz_cli_fail (error, TRUE);
-        }
+        return nz_throw_errno_prefix (error, "open '%s'", src.path);
       ok = nz_agent_files_upload (client, fd, remote,
                                   opt_part_kib > 0 ? (gsize)opt_part_kib * 1024 : 0, progress,
-                                  NULL, &bytes, NULL, &error);
+                                  NULL, &bytes, NULL, error);
     }
   else
     {
       remote = g_strdup (src.path);
       local = data_on_stdout ? g_strdup ("-") : local_destination (dst.path, src.path);
-      ok = download_to_local (client, remote, local, &bytes, &error);
+      ok = download_to_local (client, remote, local, &bytes, error);
     }
   if (show_progress)
     fputc ('\n', stderr);
   if (!ok)
-    return nz_cli_fail (error, !data_on_stdout);
+    return FALSE;
   if (!data_on_stdout)
     {
       g_autoptr (JsonObject) out = json_object_new ();
@@ -254,7 +255,14 @@ main (int argc, char **argv)
       json_object_set_string_member (out, "destination", upload ? remote : local);
       json_object_set_string_member (out, "direction", upload ? "upload" : "download");
       json_object_set_int_member (out, "bytes", bytes);
-      return nz_cli_print_object (out) ? NZ_EXIT_OK : NZ_EXIT_FAILURE;
+      if (!nz_cli_print_object (out))
+        return nz_cli_exit_status (error, NZ_EXIT_FAILURE);
     }
-  return NZ_EXIT_OK;
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  return nz_cli_main ("namzu-cp", nz_tool_cp, argc, argv);
 }
