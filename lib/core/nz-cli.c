@@ -2,7 +2,6 @@
 
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include <glib-unix.h>
 
@@ -268,55 +267,4 @@ nz_cli_run_cancellable (const char *name, GThreadFunc func, gpointer data,
   for (gsize i = 0; i < G_N_ELEMENTS (ids); i++)
     g_source_remove (ids[i]);
   return run.signo;
-}
-
-/* The old entry points, until every tool is a builtin under nz_cli_main(). */
-void
-nz_cli_usage_error (const char *fmt, ...)
-{
-  char *msg;
-  va_list ap;
-
-  va_start (ap, fmt);
-  msg = g_strdup_vprintf (fmt, ap);
-  va_end (ap);
-  fprintf (stderr, "%s: %s\nTry '%s --help' for more information.\n", cli_tool, msg, cli_tool);
-  g_free (msg);
-  exit (NZ_EXIT_USAGE);
-}
-
-void
-nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
-{
-  g_autoptr (GError) error = NULL;
-
-  if (!nz_cli_parse_args (ctx, argc, argv, &error))
-    {
-      g_autofree char *msg = g_strdup (error->message);
-
-      if (error->domain == NZ_CLI_EXIT)
-        exit (error->code);
-      g_clear_error (&error);
-      g_option_context_free (ctx);
-      nz_cli_usage_error ("%s", msg);
-    }
-}
-
-int
-nz_cli_fail (const GError *error, gboolean json_on_stdout)
-{
-  nz_cli_warn ("%s", error->message);
-  if (json_on_stdout)
-    print_error_object (error);
-  return nz_error_to_exit_code (error);
-}
-
-int
-nz_cli_fail_usage (const GError *error)
-{
-  int code = nz_cli_fail (error, TRUE);
-
-  if (code == NZ_EXIT_USAGE)
-    print_try_line ();
-  return code;
 }

@@ -72,10 +72,4 @@ gboolean nz_cli_print_object (JsonObject *obj);
 int nz_cli_run_cancellable (const char *name, GThreadFunc func, gpointer data,
                             GCancellable *cancellable);
 
-/* The old entry points, until every tool is a builtin under nz_cli_main(). */
-void nz_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
-G_NORETURN void nz_cli_usage_error (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
-int nz_cli_fail (const GError *error, gboolean json_on_stdout);
-int nz_cli_fail_usage (const GError *error);
-
 G_END_DECLS

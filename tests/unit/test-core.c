@@ -1,8 +1,11 @@
 /* Unit tests for lib/core (knobs, errors, JSON helpers, base64) and lib/tls (token compare,
  * uuid). */
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nz-base64.h"
+#include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-knobs.h"
@@ -474,6 +477,114 @@ START_TEST (test_json_long_strings_generate)
 }
 END_TEST
 
+/* ---- nz_cli_main: the one place a tool's GError becomes its report and exit status ---- */
+
+static GError *cli_case_error; /* what the tool under test fails with; NULL: it succeeds */
+
+static gboolean
+cli_case_tool (int argc, char **argv, GCancellable *cancellable, GError **error)
+{
+  ck_assert (G_IS_CANCELLABLE (cancellable));
+  if (cli_case_error == NULL)
+    return TRUE;
+  g_propagate_error (error, g_steal_pointer (&cli_case_error));
+  return FALSE;
+}
+
+static const char *
+cli_case_code_name (const GError *error)
+{
+  return error->code == 7 ? "seven" : "other";
+}
+
+/* Runs nz_cli_main on @e in a child with stdout and stderr captured. */
+static int
+cli_case (GError *e, gboolean json, gboolean invalid_is_usage, char **out, char **err)
+{
+  char out_path[] = "/tmp/nz-cli-out-XXXXXX", err_path[] = "/tmp/nz-cli-err-XXXXXX";
+  int ofd = mkstemp (out_path), efd = mkstemp (err_path), status = -1;
+  pid_t pid;
+
+  ck_assert (ofd >= 0 && efd >= 0);
+  pid = fork ();
+  ck_assert (pid >= 0);
+  if (pid == 0)
+    {
+      char *argv[] = { (char *)"namzu-test", NULL };
+
+      dup2 (ofd, STDOUT_FILENO);
+      dup2 (efd, STDERR_FILENO);
+      cli_case_error = e;
+      nz_cli_set_json_errors (json);
+      nz_cli_set_invalid_is_usage (invalid_is_usage);
+      nz_cli_set_code_names (g_quark_from_static_string ("nz-test-domain"), cli_case_code_name);
+      fflush (NULL);
+      _exit (nz_cli_main ("namzu-test", cli_case_tool, 1, argv));
+    }
+  ck_assert_int_eq (waitpid (pid, &status, 0), pid);
+  if (e != NULL)
+    g_error_free (e);
+  ck_assert (g_file_get_contents (out_path, out, NULL, NULL));
+  ck_assert (g_file_get_contents (err_path, err, NULL, NULL));
+  unlink (out_path);
+  unlink (err_path);
+  close (ofd);
+  close (efd);
+  ck_assert (WIFEXITED (status));
+  return WEXITSTATUS (status);
+}
+
+START_TEST (test_cli_main_report)
+{
+  GQuark test_domain = g_quark_from_static_string ("nz-test-domain");
+  g_autofree char *o1 = NULL, *e1 = NULL, *o2 = NULL, *e2 = NULL, *o3 = NULL, *e3 = NULL;
+  g_autofree char *o4 = NULL, *e4 = NULL, *o5 = NULL, *e5 = NULL, *o6 = NULL, *e6 = NULL;
+  g_autofree char *o7 = NULL, *e7 = NULL, *o8 = NULL, *e8 = NULL;
+
+  ck_assert_int_eq (cli_case (NULL, TRUE, FALSE, &o1, &e1), 0);
+  ck_assert_str_eq (o1, "");
+  ck_assert_str_eq (e1, "");
+  /* A status the tool already explained (a command's own): nothing more is said. */
+  ck_assert_int_eq (cli_case (g_error_new_literal (NZ_CLI_EXIT, 124, ""), TRUE, FALSE, &o2, &e2),
+                    124);
+  ck_assert_str_eq (o2, "");
+  ck_assert_str_eq (e2, "");
+  /* A usage mistake: the line and the Try line, never an error object. */
+  ck_assert_int_eq (cli_case (g_error_new_literal (G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                                                   "--x wants a number"),
+                              TRUE, FALSE, &o3, &e3),
+                    2);
+  ck_assert_str_eq (o3, "");
+  ck_assert_str_eq (e3, "namzu-test: --x wants a number\n"
+                        "Try 'namzu-test --help' for more information.\n");
+  /* A failure: the line, and the error object on stdout while JSON errors are on. */
+  ck_assert_int_eq (cli_case (g_error_new_literal (NZ_ERROR, NZ_ERROR_NOT_FOUND, "no such sandbox"),
+                              TRUE, FALSE, &o4, &e4),
+                    1);
+  ck_assert_str_eq (o4, "{\"error\":{\"code\":\"not_found\",\"message\":\"no such sandbox\"}}\n");
+  ck_assert_str_eq (e4, "namzu-test: no such sandbox\n");
+  ck_assert_int_eq (cli_case (g_error_new_literal (NZ_ERROR, NZ_ERROR_NOT_FOUND, "gone"), FALSE,
+                              FALSE, &o5, &e5),
+                    1);
+  ck_assert_str_eq (o5, "");
+  ck_assert_str_eq (e5, "namzu-test: gone\n");
+  /* INVALID_ARGS exits 2; the Try line only where the refusal is of the flags or config. */
+  ck_assert_int_eq (cli_case (g_error_new_literal (NZ_ERROR, NZ_ERROR_INVALID_ARGS, "bad handle"),
+                              TRUE, FALSE, &o6, &e6),
+                    2);
+  ck_assert_str_eq (e6, "namzu-test: bad handle\n");
+  ck_assert (strstr (o6, "\"invalid_args\"") != NULL);
+  ck_assert_int_eq (cli_case (g_error_new_literal (NZ_ERROR, NZ_ERROR_INVALID_ARGS, "--cpus: no"),
+                              TRUE, TRUE, &o7, &e7),
+                    2);
+  ck_assert_str_eq (e7, "namzu-test: --cpus: no\nTry 'namzu-test --help' for more information.\n");
+  /* A tier's own codes reach the error object. */
+  ck_assert_int_eq (cli_case (g_error_new_literal (test_domain, 7, "policy"), TRUE, FALSE, &o8, &e8),
+                    1);
+  ck_assert_str_eq (o8, "{\"error\":{\"code\":\"seven\",\"message\":\"policy\"}}\n");
+}
+END_TEST
+
 int
 main (void)
 {
@@ -484,6 +595,7 @@ main (void)
   tcase_add_test (tc, test_token_equal);
   tcase_add_test (tc, test_uuid);
   tcase_add_test (tc, test_exit_codes);
+  tcase_add_test (tc, test_cli_main_report);
   tcase_add_test (tc, test_js_truthy);
   tcase_add_test (tc, test_base64_matches_glib);
   tcase_add_test (tc, test_base64_refuses);

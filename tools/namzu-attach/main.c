@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attach.h"
+#include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-lite-exec.h"
 #include "nz-state.h"
@@ -123,16 +124,10 @@ nz_tool_attach (int argc, char **argv, GCancellable *cancellable, GError **error
   nz_cli_set_json_errors (opt_list || opt_kill != NULL || opt_start != NULL);
 
   signal (SIGPIPE, SIG_IGN);
-  if (opt_endpoint != NULL)
-    client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));
-  else
-    {
-      /* An interactive terminal keeps stdin for the keyboard. */
-      handle = nz_handle_resolve (opt_sandbox, !opt_terminal, error);
-      if (handle == NULL)
-        return FALSE;
-      client = nz_agent_client_new (handle->endpoint, handle->token);
-    }
+  /* An interactive terminal keeps stdin for the keyboard. */
+  client = nz_sandbox_open_client (opt_endpoint, opt_sandbox, !opt_terminal, &handle, error);
+  if (client == NULL)
+    return FALSE;
 
   if (opt_execution != NULL)
     return nz_attach_follow_execution (client, opt_execution, (guint64)opt_from, timeout_ms, error);

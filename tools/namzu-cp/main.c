@@ -11,6 +11,7 @@
 
 #include "nz-agent-files.h"
 #include "nz-autofd.h"
+#include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-heap.h"
@@ -208,15 +209,9 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
   if (sandbox == NULL)
     sandbox = opt_sandbox;
 
-  if (opt_endpoint != NULL)
-    client = nz_agent_client_new (opt_endpoint, g_getenv ("NAMZU_TOKEN"));
-  else
-    {
-      handle = nz_handle_resolve (sandbox, !stdin_is_data, error);
-      if (handle == NULL)
-        return FALSE;
-      client = nz_agent_client_new (handle->endpoint, handle->token);
-    }
+  client = nz_sandbox_open_client (opt_endpoint, sandbox, !stdin_is_data, &handle, error);
+  if (client == NULL)
+    return FALSE;
   show_progress = isatty (STDERR_FILENO);
   signal (SIGPIPE, SIG_IGN);
   if (upload)
