@@ -146,13 +146,40 @@ splice_placeholders (const char *text, gsize len, const Elision *e, char **value
   return g_string_free (out, FALSE);
 }
 
+/* json-glib 1.6 writes U+001F raw inside strings (its escape test stops at 0x1e), which is
+ * not JSON (RFC 8259 7: every control character is escaped): a peer that parses strictly
+ * refuses the whole message. Outside strings the generator writes no control byte, so each
+ * 0x1f it wrote is in a string and becomes \u001f. */
+static char *
+escape_unit_separators (char *text, gsize *len)
+{
+  GString *out;
+
+  if (memchr (text, 0x1f, *len) == NULL)
+    return text;
+  out = g_string_sized_new (*len + 16);
+  for (gsize i = 0; i < *len; i++)
+    if (text[i] == 0x1f)
+      g_string_append (out, "\\u001f");
+    else
+      g_string_append_c (out, text[i]);
+  g_free (text);
+  *len = out->len;
+  return g_string_free (out, FALSE);
+}
+
 static char *
 generate (JsonNode *node, gsize *out_len)
 {
   g_autoptr (JsonGenerator) gen = json_generator_new ();
+  gsize len = 0;
+  char *text;
 
   json_generator_set_root (gen, node);
-  return json_generator_to_data (gen, out_len);
+  text = escape_unit_separators (json_generator_to_data (gen, &len), &len);
+  if (out_len != NULL)
+    *out_len = len;
+  return text;
 }
 
 char *

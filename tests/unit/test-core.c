@@ -585,6 +585,34 @@ START_TEST (test_cli_main_report)
 }
 END_TEST
 
+/* Every control character leaves as an escape, U+001F included (json-glib 1.6 writes that one
+ * raw, which a strict peer refuses: namzu-exec-full's requests were dropped by the agent),
+ * also beside a long string the serialiser splices in, and it comes back as it went. */
+START_TEST (test_json_escapes_every_control)
+{
+  for (int c = 1; c < 0x20; c++)
+    for (int with_long = 0; with_long < 2; with_long++)
+      {
+        char s[] = { 'q', (char)c, 'z', 0 };
+        g_autoptr (JsonObject) o = json_object_new ();
+        g_autoptr (JsonObject) back = NULL;
+        g_autofree char *text = NULL, *long_value = g_strnfill (8192, 'x');
+        gsize len = 0;
+
+        json_object_set_string_member (o, "a", s);
+        if (with_long)
+          json_object_set_string_member (o, "long", long_value);
+        text = nz_json_object_to_string (o, &len);
+        ck_assert_uint_eq (strlen (text), len);
+        for (gsize i = 0; i < len; i++)
+          ck_assert_msg ((guchar)text[i] >= 0x20, "raw 0x%02x in %.40s", (guchar)text[i], text);
+        back = nz_json_parse_object (text, (gssize)len, NULL);
+        ck_assert (back != NULL);
+        ck_assert_str_eq (nz_json_get_string (back, "a"), s);
+      }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -604,6 +632,7 @@ main (void)
   tcase_add_test (tc, test_json_depth_bound);
   tcase_add_test (tc, test_json_scalar_then_container);
   tcase_add_test (tc, test_json_long_strings_generate);
+  tcase_add_test (tc, test_json_escapes_every_control);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
