@@ -70,10 +70,17 @@ nz_cli_parse_args (GOptionContext *ctx, int *argc, char ***argv, GError **error)
     { "version", 0, 0, G_OPTION_ARG_NONE, &cli_version, "Print the version and exit", NULL },
     { NULL }
   };
+  g_autoptr (GError) local = NULL;
 
   g_option_context_add_main_entries (ctx, version_entries, NULL);
-  if (!g_option_context_parse (ctx, argc, argv, error))
-    return FALSE;
+  if (!g_option_context_parse (ctx, argc, argv, &local))
+    {
+      /* Whatever GOption refused (a charset conversion included) is a usage mistake. */
+      if (local->domain != G_OPTION_ERROR)
+        return nz_cli_usage (error, "%s", local->message);
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
   if (cli_version)
     {
       printf ("%s %s\n", cli_tool, NZ_VERSION);

@@ -39,9 +39,12 @@ static const GOptionEntry entries[] = {
   { "timeout", 't', 0, G_OPTION_ARG_STRING, &opt_timeout,
     "Kill the command after MS milliseconds or a DURATION like 30s, 5m, 1h (default: the "
     "agent's, 5m); exit 124", "MS|DURATION" },
-  { "env", 'e', 0, G_OPTION_ARG_STRING_ARRAY, &opt_env, "Set K=V in the command's environment",
+  /* The command's text is taken as bytes (FILENAME: GOption converts STRING from the locale's
+   * charset, which under the C locale refuses every non-ASCII byte) and checked as UTF-8 in
+   * build_body, as the front takes it. */
+  { "env", 'e', 0, G_OPTION_ARG_FILENAME_ARRAY, &opt_env, "Set K=V in the command's environment",
     "K=V" },
-  { "cwd", 'C', 0, G_OPTION_ARG_STRING, &opt_cwd,
+  { "cwd", 'C', 0, G_OPTION_ARG_FILENAME, &opt_cwd,
     "Working directory inside the sandbox workspace (created if missing)", "DIR" },
   { "stdin", 'i', 0, G_OPTION_ARG_NONE, &opt_stdin,
     "Send our stdin to the command (at most 4 MiB of UTF-8 text, read before it starts)", NULL },
@@ -54,7 +57,7 @@ static const GOptionEntry entries[] = {
     "{\"executionId\",\"state\"}; follow it later with namzu-attach --execution ID", NULL },
   { "id", 0, 0, G_OPTION_ARG_STRING, &opt_id,
     "With --detach: the execution id to use (exec_<uuid>; default: a new one)", "ID" },
-  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_command, NULL, NULL },
+  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt_command, NULL, NULL },
   { NULL }
 };
 
@@ -119,6 +122,22 @@ build_body (GError **error)
   g_autoptr (JsonObject) body = json_object_new ();
   JsonArray *args = json_array_new ();
 
+  for (int i = 0; opt_command[i] != NULL; i++)
+    if (!g_utf8_validate (opt_command[i], -1, NULL))
+      return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                           "%s %d is not UTF-8 text (the wire carries it as a JSON string)",
+                           i == 0 ? "COMMAND" : "argument", i),
+              NULL);
+  for (int i = 0; opt_env != NULL && opt_env[i] != NULL; i++)
+    if (!g_utf8_validate (opt_env[i], -1, NULL))
+      return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                           "--env %d is not UTF-8 text (the wire carries it as a JSON string)",
+                           i + 1),
+              NULL);
+  if (opt_cwd != NULL && !g_utf8_validate (opt_cwd, -1, NULL))
+    return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                         "--cwd is not UTF-8 text (the wire carries it as a JSON string)"),
+            NULL);
   json_object_set_string_member (body, "command", opt_command[0]);
   for (int i = 1; opt_command[i] != NULL; i++)
     json_array_add_string_element (args, opt_command[i]);
