@@ -1,6 +1,10 @@
 /* namzu-exec and lib/client against the real namzu-agent: built binaries, a real unix socket
  * (or TCP with a token), real processes. The agent is started per test with a private
- * workspace and its ready line is read from stdout instead of sleeping. */
+ * workspace and its ready line is read from stdout instead of sleeping.
+ *
+ * The exec matrix runs twice: against namzu-exec (its libc-only front serves the common case)
+ * and against namzu-exec-full (lib/client's path, which the front hands everything else to),
+ * so the two cannot drift apart unseen. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -15,6 +19,21 @@
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "../nz-test.h"
+
+/* The binary under test: namzu-exec (the front) or namzu-exec-full (set per tcase). */
+static const char *exec_tool = "namzu-exec";
+
+static void
+use_front (void)
+{
+  exec_tool = "namzu-exec";
+}
+
+static void
+use_full (void)
+{
+  exec_tool = "namzu-exec-full";
+}
 
 typedef struct
 {
@@ -122,7 +141,7 @@ exec_spawn (Agent *a, const char *token, GSubprocessFlags flags, const char *con
   g_autoptr (GError) error = NULL;
   GSubprocess *p;
 
-  g_ptr_array_add (argv, nz_test_tool ("namzu-exec"));
+  g_ptr_array_add (argv, nz_test_tool (exec_tool));
   if (a != NULL)
     {
       g_ptr_array_add (argv, g_strdup ("--endpoint"));
@@ -420,12 +439,19 @@ END_TEST
 START_TEST (test_usage_errors)
 {
   g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+  g_autofree char *out3 = NULL, *err3 = NULL;
 
   ck_assert_int_eq (exec_run (NULL, NULL, "", &out, &err, ARGS ("--endpoint", "unix:/x")), 2);
   ck_assert_msg (strstr (err, "no COMMAND") && strstr (err, "--help"), "%s", err);
   ck_assert_int_eq (exec_run (NULL, NULL, "", &out2, &err2,
                               ARGS ("--endpoint", "unix:/x", "--timeout", "soon", "--", "true")),
                     2);
+  /* The wire carries the command as JSON strings: bytes that are not UTF-8 are refused by name,
+   * never sent mangled. */
+  ck_assert_int_eq (exec_run (NULL, NULL, "", &out3, &err3,
+                              ARGS ("--endpoint", "unix:/x", "--", "echo", "caf\xe9")),
+                    2);
+  ck_assert_msg (strstr (err3, "argument 1 is not UTF-8") != NULL, "%s", err3);
 }
 END_TEST
 
@@ -750,6 +776,7 @@ main (void)
 {
   Suite *s = suite_create ("exec");
   TCase *tc = tcase_create ("exec");
+  TCase *full = tcase_create ("exec-full");
   g_autofree char *agent = NULL;
 
   agent = g_build_filename (g_getenv ("NZ_TOOLS_DIR") ? g_getenv ("NZ_TOOLS_DIR") : ".",
@@ -758,29 +785,37 @@ main (void)
   /* A namzu-exec that does not read its stdin must fail an assertion, not kill the test. */
   signal (SIGPIPE, SIG_IGN);
   tcase_set_timeout (tc, 60);
-  tcase_add_test (tc, test_echo_and_stderr_separation);
-  tcase_add_test (tc, test_exit_statuses);
-  tcase_add_test (tc, test_timeout);
-  tcase_add_test (tc, test_not_found_and_not_executable);
-  tcase_add_test (tc, test_env_and_cwd);
-  tcase_add_test (tc, test_json_events);
-  tcase_add_test (tc, test_stdin);
-  tcase_add_test (tc, test_sigint_cancels_remote);
-  tcase_add_test (tc, test_sigterm_cancels_remote);
-  tcase_add_test (tc, test_sighup_cancels_remote);
-  tcase_add_test (tc, test_closed_stdout_cancels_remote);
-  tcase_add_test (tc, test_unreachable_endpoint);
-  tcase_add_test (tc, test_usage_errors);
-  tcase_add_test (tc, test_tcp_token);
-  tcase_add_test (tc, test_sandbox_handles);
+  tcase_add_checked_fixture (tc, use_front, NULL);
+  tcase_set_timeout (full, 60);
+  tcase_add_checked_fixture (full, use_full, NULL);
+  for (TCase **t = (TCase *[]){ tc, full, NULL }; *t != NULL; t++)
+    {
+      tcase_add_test (*t, test_echo_and_stderr_separation);
+      tcase_add_test (*t, test_exit_statuses);
+      tcase_add_test (*t, test_timeout);
+      tcase_add_test (*t, test_not_found_and_not_executable);
+      tcase_add_test (*t, test_env_and_cwd);
+      tcase_add_test (*t, test_json_events);
+      tcase_add_test (*t, test_stdin);
+      tcase_add_test (*t, test_sigint_cancels_remote);
+      tcase_add_test (*t, test_sigterm_cancels_remote);
+      tcase_add_test (*t, test_sighup_cancels_remote);
+      tcase_add_test (*t, test_closed_stdout_cancels_remote);
+      tcase_add_test (*t, test_unreachable_endpoint);
+      tcase_add_test (*t, test_usage_errors);
+      tcase_add_test (*t, test_tcp_token);
+      tcase_add_test (*t, test_sandbox_handles);
+      tcase_add_test (*t, test_output_round_trip);
+      tcase_add_test (*t, test_malformed_handle);
+    }
+  /* The front's own: what it hands over, and to whom. */
   tcase_add_test (tc, test_front_hands_over);
-  tcase_add_test (tc, test_output_round_trip);
-  tcase_add_test (tc, test_malformed_handle);
   tcase_add_test (tc, test_retire_hand_over);
   tcase_add_test (tc, test_client_wait_ready);
   tcase_add_test (tc, test_client_exec_cancel);
   tcase_add_test (tc, test_client_cancel_unknown);
   tcase_add_test (tc, test_client_stream);
   suite_add_tcase (s, tc);
+  suite_add_tcase (s, full);
   return nz_test_run (s);
 }
