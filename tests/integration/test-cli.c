@@ -157,6 +157,50 @@ START_TEST (test_numeric_flags_refused)
 }
 END_TEST
 
+/* What the wire carries as JSON strings must be UTF-8: other bytes are refused by name with
+ * exit 2 before anything is sent; UTF-8 beyond ASCII passes the option parser under the C
+ * locale (GOption would convert it from the locale's charset and fail). */
+static const struct
+{
+  const char *tool;
+  const char *args[6];
+  const char *needle;
+} text_cases[] = {
+  { "namzu-exec", { "--json", "--", "echo", "caf\xe9" }, "argument 1 is not UTF-8" },
+  { "namzu-exec", { "--json", "-e", "X=caf\xe9", "--", "true" }, "--env 1 is not UTF-8" },
+  { "namzu-attach", { "--terminal", "--", "echo", "caf\xe9" }, "argument 1 is not UTF-8" },
+  { "namzu-cp", { "/etc/hostname", ":/tmp/caf\xe9" }, "sandbox path is not UTF-8" },
+  { "namzu-exec", { "--json", "--", "echo", "caf\xc3\xa9" }, "cannot reach" },
+  { "namzu-cp", { "/etc/hostname", ":/tmp/caf\xc3\xa9" }, "Could not connect" },
+};
+
+START_TEST (test_text_operands)
+{
+  g_autofree char *path = nz_test_tool (text_cases[_i].tool);
+  g_autofree char *out = NULL, *err = NULL;
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_auto (GStrv) envp = g_environ_unsetenv (g_get_environ (), "NAMZU_SANDBOX");
+  gboolean refused;
+  int status;
+
+  envp = g_environ_unsetenv (envp, "LANG");
+  envp = g_environ_setenv (envp, "LC_ALL", "C", TRUE);
+  g_ptr_array_add (argv, path);
+  g_ptr_array_add (argv, (gpointer) "--endpoint");
+  g_ptr_array_add (argv, (gpointer) "unix:/nonexistent/nz-cli.sock");
+  for (gsize i = 0; i < G_N_ELEMENTS (text_cases[_i].args) && text_cases[_i].args[i]; i++)
+    g_ptr_array_add (argv, (gpointer)text_cases[_i].args[i]);
+  g_ptr_array_add (argv, NULL);
+  ck_assert (g_spawn_sync (NULL, (char **)argv->pdata, envp, G_SPAWN_STDIN_FROM_DEV_NULL, NULL,
+                           NULL, &out, &err, &status, NULL));
+  ck_assert_msg (strstr (err, text_cases[_i].needle) != NULL, "%s %s: %s", text_cases[_i].tool,
+                 text_cases[_i].args[2] ? text_cases[_i].args[2] : "", err);
+  refused = strstr (text_cases[_i].needle, "UTF-8") != NULL;
+  ck_assert_msg (WIFEXITED (status) && (WEXITSTATUS (status) == 2) == refused,
+                 "%s: status %d: %s", text_cases[_i].tool, status, err);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -172,6 +216,7 @@ main (void)
   tcase_add_loop_test (tc, test_version, 0, n);
   tcase_add_loop_test (tc, test_bad_option, 0, n);
   tcase_add_loop_test (tc, test_numeric_flags_refused, 0, G_N_ELEMENTS (numeric_cases));
+  tcase_add_loop_test (tc, test_text_operands, 0, G_N_ELEMENTS (text_cases));
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

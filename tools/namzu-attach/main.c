@@ -46,7 +46,8 @@ static const GOptionEntry entries[] = {
     "For testing and direct agent use: unix:/PATH, tcp:HOST:PORT or a namzu-worker's "
     "http://HOST:PORT instead of a sandbox; the token comes from $NAMZU_TOKEN",
     "ENDPOINT" },
-  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_command, NULL, NULL },
+  /* Bytes, not the locale's charset (the C locale refuses non-ASCII); checked as UTF-8. */
+  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt_command, NULL, NULL },
   { NULL }
 };
 
@@ -96,6 +97,10 @@ nz_tool_attach (int argc, char **argv, GCancellable *cancellable, GError **error
       g_free (opt_command[0]);
       memmove (opt_command, opt_command + 1, g_strv_length (opt_command) * sizeof (char *));
     }
+  for (int i = 0; opt_command != NULL && opt_command[i] != NULL; i++)
+    if (!g_utf8_validate (opt_command[i], -1, NULL))
+      return nz_cli_usage (error, "%s %d is not UTF-8 text (the wire carries it as a JSON string)",
+                           i == 0 ? "COMMAND" : "argument", i);
   modes = (opt_execution != NULL) + (opt_session != NULL && !opt_terminal) + opt_terminal + opt_list
           + (opt_kill != NULL) + (opt_start != NULL);
   if (modes != 1)

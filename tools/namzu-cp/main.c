@@ -34,7 +34,9 @@ static const GOptionEntry entries[] = {
     "For testing and direct agent use: talk to the agent at unix:/PATH, tcp:HOST:PORT or "
     "a namzu-worker's http://HOST:PORT instead of a sandbox; the token comes from $NAMZU_TOKEN",
     "ENDPOINT" },
-  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_args, NULL, NULL },
+  /* Bytes, not the locale's charset (the C locale refuses non-ASCII): a local path is any
+   * bytes; the sandbox path is checked as UTF-8. */
+  { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt_args, NULL, NULL },
   { NULL }
 };
 
@@ -201,6 +203,9 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
     return nz_cli_usage (error,
                          "exactly one of SRC and DST must be a sandbox path (:PATH or ID:PATH)");
   upload = dst.remote;
+  if (!g_utf8_validate (upload ? dst.path : src.path, -1, NULL))
+    return nz_cli_usage (error, "the sandbox path is not UTF-8 text (the wire carries it as a "
+                                "JSON string)");
   data_on_stdout = !upload && g_str_equal (dst.path, "-");
   stdin_is_data = upload && g_str_equal (src.path, "-");
   /* An error object on stdout would be taken for the file's last bytes. */

@@ -36,7 +36,7 @@ static const GOptionEntry entries[]
           "refuse (default): change nothing when any repository drifted; report: clone what is "
           "missing and report the drift (still exit 3)",
           "refuse|report" },
-        { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_rest, NULL, NULL },
+        { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt_rest, NULL, NULL },
         { NULL } };
 
 static const char description[]
