@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "nz-backend-config.h"
 #include "nz-bwrap-egress.h"
 #include "nz-bwrap.h"
 #include "nz-docker-egress.h"
@@ -18,6 +19,8 @@ static const NzBackend bwrap_backend = {
   .name = "container:bwrap",
   .tier = "container",
   .transport = "agent",
+  .config_keys = nz_bwrap_config_keys,
+  .parse_config = nz_bwrap_parse_config,
   .check = nz_bwrap_check,
   .create = nz_bwrap_create,
   .destroy = nz_bwrap_destroy,
@@ -32,6 +35,7 @@ static const NzBackend bwrap_backend = {
 #define DOCKER_FAMILY_BACKEND(backend_name)                                                        \
   {                                                                                                \
     .name = (backend_name), .tier = "container", .transport = "worker",                            \
+    .config_keys = nz_docker_config_keys, .parse_config = nz_docker_parse_config,                  \
     .check = nz_docker_check, .create = nz_docker_create, .destroy = nz_docker_destroy,            \
     .status = nz_docker_status, .describe = nz_docker_describe, .retire = nz_docker_retire,        \
     .open_transport = nz_backend_bearer_transport, .set_network_policy = nz_docker_egress_set,     \
@@ -499,19 +503,21 @@ typedef struct
   GPtrArray *reasons;
 } ConfigCtx;
 
-G_GNUC_PRINTF (2, 3) static void
-refuse (ConfigCtx *c, const char *fmt, ...)
+void
+nz_config_refuse (GPtrArray *reasons, const char *fmt, ...)
 {
   va_list ap;
 
   va_start (ap, fmt);
-  g_ptr_array_add (c->reasons, g_strdup_vprintf (fmt, ap));
+  g_ptr_array_add (reasons, g_strdup_vprintf (fmt, ap));
   va_end (ap);
 }
 
-/* A positive safe integer member; 0 when absent. */
-static gint64
-positive_int (ConfigCtx *c, JsonObject *obj, const char *member, const char *field, gint64 max)
+#define refuse(c, ...) nz_config_refuse ((c)->reasons, __VA_ARGS__)
+
+gint64
+nz_config_positive_int (GPtrArray *reasons, JsonObject *obj, const char *member,
+                        const char *field, gint64 max)
 {
   JsonNode *n = json_object_get_member (obj, member);
   double v;
@@ -521,18 +527,21 @@ positive_int (ConfigCtx *c, JsonObject *obj, const char *member, const char *fie
   if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) == G_TYPE_STRING
       || json_node_get_value_type (n) == G_TYPE_BOOLEAN)
     {
-      refuse (c, "%s: must be a positive integer", field);
+      nz_config_refuse (reasons, "%s: must be a positive integer", field);
       return 0;
     }
   v = json_node_get_double (n);
   if (!nz_is_safe_integer (v) || v <= 0 || v > (double)max)
     {
-      refuse (c, "%s: must be a positive integer of at most %" G_GINT64_FORMAT ", got %g", field,
-              max, v);
+      nz_config_refuse (reasons,
+                        "%s: must be a positive integer of at most %" G_GINT64_FORMAT ", got %g",
+                        field, max, v);
       return 0;
     }
   return (gint64)v;
 }
+
+#define positive_int(c, ...) nz_config_positive_int ((c)->reasons, __VA_ARGS__)
 
 static JsonObject *
 object_member (ConfigCtx *c, JsonObject *obj, const char *member, const char *field)
@@ -749,27 +758,32 @@ parse_egress (ConfigCtx *c, JsonObject *root)
     }
 }
 
+/* Is @key read by some backend other than @self? Its name, or NULL. The table says so: no
+ * backend lists another's keys. */
+static const char *
+reader_of (const char *key, const NzBackend *self)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (backend_table); i++)
+    {
+      const NzBackend *b = backend_table[i].impl;
+
+      if (b != NULL && b != self && b->config_keys != NULL
+          && g_strv_contains (b->config_keys, key))
+        return b->name;
+    }
+  return NULL;
+}
+
 static void
 parse_backend (ConfigCtx *c, JsonObject *b)
 {
-  static const char *const known[] = {
-    "tier", "runtime", "service", "image", "cpuLimit", "readyTimeoutMs", "readyPollIntervalMs",
-    "readOnlyRootfs", "writableRootfsPaths", "network", "hostReachability", "labels",
-    "egressProxyImage", "egressProxyUpstreamNetwork", "brokeredCredentials", "allowInwardFor",
-    NULL
-  };
-  /* Docker topology and proxy settings: a namespace sandbox has no docker network, no
-   * published port and no proxy container, so these would be silently meaningless. */
-  static const char *const docker_only[] = { "network", "hostReachability", "labels",
-                                             "egressProxyImage", "egressProxyUpstreamNetwork",
-                                             "brokeredCredentials", "allowInwardFor" };
+  static const char *const selectors[] = { "tier", "runtime", "service", NULL };
   const char *tier = string_member (c, b, "tier", "backend.tier");
   const char *runtime = string_member (c, b, "runtime", "backend.runtime");
   const char *service = string_member (c, b, "service", "backend.service");
-  g_autoptr (GError) local = NULL;
-  JsonNode *n;
+  g_autoptr (GList) members = json_object_get_members (b);
+  const NzBackend *impl = NULL;
 
-  refuse_unknown (c, b, "backend.", known);
   if (g_strcmp0 (tier, "container") == 0)
     c->opts->backend = g_strdup_printf ("container:%s", runtime ? runtime : "docker");
   else if (g_strcmp0 (tier, "microvm") == 0)
@@ -780,67 +794,27 @@ parse_backend (ConfigCtx *c, JsonObject *b)
       refuse (c, "backend.tier: must be 'container' or 'microvm'");
       return;
     }
-  if (strcmp (c->opts->backend, "container:docker") == 0
-      || strcmp (c->opts->backend, "container:runsc") == 0)
+  for (gsize i = 0; i < G_N_ELEMENTS (backend_table); i++)
+    if (strcmp (backend_table[i].name, c->opts->backend) == 0)
+      impl = backend_table[i].impl;
+  /* Each key is the chosen backend's, another's (meaningless here: refused, naming whose it
+   * is), or nobody's (a typo). A backend this build does not have is refused by name in
+   * nz_backend_lookup(); its keys are only checked for typos. */
+  for (GList *l = members; l != NULL; l = l->next)
     {
-      nz_docker_parse_config (c->opts, b, c->reasons);
-      return;
-    }
-  if (strcmp (c->opts->backend, "container:bwrap") != 0)
-    return; /* refused by name in nz_backend_lookup() */
+      const char *key = l->data, *other;
 
-  if (json_object_has_member (b, "image"))
-    refuse (c, "backend.image: container:bwrap runs no image (its root is a read-only view of "
-            "the host's system directories)");
-  for (gsize i = 0; i < G_N_ELEMENTS (docker_only); i++)
-    if (json_object_has_member (b, docker_only[i]))
-      refuse (c, "backend.%s: not supported by container:bwrap (a docker setting)",
-              docker_only[i]);
-  n = json_object_get_member (b, "cpuLimit");
-  if (n != NULL)
-    {
-      if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) == G_TYPE_STRING
-          || json_node_get_value_type (n) == G_TYPE_BOOLEAN)
-        refuse (c, "backend.cpuLimit: must be a finite number greater than 0 (e.g. 1.5)");
-      else if (!nz_cpus_check (json_node_get_double (n), "backend.cpuLimit", &local))
-        refuse (c, "%s", local->message);
-      else
-        c->opts->cpus = json_node_get_double (n);
+      if (g_strv_contains (selectors, key)
+          || (impl != NULL && g_strv_contains (impl->config_keys, key)))
+        continue;
+      other = reader_of (key, impl);
+      if (other == NULL)
+        refuse (c, "backend.%s: unknown field", key);
+      else if (impl != NULL)
+        refuse (c, "backend.%s: not supported by %s (a %s setting)", key, impl->name, other);
     }
-  if (json_object_has_member (b, "readyTimeoutMs"))
-    {
-      gint64 v = positive_int (c, b, "readyTimeoutMs", "backend.readyTimeoutMs", G_MAXINT32);
-
-      if (v > 0)
-        c->opts->ready_timeout_ms = (guint)v;
-    }
-  positive_int (c, b, "readyPollIntervalMs", "backend.readyPollIntervalMs", G_MAXINT32);
-  n = json_object_get_member (b, "readOnlyRootfs");
-  if (n != NULL)
-    {
-      if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
-        refuse (c, "backend.readOnlyRootfs: must be a boolean");
-      else if (!json_node_get_boolean (n))
-        refuse (c, "backend.readOnlyRootfs: container:bwrap cannot offer a writable root: it is "
-                "the host's own system directories");
-    }
-  n = json_object_get_member (b, "writableRootfsPaths");
-  if (n != NULL)
-    {
-      JsonArray *arr = JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
-
-      if (arr == NULL)
-        refuse (c, "backend.writableRootfsPaths: must be an array of paths");
-      for (guint i = 0; arr != NULL && i < json_array_get_length (arr); i++)
-        {
-          JsonNode *e = json_array_get_element (arr, i);
-
-          if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_STRING)
-            refuse (c, "backend.writableRootfsPaths[%u]: must be a string", i);
-          else
-            g_ptr_array_add (c->opts->writable_paths, g_strdup (json_node_get_string (e)));
-        }
-    }
+  if (impl != NULL)
+    impl->parse_config (b, c->opts, c->reasons);
 }
 
 gboolean

@@ -130,6 +130,11 @@ struct _NzBackend
   const char *name;      /* "container:bwrap" */
   const char *tier;      /* "container" */
   const char *transport; /* "agent" | "worker" */
+  /* The reference config's backend.* keys it reads (besides tier, runtime and service), and
+   * its parser of them into @opts: every refusal appended to @reasons names the field. A key
+   * only another backend reads is refused by the caller, naming that backend. */
+  const char *const *config_keys;
+  void (*parse_config) (JsonObject *backend, NzCreateOptions *opts, GPtrArray *reasons);
   /* Refuses what this backend cannot enforce, before any I/O. */
   gboolean (*check) (const NzCreateOptions *opts, GError **error);
   /* Starts a sandbox and returns its handle once its transport answers; on failure nothing is

@@ -605,7 +605,15 @@ START_TEST (test_config_refusals_name_the_field)
   {
     g_autofree char *j = g_strdup_printf ("{%s,\"network\":\"none\"}}", bw);
     ASSERT_REFUSED (j, "backend.network");
+    /* Whose key it is comes from the table: no backend lists another's. */
+    ASSERT_REFUSED (j, "not supported by container:bwrap (a container:docker setting)");
   }
+  {
+    g_autofree char *j = g_strdup_printf ("{%s,\"netwrok\":\"none\"}}", bw);
+    ASSERT_REFUSED (j, "backend.netwrok: unknown field");
+  }
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"imagee\":\"x\"}}",
+                  "backend.imagee: unknown field");
   {
     g_autofree char *j = g_strdup_printf ("{%s,\"cpuLimit\":0}}", bw);
     ASSERT_REFUSED (j, "backend.cpuLimit");

@@ -60,6 +60,11 @@ char *nz_bwrap_find_agent (GError **error);
 
 /* The NzBackend hooks. */
 gboolean nz_bwrap_check (const NzCreateOptions *opts, GError **error);
+
+/* The reference config's backend.* keys container:bwrap reads, and its parser of them
+ * (nz-bwrap-config.c; the NzBackend config_keys / parse_config). */
+extern const char *const nz_bwrap_config_keys[];
+void nz_bwrap_parse_config (JsonObject *backend, NzCreateOptions *opts, GPtrArray *reasons);
 NzHandle *nz_bwrap_create (const NzCreateOptions *opts, GError **error);
 gboolean nz_bwrap_destroy (NzHandle *h, GError **error);
 NzSandboxStatus nz_bwrap_status (NzHandle *h, guint timeout_ms);

@@ -12,6 +12,7 @@
 
 #include "nz-agent-client.h"
 #include "nz-autofd.h"
+#include "nz-backend-config.h"
 #include "nz-docker-argv.h"
 #include "nz-docker-egress.h"
 #include "nz-docker-net.h"
@@ -194,15 +195,7 @@ nz_docker_list_runtimes (const char *docker, GError **error)
 
 /* ---- config ----------------------------------------------------------------------------- */
 
-G_GNUC_PRINTF (2, 3) static void
-refuse (GPtrArray *reasons, const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start (ap, fmt);
-  g_ptr_array_add (reasons, g_strdup_vprintf (fmt, ap));
-  va_end (ap);
-}
+#define refuse nz_config_refuse
 
 static gboolean
 node_is_number (JsonNode *n)
@@ -281,8 +274,14 @@ config_ready_ms (JsonObject *b, const char *member, GPtrArray *reasons)
   return (guint)v;
 }
 
+const char *const nz_docker_config_keys[] = {
+  "image", "network", "hostReachability", "egressProxyImage", "egressProxyUpstreamNetwork",
+  "brokeredCredentials", "allowInwardFor", "labels", "cpuLimit", "readyTimeoutMs",
+  "readyPollIntervalMs", "readOnlyRootfs", "writableRootfsPaths", NULL,
+};
+
 void
-nz_docker_parse_config (NzCreateOptions *opts, JsonObject *b, GPtrArray *reasons)
+nz_docker_parse_config (JsonObject *b, NzCreateOptions *opts, GPtrArray *reasons)
 {
   const char *s;
   JsonNode *n;

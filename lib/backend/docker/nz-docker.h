@@ -33,7 +33,8 @@ char **nz_docker_list_runtimes (const char *docker, GError **error);
 
 /* Reads the docker fields of the reference config's `backend` object into @opts; each refusal
  * is appended to @reasons as "backend.<field>: ...". No I/O. */
-void nz_docker_parse_config (NzCreateOptions *opts, JsonObject *backend, GPtrArray *reasons);
+extern const char *const nz_docker_config_keys[];
+void nz_docker_parse_config (JsonObject *backend, NzCreateOptions *opts, GPtrArray *reasons);
 
 /* Tears the sandbox down within the spec's 5 s retirement deadline (after a cancellation the
  * worker could not confirm): the container is removed, checked, and the state dropped. */
