@@ -37,7 +37,8 @@ static const NzBackend bwrap_backend = {
     .name = (backend_name), .tier = "container", .transport = "worker",                            \
     .config_keys = nz_docker_config_keys, .parse_config = nz_docker_parse_config,                  \
     .check = nz_docker_check, .create = nz_docker_create, .destroy = nz_docker_destroy,            \
-    .status = nz_docker_status, .describe = nz_docker_describe, .retire = nz_docker_retire,        \
+    .status = nz_docker_status, .describe = nz_docker_describe, .layout = nz_docker_layout,        \
+    .retire = nz_docker_retire,                                                                    \
     .open_transport = nz_backend_bearer_transport, .set_network_policy = nz_docker_egress_set,     \
   }
 
@@ -205,6 +206,23 @@ nz_sandbox_open_client (const char *endpoint, const char *sandbox, gboolean stdi
   if (c != NULL && handle != NULL)
     *handle = g_steal_pointer (&h);
   return c;
+}
+
+void
+nz_layout_clear (NzLayout *layout)
+{
+  g_clear_pointer (&layout->collected_dir, g_free);
+  layout->collected_name = NULL;
+}
+
+void
+nz_backend_layout (NzHandle *h, NzLayout *out)
+{
+  const NzBackend *b = nz_backend_lookup (h->backend, NULL);
+
+  *out = (NzLayout){ 0 };
+  if (b != NULL && b->layout != NULL)
+    b->layout (h, out);
 }
 
 JsonObject *

@@ -124,6 +124,20 @@ typedef enum
 
 const char *nz_sandbox_status_name (NzSandboxStatus status);
 
+/* Where a backend laid a sandbox out, as the tools need it (seed): read from the backend,
+ * never from the handle's private record. */
+typedef struct
+{
+  /* The sandbox directory whose contents the host collects as the task's output (the docker
+   * outputs bind, the worker's workspace), normalised; NULL when nothing there is shipped. */
+  char *collected_dir;
+  /* Its name in a refusal, e.g. "docker outputs bind". */
+  const char *collected_name;
+} NzLayout;
+
+void nz_layout_clear (NzLayout *layout);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (NzLayout, nz_layout_clear)
+
 typedef struct _NzBackend NzBackend;
 struct _NzBackend
 {
@@ -145,6 +159,8 @@ struct _NzBackend
   NzSandboxStatus (*status) (NzHandle *h, guint timeout_ms);
   /* Adds this sandbox's capabilities to the public handle. */
   void (*describe) (NzHandle *h, JsonObject *public_handle);
+  /* Fills @out with where this sandbox's directories are (NULL: nothing to say). */
+  void (*layout) (NzHandle *h, NzLayout *out);
   /* Tears down a sandbox whose remote outcome is unknown (a cancellation the peer could not
    * confirm) under a bounded deadline, checked like destroy. NULL: destroy is used. */
   gboolean (*retire) (NzHandle *h, GError **error);
@@ -191,6 +207,9 @@ NzTransport *nz_sandbox_open (const char *endpoint, const char *sandbox, gboolea
 /* nz_sandbox_open, then a client for it (nz_agent_client_new_for). */
 NzAgentClient *nz_sandbox_open_client (const char *endpoint, const char *sandbox,
                                        gboolean stdin_ok, NzHandle **handle, GError **error);
+/* The layout the backend the handle names reports (zeroed when it has none). Clear it with
+ * nz_layout_clear(). */
+void nz_backend_layout (NzHandle *h, NzLayout *out);
 /* The public handle: id, backend, tier, createdAt, rootDir, capabilities — never the token.
  * Returns a new reference. */
 JsonObject *nz_backend_public_handle (NzHandle *h);

@@ -453,38 +453,22 @@ normalise_path (const char *path)
 }
 
 gboolean
-nz_seed_check_root_layout (const char *root, const char *backend, JsonObject *priv, GError **error)
+nz_seed_check_root_layout (const char *root, const char *collected_dir,
+                           const char *collected_name, GError **error)
 {
-  JsonArray *mounts = priv != NULL ? nz_json_get_array (priv, "mounts") : NULL;
   g_autofree char *r = NULL;
   g_autofree char *outputs = NULL;
 
   g_return_val_if_fail (root != NULL, FALSE);
 
-  if (g_strcmp0 (backend, "container:docker") != 0 && g_strcmp0 (backend, "container:runsc") != 0)
+  if (collected_dir == NULL)
     return TRUE;
-  for (guint i = 0; mounts != NULL && i < json_array_get_length (mounts); i++)
-    {
-      JsonNode *n = json_array_get_element (mounts, i);
-      JsonObject *m = JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
-
-      if (m != NULL && g_strcmp0 (nz_json_get_string (m, "label"), "outputs") == 0
-          && nz_json_get_string (m, "containerPath") != NULL)
-        outputs = normalise_path (nz_json_get_string (m, "containerPath"));
-    }
-  /* The docker backend records the worker's root, which is the outputs bind. */
-  if (outputs == NULL && priv != NULL && nz_json_get_string (priv, "rootDir") != NULL)
-    outputs = normalise_path (nz_json_get_string (priv, "rootDir"));
-  /* Docker always mounts outputs; a handle that recorded no path has it at the default. */
-  if (outputs == NULL)
-    outputs = g_strdup ("/mnt/user-data/outputs");
+  outputs = normalise_path (collected_dir);
   r = normalise_path (root);
-  /* The outputs bind is the worker's workspace and what the host collects as the task's
-   * result: a seed there would be shipped back as output and die with the task. */
+  /* What the host collects as the task's result (docker: the outputs bind, the worker's
+   * workspace): a seed there would be shipped back as output and die with the task. */
   if (is_nested (outputs, r))
-    return invalid (error,
-                    "root %s is on the docker outputs bind (%s); put the seed on "
-                    "layout.scratch instead",
-                    root, outputs);
+    return invalid (error, "root %s is on the %s (%s); put the seed on layout.scratch instead",
+                    root, collected_name != NULL ? collected_name : "collected outputs", outputs);
   return TRUE;
 }

@@ -78,13 +78,12 @@ char *nz_seed_digest (const NzSeed *seed);
 /* The root rule (spec G.3 step 0): absolute, no ".." segment, no whitespace. */
 gboolean nz_seed_check_root (const char *root, GError **error);
 
-/* The layout rule: on container:docker and container:runsc the root must not be on the
- * outputs bind (the worker's workspace, which the host collects as the task's outputs).
- * @priv is the handle's private record (may be NULL): the outputs path is read from its
- * `mounts` ({label:"outputs", containerPath}), else its `rootDir` (on docker the worker's root
- * is the outputs path, spec A.4), else the spec default /mnt/user-data/outputs. */
-gboolean nz_seed_check_root_layout (const char *root, const char *backend, JsonObject *priv,
-                                    GError **error);
+/* The layout rule: the root must not be in @collected_dir, the sandbox directory the host
+ * collects as the task's output (the backend's layout says which: on container:docker and
+ * container:runsc the outputs bind, the worker's workspace; NULL: none), named
+ * @collected_name in the refusal. Paths are compared as the kernel resolves them. */
+gboolean nz_seed_check_root_layout (const char *root, const char *collected_dir,
+                                    const char *collected_name, GError **error);
 
 /* Called before each step, for a progress line on a terminal. */
 typedef void (*NzSeedProgressFunc) (const char *message, gpointer user_data);

@@ -545,6 +545,63 @@ START_TEST (test_proxy_config_fields)
 END_TEST
 
 /* --agent-shares-uid is bwrap's alone: the worker always has a uid of its own. */
+/* The layout seed's rule reads (the directory the host collects): docker's outputs bind from
+ * the recorded mounts, else rootDir (the worker's root is the outputs path), else the spec
+ * default; runsc the same; bwrap collects nothing. */
+static NzHandle *
+layout_handle (const char *backend, const char *mounts_outputs, const char *root_dir)
+{
+  NzHandle *h = nz_handle_new ();
+
+  h->id = g_strdup ("nz-0123456789ab");
+  h->backend = g_strdup (backend);
+  if (mounts_outputs != NULL)
+    {
+      JsonArray *a = json_array_new ();
+      JsonObject *s = json_object_new (), *o = json_object_new ();
+
+      json_object_set_string_member (s, "label", "scratch");
+      json_object_set_string_member (s, "containerPath", "/mnt/user-data/scratch");
+      json_array_add_object_element (a, s);
+      json_object_set_string_member (o, "label", "outputs");
+      json_object_set_string_member (o, "containerPath", mounts_outputs);
+      json_array_add_object_element (a, o);
+      json_object_set_array_member (h->priv, "mounts", a);
+    }
+  if (root_dir != NULL)
+    json_object_set_string_member (h->priv, "rootDir", root_dir);
+  return h;
+}
+
+START_TEST (test_layout)
+{
+  static const struct
+  {
+    const char *backend, *mounts_outputs, *root_dir, *collected;
+  } cases[] = {
+    { "container:docker", "/data/out/", "/ignored", "/data/out/" },
+    { "container:docker", NULL, "/data/out", "/data/out" },
+    { "container:docker", NULL, NULL, "/mnt/user-data/outputs" },
+    { "container:runsc", "/mnt/user-data/outputs", NULL, "/mnt/user-data/outputs" },
+    { "container:runsc", NULL, NULL, "/mnt/user-data/outputs" },
+    { "container:bwrap", "/mnt/user-data/outputs", NULL, NULL },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (NzHandle) h
+          = layout_handle (cases[i].backend, cases[i].mounts_outputs, cases[i].root_dir);
+      g_auto (NzLayout) layout = { 0 };
+
+      nz_backend_layout (h, &layout);
+      ck_assert_msg (g_strcmp0 (layout.collected_dir, cases[i].collected) == 0, "%zu: %s", i,
+                     layout.collected_dir);
+      if (cases[i].collected != NULL)
+        ck_assert_str_eq (layout.collected_name, "docker outputs bind");
+    }
+}
+END_TEST
+
 START_TEST (test_agent_shares_uid_refused)
 {
   g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
@@ -566,6 +623,7 @@ suite (void)
   TCase *tc = tcase_create ("argv");
 
   tcase_add_test (tc, test_default_argv_pinned);
+  tcase_add_test (tc, test_layout);
   tcase_add_test (tc, test_full_argv_pinned);
   tcase_add_test (tc, test_bounds_only_when_asked);
   tcase_add_test (tc, test_disk_bound_sizes_every_tmpfs);

@@ -144,6 +144,7 @@ nz_tool_seed (int argc, char **argv, GCancellable *cancellable, GError **error)
   g_autoptr (NzHandle) handle = NULL;
   g_autoptr (NzAgentClient) client = NULL;
   g_autoptr (NzSeed) seed = NULL;
+  g_auto (NzLayout) layout = { 0 };
   g_autofree char *data = NULL;
   const char *seed_arg;
   gsize len = 0;
@@ -181,7 +182,8 @@ nz_tool_seed (int argc, char **argv, GCancellable *cancellable, GError **error)
       = nz_sandbox_open_client (NULL, opt_sandbox, strcmp (seed_arg, "-") != 0, &handle, &local);
   if (client == NULL)
     return nz_cli_exit_status (error, fail (local, NULL, nz_error_to_exit_code (local)));
-  if (!nz_seed_check_root_layout (opt_root, handle->backend, handle->priv, &local))
+  nz_backend_layout (handle, &layout);
+  if (!nz_seed_check_root_layout (opt_root, layout.collected_dir, layout.collected_name, &local))
     return nz_cli_exit_status (error, fail (local, NULL, NZ_EXIT_USAGE));
 
   signal (SIGPIPE, SIG_IGN);

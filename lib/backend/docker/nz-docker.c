@@ -828,6 +828,28 @@ nz_docker_status (NzHandle *h, guint timeout_ms)
 }
 
 void
+nz_docker_layout (NzHandle *h, NzLayout *out)
+{
+  JsonArray *mounts = nz_json_get_array (h->priv, "mounts");
+  const char *outputs = NULL;
+
+  for (guint i = 0; mounts != NULL && i < json_array_get_length (mounts); i++)
+    {
+      JsonNode *n = json_array_get_element (mounts, i);
+      JsonObject *m = JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
+
+      if (m != NULL && g_strcmp0 (nz_json_get_string (m, "label"), "outputs") == 0
+          && nz_json_get_string (m, "containerPath") != NULL)
+        outputs = nz_json_get_string (m, "containerPath");
+    }
+  if (outputs == NULL)
+    outputs = nz_json_get_string (h->priv, "rootDir");
+  /* Docker always mounts outputs; a handle that recorded no path has it at the default. */
+  out->collected_dir = g_strdup (outputs != NULL ? outputs : NZ_LAYOUT_OUTPUTS_PATH);
+  out->collected_name = "docker outputs bind";
+}
+
+void
 nz_docker_describe (NzHandle *h, JsonObject *pub)
 {
   JsonObject *caps = json_object_new ();

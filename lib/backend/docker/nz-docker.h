@@ -33,6 +33,11 @@ char **nz_docker_list_runtimes (const char *docker, GError **error);
 
 /* Reads the docker fields of the reference config's `backend` object into @opts; each refusal
  * is appended to @reasons as "backend.<field>: ...". No I/O. */
+/* The NzBackend layout hook: the outputs bind is collected (the worker's workspace), read from
+ * the recorded mounts ({label:"outputs", containerPath}), else rootDir (the worker's root is
+ * the outputs path, spec A.4), else the spec default /mnt/user-data/outputs. */
+void nz_docker_layout (NzHandle *h, NzLayout *out);
+
 extern const char *const nz_docker_config_keys[];
 void nz_docker_parse_config (JsonObject *backend, NzCreateOptions *opts, GPtrArray *reasons);
 
