@@ -112,7 +112,16 @@ nz_backend_create (const NzCreateOptions *opts, GError **error)
   const NzBackend *b = nz_backend_lookup (opts->backend, error);
 
   if (b == NULL || !nz_create_options_validate (opts, error)
-      || !nz_create_options_check_disk (opts, error) || !b->check (opts, error))
+      || !nz_create_options_check_disk (opts, error))
+    return NULL;
+  /* Settings parsed for another backend (a config for docker, then --backend container:bwrap)
+   * are meaningless here: refused, not dropped. */
+  if (opts->backend_opts != NULL && strstr (opts->backend_opts_for, b->name) == NULL)
+    return (nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                      "the config's backend settings are for %s; %s does not read them",
+                      opts->backend_opts_for, b->name),
+            NULL);
+  if (!b->check (opts, error))
     return NULL;
   return b->create (opts, error);
 }
@@ -262,8 +271,6 @@ nz_create_options_new (void)
   opts->writable_paths = g_ptr_array_new_with_free_func (g_free);
   opts->ready_timeout_ms = NZ_READY_TIMEOUT_MS_DEFAULT;
   opts->read_only_rootfs = TRUE;
-  opts->labels = g_ptr_array_new_with_free_func (g_free);
-  opts->allow_inward_for = g_ptr_array_new_with_free_func (g_free);
   return opts;
 }
 
@@ -279,12 +286,8 @@ nz_create_options_free (NzCreateOptions *opts)
   g_free (opts->egress_credentials);
   g_ptr_array_unref (opts->mounts);
   g_ptr_array_unref (opts->writable_paths);
-  g_free (opts->docker_network);
-  g_free (opts->host_reachability);
-  g_ptr_array_unref (opts->labels);
-  g_free (opts->egress_proxy_image);
-  g_free (opts->egress_upstream_network);
-  g_ptr_array_unref (opts->allow_inward_for);
+  if (opts->backend_opts != NULL)
+    opts->backend_opts_free (opts->backend_opts);
   g_free (opts);
 }
 
@@ -833,6 +836,50 @@ parse_backend (ConfigCtx *c, JsonObject *b)
     }
   if (impl != NULL)
     impl->parse_config (b, c->opts, c->reasons);
+}
+
+gboolean
+nz_create_options_set_backend_flags (NzCreateOptions *opts, JsonObject *keys,
+                                     const char *const *flag_of, GError **error)
+{
+  const NzBackend *impl = nz_backend_lookup (opts->backend, error);
+  g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GList) members = json_object_get_members (keys);
+
+  if (impl == NULL)
+    return FALSE;
+  for (GList *l = members; l != NULL; l = l->next)
+    {
+      const char *key = l->data, *flag = key, *other;
+
+      for (guint i = 0; flag_of[i] != NULL && flag_of[i + 1] != NULL; i += 2)
+        if (strcmp (flag_of[i], key) == 0)
+          flag = flag_of[i + 1];
+      if (!g_strv_contains (impl->config_keys, key))
+        {
+          other = reader_of (key, impl);
+          return nz_throw (error, NZ_ERROR_UNSUPPORTED, "%s: not supported by %s%s%s%s", flag,
+                           impl->name, other != NULL ? " (a " : "", other != NULL ? other : "",
+                           other != NULL ? " setting)" : "");
+        }
+    }
+  impl->parse_config (keys, opts, reasons);
+  /* The refusals name the config key; the flag is what was given. */
+  for (guint i = 0; i < reasons->len; i++)
+    for (guint k = 0; flag_of[k] != NULL && flag_of[k + 1] != NULL; k += 2)
+      {
+        g_autofree char *prefix = g_strdup_printf ("backend.%s", flag_of[k]);
+        char *r = reasons->pdata[i];
+        gsize n = strlen (prefix);
+
+        if (g_str_has_prefix (r, prefix) && (r[n] == ':' || r[n] == '[' || r[n] == '.'))
+          {
+            reasons->pdata[i] = g_strconcat (flag_of[k + 1], r + n, NULL);
+            g_free (r);
+            break;
+          }
+      }
+  return throw_reasons (error, reasons, "invalid flags");
 }
 
 gboolean

@@ -70,14 +70,13 @@ typedef struct
    * workload's uid, which the workload can then signal (--agent-shares-uid). Refused
    * otherwise, and on every other backend. */
   gboolean agent_shares_uid;
-  /* container:docker / container:runsc (spec B.1); NULL/0 means the spec's default. */
-  char *docker_network;       /* the sandbox's only docker network ("none") */
-  char *host_reachability;    /* "host-port" (default) or "container-network" */
-  GPtrArray *labels;          /* char *, alternating key and value, in order */
-  guint ready_poll_ms;        /* readyPollIntervalMs (100) */
-  char *egress_proxy_image;   /* egressProxyImage: the proxy sibling container's image */
-  char *egress_upstream_network; /* egressProxyUpstreamNetwork ("bridge") */
-  GPtrArray *allow_inward_for;   /* char *, allowInwardFor: hosts exempt from the address screen */
+  /* The backend's own options, a type private to it (docker/nz-docker-options.h), parsed by
+   * its parse_config from the config's backend section and namzu-create's backend flags;
+   * NULL until it parsed any. @backend_opts_for names whose they are: a create on another
+   * backend refuses them rather than ignoring them. */
+  gpointer backend_opts;
+  GDestroyNotify backend_opts_free;
+  const char *backend_opts_for;
   /* Set (from a signal handler) to abandon a create in progress: it is rolled back and fails
    * with "interrupted". May be NULL. */
   volatile sig_atomic_t *interrupted;
@@ -97,6 +96,13 @@ gboolean nz_create_options_set_mount (NzCreateOptions *opts, const char *label,
  * "defaultMemoryLimitMb: must be a positive integer". */
 gboolean nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize len,
                                         GError **error);
+
+/* namzu-create's backend flags, as the config's backend.* keys they stand for (@keys: e.g.
+ * {"network": "n1"} for --docker-network n1), parsed by the backend @opts names, over what the
+ * config said. @flag_of maps each key to its flag for refusals (key, flag, ..., NULL). A key
+ * the backend does not read is refused (UNSUPPORTED), naming the flag and whose key it is. */
+gboolean nz_create_options_set_backend_flags (NzCreateOptions *opts, JsonObject *keys,
+                                              const char *const *flag_of, GError **error);
 
 /* Checks what needs no I/O and is common to every backend (paths absolute and normalised, no
  * duplicate container paths, limits in range, a disk bound only where it can hold). */

@@ -1,5 +1,6 @@
 /* Every tool honours the CLI contract's basics: --help on stdout and exit 0, --version, and a
  * bad option exits 2 with "Try '--help'" (STYLE.md: a --help/--version test for every program). */
+#include <gio/gio.h>
 #include <glib/gstdio.h>
 #include <string.h>
 
@@ -201,6 +202,57 @@ START_TEST (test_text_operands)
 }
 END_TEST
 
+/* A backend's own flags and config keys on another backend are refused, naming whose they
+ * are, before anything is made: a docker network or label on a namespace sandbox would
+ * otherwise be silently meaningless. */
+static const struct
+{
+  const char *args[6];
+  const char *needle;
+} foreign_cases[] = {
+  { { "--docker-network", "n1" },
+    "--docker-network: not supported by container:bwrap (a container:docker setting)" },
+  { { "--label", "a=b" }, "--label: not supported by container:bwrap" },
+  { { "--egress-proxy-image", "p:1" },
+    "--egress-proxy-image: not supported by container:bwrap" },
+  { { "--backend", "container:docker", "--host-reachability", "sideways" }, "--host-reachability" },
+  { { "--config", "-", "--backend", "container:bwrap" },
+    "the config's backend settings are for container:docker" },
+};
+
+START_TEST (test_foreign_backend_settings_refused)
+{
+  g_autofree char *path = nz_test_tool ("namzu-create");
+  g_autofree char *state = g_dir_make_tmp ("nz-cli-XXXXXX", NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_auto (GStrv) envp = g_environ_setenv (g_get_environ (), "NAMZU_STATE_DIR", state, TRUE);
+  const char *config = "{\"backend\":{\"tier\":\"container\",\"image\":\"i\",\"network\":\"n\"}}";
+  int status;
+
+  envp = g_environ_setenv (envp, "NAMZU_BWRAP", "/bin/false", TRUE);
+  g_ptr_array_add (argv, path);
+  for (gsize i = 0; i < G_N_ELEMENTS (foreign_cases[_i].args) && foreign_cases[_i].args[i]; i++)
+    g_ptr_array_add (argv, (gpointer)foreign_cases[_i].args[i]);
+  g_ptr_array_add (argv, NULL);
+  {
+    g_autoptr (GSubprocess) p = NULL;
+    g_autoptr (GSubprocessLauncher) l
+        = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE
+                                     | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+
+    g_subprocess_launcher_set_environ (l, envp);
+    p = g_subprocess_launcher_spawnv (l, (const char *const *)argv->pdata, NULL);
+    ck_assert (p != NULL);
+    ck_assert (g_subprocess_communicate_utf8 (p, config, NULL, &out, &err, NULL));
+    status = g_subprocess_get_exit_status (p);
+  }
+  ck_assert_msg (strstr (err, foreign_cases[_i].needle) != NULL, "%s", err);
+  ck_assert_msg (status == 1 || status == 2, "status %d: %s", status, err);
+  ck_assert_int_eq (g_rmdir (state), 0); /* nothing was created */
+}
+END_TEST
+
 int
 main (void)
 {
@@ -217,6 +269,8 @@ main (void)
   tcase_add_loop_test (tc, test_bad_option, 0, n);
   tcase_add_loop_test (tc, test_numeric_flags_refused, 0, G_N_ELEMENTS (numeric_cases));
   tcase_add_loop_test (tc, test_text_operands, 0, G_N_ELEMENTS (text_cases));
+  tcase_add_loop_test (tc, test_foreign_backend_settings_refused, 0,
+                       G_N_ELEMENTS (foreign_cases));
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

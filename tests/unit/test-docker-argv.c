@@ -6,6 +6,7 @@
 
 #include "nz-backend.h"
 #include "nz-docker-argv.h"
+#include "nz-docker-options.h"
 #include "nz-docker.h"
 #include "nz-errors.h"
 #include "nz-test.h"
@@ -118,7 +119,7 @@ START_TEST (test_full_argv_pinned)
   ck_assert_msg (nz_create_options_load_config (opts, config, -1, &error), "%s",
                  error ? error->message : "");
   ck_assert_str_eq (opts->backend, "container:runsc");
-  argv = build (opts, opts->docker_network, "runsc", FALSE, "1001:1001", &error);
+  argv = build (opts, nz_docker_options (opts)->network, "runsc", FALSE, "1001:1001", &error);
   assert_argv (argv, want, G_N_ELEMENTS (want));
 }
 END_TEST
@@ -298,8 +299,8 @@ START_TEST (test_cpus_and_labels)
   ck_assert_ptr_null (build (opts, "bridge", NULL, TRUE, NULL, &error));
   g_clear_error (&error);
   opts->cpus = 0;
-  g_ptr_array_add (opts->labels, g_strdup ("a=b"));
-  g_ptr_array_add (opts->labels, g_strdup ("v"));
+  g_ptr_array_add (nz_docker_options_ensure (opts)->labels, g_strdup ("a=b"));
+  g_ptr_array_add (nz_docker_options_ensure (opts)->labels, g_strdup ("v"));
   argv = build (opts, "bridge", NULL, TRUE, NULL, &error);
   ck_assert_ptr_null (argv);
   ck_assert_str_eq (error->message, "docker label key \"a=b\" is invalid (empty or contains '=')");
@@ -536,10 +537,10 @@ START_TEST (test_proxy_config_fields)
                          "[{\"host\":\"a.example\",\"header\":\"X-K\",\"value\":\"s\"}]},"
                          "\"defaultEgress\":{\"kind\":\"static\",\"allowedHosts\":[\"a.example\"]}}",
                    -1, &error), "%s", error ? error->message : "");
-  ck_assert_str_eq (opts->egress_proxy_image, "p:1");
-  ck_assert_str_eq (opts->egress_upstream_network, "up");
-  ck_assert_int_eq (opts->allow_inward_for->len, 1);
-  ck_assert_str_eq (opts->allow_inward_for->pdata[0], "db.internal");
+  ck_assert_str_eq (nz_docker_options (opts)->proxy_image, "p:1");
+  ck_assert_str_eq (nz_docker_options (opts)->upstream_network, "up");
+  ck_assert_int_eq (nz_docker_options (opts)->allow_inward_for->len, 1);
+  ck_assert_str_eq (nz_docker_options (opts)->allow_inward_for->pdata[0], "db.internal");
   ck_assert_ptr_nonnull (strstr (opts->egress_credentials, "\"X-K\""));
 }
 END_TEST

@@ -101,102 +101,6 @@ parse_cpus (const char *text, double *out, GError **error)
   return nz_cpus_check (*out, "--cpus", error);
 }
 
-static char *
-read_config (const char *path, gsize *len, GError **error)
-{
-  char *data = NULL;
-
-  if (strcmp (path, "-") == 0)
-    {
-      g_autoptr (GIOChannel) ch = g_io_channel_unix_new (STDIN_FILENO);
-
-      g_io_channel_set_encoding (ch, NULL, NULL);
-      if (g_io_channel_read_to_end (ch, &data, len, error) != G_IO_STATUS_NORMAL)
-        return (nz_prefix_error (error, "--config -"), NULL);
-      return data;
-    }
-  if (!g_file_get_contents (path, &data, len, error))
-    {
-      nz_error_convert (error);
-      return (nz_prefix_error (error, "--config"), NULL);
-    }
-  return data;
-}
-
-/* --profile: validated in full before any I/O; refused beside any other egress setting (spec
- * E.6: a profile beside a default egress is a conflicting policy, not a merge). */
-static gboolean
-apply_profile (NzCreateOptions *opts, GError **error)
-{
-  g_autofree char *data = NULL;
-  gsize len = 0;
-  g_autoptr (NzEgressProfile) profile = NULL;
-  g_autoptr (JsonNode) norm = NULL;
-
-  if (opt_egress != NULL || opt_network != NULL || opts->egress_profile != NULL)
-    return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY, "defaultEgress",
-                                    NULL, "cannot be combined with an egress profile; use one");
-  /* A config on stdin was consumed already; its defaultEgress is then the flags' to lose. */
-  if (opt_config != NULL && strcmp (opt_config, "-") != 0)
-    {
-      g_autofree char *cfg = read_config (opt_config, &len, error);
-      g_autoptr (JsonObject) root = cfg != NULL ? nz_json_parse_object (cfg, len, NULL) : NULL;
-
-      if (root != NULL && json_object_has_member (root, "defaultEgress"))
-        return nz_egress_profile_throw (error, NZ_EGRESS_ERROR_CONFLICTING_POLICY,
-                                        "defaultEgress", NULL,
-                                        "cannot be combined with an egress profile; use one");
-    }
-  if (!g_file_get_contents (opt_profile, &data, &len, error))
-    return FALSE;
-  profile = nz_egress_profile_parse (data, len, NULL, error);
-  if (profile == NULL)
-    return FALSE;
-  g_ptr_array_set_size (opts->egress_hosts, 0);
-  for (guint i = 0; i < profile->rules->len; i++)
-    g_ptr_array_add (opts->egress_hosts,
-                     g_strdup (((NzEgressRule *)profile->rules->pdata[i])->host));
-  /* A profile with no hosts is deny-all (spec E.6). */
-  opts->network = profile->rules->len == 0 ? NZ_NETWORK_DENY_ALL : NZ_NETWORK_ALLOWLIST;
-  norm = nz_egress_profile_to_json (profile);
-  opts->egress_profile = nz_json_to_string (norm, NULL);
-  return TRUE;
-}
-
-/* --credential HOST:HEADER:VAR: the value comes from this process's environment, so it is on
- * no command line; the backend checks the host against the profile or allowlist. */
-static gboolean
-apply_credentials (NzCreateOptions *opts, GError **error)
-{
-  g_autoptr (JsonArray) arr = json_array_new ();
-  g_autoptr (JsonNode) node = json_node_new (JSON_NODE_ARRAY);
-
-  for (char **c = opt_credential; *c != NULL; c++)
-    {
-      g_auto (GStrv) parts = g_strsplit (*c, ":", 3);
-      const char *value;
-      JsonObject *o;
-
-      if (g_strv_length (parts) != 3 || *parts[0] == '\0' || *parts[1] == '\0')
-        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                         "--credential must be HOST:HEADER:VAR, got '%s'", *c);
-      value = g_getenv (parts[2]);
-      if (value == NULL || *value == '\0')
-        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                         "--credential %s: environment variable %s is not set", parts[0],
-                         parts[2]);
-      o = json_object_new ();
-      json_object_set_string_member (o, "host", parts[0]);
-      json_object_set_string_member (o, "header", parts[1]);
-      json_object_set_string_member (o, "value", value);
-      json_array_add_object_element (arr, o);
-    }
-  json_node_set_array (node, arr);
-  g_free (opts->egress_credentials);
-  opts->egress_credentials = nz_json_to_string (node, NULL);
-  return TRUE;
-}
-
 /* A flag given replaces what the config said. */
 static void
 replace_string (char **dst, const char *flag)
@@ -208,6 +112,57 @@ replace_string (char **dst, const char *flag)
     }
 }
 
+/* The backend's own flags are its config keys (--docker-network is backend.network): the
+ * backend @opts names parses them over the config, and refuses them if they are not its own. */
+static gboolean
+backend_flags (NzCreateOptions *opts, GError **error)
+{
+  static const char *const flag_of[] = { "network", "--docker-network",
+                                         "hostReachability", "--host-reachability",
+                                         "labels", "--label",
+                                         "egressProxyImage", "--egress-proxy-image",
+                                         "egressProxyUpstreamNetwork", "--egress-upstream-network",
+                                         "allowInwardFor", "--allow-inward-for",
+                                         NULL };
+  g_autoptr (JsonObject) keys = json_object_new ();
+
+  if (opt_docker_network != NULL)
+    json_object_set_string_member (keys, "network", opt_docker_network);
+  if (opt_reachability != NULL)
+    json_object_set_string_member (keys, "hostReachability", opt_reachability);
+  if (opt_labels != NULL)
+    {
+      JsonObject *labels = json_object_new ();
+
+      json_object_set_object_member (keys, "labels", labels);
+      for (char **l = opt_labels; *l != NULL; l++)
+        {
+          const char *eq = strchr (*l, '=');
+          g_autofree char *key = eq != NULL ? g_strndup (*l, eq - *l) : NULL;
+
+          if (key == NULL || *key == '\0')
+            return nz_throw (error, NZ_ERROR_INVALID_ARGS, "--label must be KEY=VALUE, got '%s'",
+                             *l);
+          json_object_set_string_member (labels, key, eq + 1);
+        }
+    }
+  if (opt_proxy_image != NULL)
+    json_object_set_string_member (keys, "egressProxyImage", opt_proxy_image);
+  if (opt_upstream != NULL)
+    json_object_set_string_member (keys, "egressProxyUpstreamNetwork", opt_upstream);
+  if (opt_inward != NULL)
+    {
+      JsonArray *hosts = json_array_new ();
+
+      json_object_set_array_member (keys, "allowInwardFor", hosts);
+      for (char **i = opt_inward; *i != NULL; i++)
+        json_array_add_string_element (hosts, *i);
+    }
+  if (json_object_get_size (keys) == 0)
+    return TRUE;
+  return nz_create_options_set_backend_flags (opts, keys, flag_of, error);
+}
+
 /* The config first, then the flags over it (DESIGN.md "Configuration"). */
 gboolean
 nz_create_build_options (NzCreateOptions *opts, GError **error)
@@ -215,7 +170,7 @@ nz_create_build_options (NzCreateOptions *opts, GError **error)
   if (opt_config != NULL)
     {
       gsize len = 0;
-      g_autofree char *data = read_config (opt_config, &len, error);
+      g_autofree char *data = nz_create_read_config (opt_config, &len, error);
 
       if (data == NULL || !nz_create_options_load_config (opts, data, (gssize)len, error))
         return FALSE;
@@ -249,9 +204,11 @@ nz_create_build_options (NzCreateOptions *opts, GError **error)
         }
       opts->network = NZ_NETWORK_ALLOWLIST;
     }
-  if (opt_profile != NULL && !apply_profile (opts, error))
+  if (opt_profile != NULL
+      && !nz_create_apply_profile (opts, opt_profile, opt_config,
+                                   opt_egress != NULL || opt_network != NULL, error))
     return FALSE;
-  if (opt_credential != NULL && !apply_credentials (opts, error))
+  if (opt_credential != NULL && !nz_create_apply_credentials (opts, opt_credential, error))
     return FALSE;
   if (opt_memory != NULL
       && !parse_positive ("--memory-mb", opt_memory, NZ_LIMIT_MB_MAX, &opts->memory_mb, error))
@@ -273,24 +230,9 @@ nz_create_build_options (NzCreateOptions *opts, GError **error)
       opts->ready_timeout_ms = (guint)v;
     }
   opts->agent_shares_uid = opts->agent_shares_uid || opt_agent_shares_uid;
-  replace_string (&opts->docker_network, opt_docker_network);
-  replace_string (&opts->host_reachability, opt_reachability);
-  for (char **l = opt_labels; l != NULL && *l != NULL; l++)
-    {
-      const char *eq = strchr (*l, '=');
-
-      if (eq == NULL || eq == *l)
-        return nz_throw (error, NZ_ERROR_INVALID_ARGS, "--label must be KEY=VALUE, got '%s'", *l);
-      g_ptr_array_add (opts->labels, g_strndup (*l, eq - *l));
-      g_ptr_array_add (opts->labels, g_strdup (eq + 1));
-    }
-  replace_string (&opts->egress_proxy_image, opt_proxy_image);
-  replace_string (&opts->egress_upstream_network, opt_upstream);
-  for (char **i = opt_inward; i != NULL && *i != NULL; i++)
-    g_ptr_array_add (opts->allow_inward_for, g_strdup (*i));
   if (opt_outputs != NULL && !nz_create_options_set_mount (opts, "outputs", opt_outputs, error))
     return FALSE;
   if (opt_uploads != NULL && !nz_create_options_set_mount (opts, "uploads", opt_uploads, error))
     return FALSE;
-  return TRUE;
+  return backend_flags (opts, error);
 }

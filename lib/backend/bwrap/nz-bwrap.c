@@ -841,14 +841,6 @@ nz_bwrap_check (const NzCreateOptions *opts, GError **error)
   if (!opts->read_only_rootfs)
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "backend.readOnlyRootfs: container:bwrap cannot offer a writable root");
-  /* The proxy container's settings: the host-side proxy has no image, no docker network, and
-   * no exemption from the address screen. */
-  if (opts->egress_proxy_image != NULL || opts->egress_upstream_network != NULL
-      || opts->allow_inward_for->len > 0)
-    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                     "--egress-proxy-image, --egress-upstream-network and --allow-inward-for are "
-                     "container:docker / container:runsc settings; container:bwrap runs its "
-                     "egress proxy on the host");
   return TRUE;
 }
 

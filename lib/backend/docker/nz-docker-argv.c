@@ -7,6 +7,7 @@
 #include "nz-errors.h"
 #include "nz-proxy-config.h"
 #include "nz-token.h"
+#include "nz-docker-options.h"
 
 /* Spec B.1 DEFAULT_WRITABLE_ROOTFS_PATHS, in that order. */
 static const char *const default_writable[] = { "/tmp", "/var/tmp", "/workspace", "/home/namzu" };
@@ -280,7 +281,7 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
   writable = nz_docker_writable_paths (opts, error);
   if (writable == NULL)
     return NULL;
-  if (!check_labels (opts->labels, error))
+  if (!check_labels (nz_docker_options (opts)->labels, error))
     return NULL;
 
   /* The baseline, always, whatever readOnlyRootfs says. */
@@ -313,7 +314,7 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
       add2 (argv, "--env", "NAMZU_WORKER_WORKLOAD_UID=" G_STRINGIFY (NZ_DOCKER_WORKLOAD_UID));
       add2 (argv, "--env", "NAMZU_WORKER_WORKLOAD_GID=" G_STRINGIFY (NZ_DOCKER_WORKLOAD_UID));
     }
-  add_labels (argv, opts->labels);
+  add_labels (argv, nz_docker_options (opts)->labels);
   mounts = ordered_mounts (opts);
   for (guint i = 0; i < mounts->len; i++)
     {

@@ -9,6 +9,7 @@
 #include "nz-json.h"
 #include "nz-profile.h"
 #include "nz-proxy-config.h"
+#include "nz-docker-options.h"
 
 /* Each docker call of the proxy's start: a loaded daemon answers well within this. */
 #define PROXY_CALL_TIMEOUT_MS 60000
@@ -33,7 +34,7 @@ nz_docker_egress_preflight (const char *docker, const NzCreateOptions *opts, GEr
   const char *const args[] = { "image", "inspect", "--format",
                                "{{ index .Config.Labels \"" NZ_EGRESS_PROXY_IMAGE_CONFIG_LABEL
                                "\" }}",
-                               opts->egress_proxy_image, NULL };
+                               nz_docker_options (opts)->proxy_image, NULL };
 
   if (opts->egress_profile != NULL)
     {
@@ -45,7 +46,7 @@ nz_docker_egress_preflight (const char *docker, const NzCreateOptions *opts, GEr
   if (profile != NULL && nz_egress_profile_has_ports (profile))
     {
       label = docker_call (docker, PROXY_CALL_TIMEOUT_MS, NULL, args);
-      if (!nz_docker_check_proxy_label (opts->egress_proxy_image, label, error))
+      if (!nz_docker_check_proxy_label (nz_docker_options (opts)->proxy_image, label, error))
         return FALSE;
     }
   return TRUE;
@@ -64,17 +65,17 @@ strv_to_array (GPtrArray *list)
 void
 nz_docker_egress_record (NzHandle *h, const NzCreateOptions *opts, const char *internal_network)
 {
+  const NzDockerOptions *d = nz_docker_options (opts);
   JsonObject *rec = json_object_new ();
 
-  json_object_set_string_member (rec, "image", opts->egress_proxy_image);
+  json_object_set_string_member (rec, "image", d->proxy_image);
   json_object_set_string_member (rec, "upstreamNetwork",
-                                 opts->egress_upstream_network != NULL
-                                     ? opts->egress_upstream_network
-                                     : NZ_DOCKER_DEFAULT_UPSTREAM_NETWORK);
+                                 d->upstream_network != NULL ? d->upstream_network
+                                                             : NZ_DOCKER_DEFAULT_UPSTREAM_NETWORK);
   json_object_set_string_member (rec, "internalNetwork", internal_network);
-  json_object_set_array_member (rec, "labels", strv_to_array (opts->labels));
-  if (opts->allow_inward_for->len > 0)
-    json_object_set_array_member (rec, "allowInwardFor", strv_to_array (opts->allow_inward_for));
+  json_object_set_array_member (rec, "labels", strv_to_array (d->labels));
+  if (d->allow_inward_for->len > 0)
+    json_object_set_array_member (rec, "allowInwardFor", strv_to_array (d->allow_inward_for));
   if (opts->egress_profile != NULL)
     json_object_set_string_member (rec, "profile", opts->egress_profile);
   /* Kept (in the 0600 private handle, like the token) so a live set can restart the proxy. */

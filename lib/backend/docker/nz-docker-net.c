@@ -8,6 +8,7 @@
 #include "nz-docker.h"
 #include "nz-errors.h"
 #include "nz-json.h"
+#include "nz-docker-options.h"
 
 /* Each docker call here: a loaded daemon answers well within this. */
 #define NET_CALL_TIMEOUT_MS 60000
@@ -31,7 +32,7 @@ docker_call (const char *docker, GError **error, const char *const *args)
 gboolean
 nz_docker_net_wants_private (const NzCreateOptions *opts)
 {
-  return opts->docker_network == NULL && opts->network != NZ_NETWORK_ALLOW_ALL;
+  return nz_docker_options (opts)->network == NULL && opts->network != NZ_NETWORK_ALLOW_ALL;
 }
 
 static char *
@@ -270,6 +271,7 @@ static gboolean
 create_network (const char *docker, NzHandle *h, const NzCreateOptions *opts,
                 const char *network, GError **error)
 {
+  GPtrArray *labels = nz_docker_options (opts)->labels;
   g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
   g_autofree char *out = NULL;
 
@@ -279,11 +281,11 @@ create_network (const char *docker, NzHandle *h, const NzCreateOptions *opts,
   g_ptr_array_add (argv, g_strdup ("--internal"));
   g_ptr_array_add (argv, g_strdup ("--label"));
   g_ptr_array_add (argv, g_strconcat ("ai.namzu.sandbox=", h->id, NULL));
-  for (guint i = 0; i + 1 < opts->labels->len; i += 2)
+  for (guint i = 0; i + 1 < labels->len; i += 2)
     {
       g_ptr_array_add (argv, g_strdup ("--label"));
-      g_ptr_array_add (argv, g_strdup_printf ("%s=%s", (const char *)opts->labels->pdata[i],
-                                              (const char *)opts->labels->pdata[i + 1]));
+      g_ptr_array_add (argv, g_strdup_printf ("%s=%s", (const char *)labels->pdata[i],
+                                              (const char *)labels->pdata[i + 1]));
     }
   g_ptr_array_add (argv, g_strdup (network));
   out = nz_docker_run (docker, (const char *const *)argv->pdata, argv->len, NULL,

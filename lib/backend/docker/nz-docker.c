@@ -16,6 +16,7 @@
 #include "nz-docker-argv.h"
 #include "nz-docker-egress.h"
 #include "nz-docker-net.h"
+#include "nz-docker-options.h"
 #include "nz-egress-live.h"
 #include "nz-errors.h"
 #include "nz-json.h"
@@ -283,20 +284,21 @@ const char *const nz_docker_config_keys[] = {
 void
 nz_docker_parse_config (JsonObject *b, NzCreateOptions *opts, GPtrArray *reasons)
 {
+  NzDockerOptions *d = nz_docker_options_ensure (opts);
   const char *s;
   JsonNode *n;
 
   config_string_into (b, "image", &opts->image, reasons);
-  config_string_into (b, "network", &opts->docker_network, reasons);
+  config_string_into (b, "network", &d->network, reasons);
   if ((s = config_string (b, "hostReachability", reasons)) != NULL)
     {
       if (strcmp (s, "host-port") != 0 && strcmp (s, "container-network") != 0)
         refuse (reasons, "backend.hostReachability: must be 'host-port' or 'container-network'");
-      g_free (opts->host_reachability);
-      opts->host_reachability = g_strdup (s);
+      g_free (d->host_reachability);
+      d->host_reachability = g_strdup (s);
     }
-  config_string_into (b, "egressProxyImage", &opts->egress_proxy_image, reasons);
-  config_string_into (b, "egressProxyUpstreamNetwork", &opts->egress_upstream_network, reasons);
+  config_string_into (b, "egressProxyImage", &d->proxy_image, reasons);
+  config_string_into (b, "egressProxyUpstreamNetwork", &d->upstream_network, reasons);
   n = json_object_get_member (b, "brokeredCredentials");
   if (n != NULL && !JSON_NODE_HOLDS_ARRAY (n))
     refuse (reasons, "backend.brokeredCredentials: must be a list of {host, header, value}");
@@ -307,7 +309,7 @@ nz_docker_parse_config (JsonObject *b, NzCreateOptions *opts, GPtrArray *reasons
       g_free (opts->egress_credentials);
       opts->egress_credentials = nz_json_to_string (n, NULL);
     }
-  config_string_list (b, "allowInwardFor", "host names", opts->allow_inward_for, reasons);
+  config_string_list (b, "allowInwardFor", "host names", d->allow_inward_for, reasons);
   n = json_object_get_member (b, "labels");
   if (n != NULL && !JSON_NODE_HOLDS_OBJECT (n))
     refuse (reasons, "backend.labels: must be an object of strings");
@@ -325,8 +327,8 @@ nz_docker_parse_config (JsonObject *b, NzCreateOptions *opts, GPtrArray *reasons
               refuse (reasons, "backend.labels.%s: must be a string", (const char *)l->data);
               continue;
             }
-          g_ptr_array_add (opts->labels, g_strdup (l->data));
-          g_ptr_array_add (opts->labels, g_strdup (json_node_get_string (v)));
+          g_ptr_array_add (d->labels, g_strdup (l->data));
+          g_ptr_array_add (d->labels, g_strdup (json_node_get_string (v)));
         }
     }
   n = json_object_get_member (b, "cpuLimit");
@@ -351,7 +353,7 @@ nz_docker_parse_config (JsonObject *b, NzCreateOptions *opts, GPtrArray *reasons
         opts->ready_timeout_ms = v;
     }
   if (json_object_has_member (b, "readyPollIntervalMs"))
-    opts->ready_poll_ms = config_ready_ms (b, "readyPollIntervalMs", reasons);
+    d->ready_poll_ms = config_ready_ms (b, "readyPollIntervalMs", reasons);
   n = json_object_get_member (b, "readOnlyRootfs");
   if (n != NULL)
     {
@@ -368,13 +370,17 @@ nz_docker_parse_config (JsonObject *b, NzCreateOptions *opts, GPtrArray *reasons
 static gboolean
 is_host_port (const NzCreateOptions *opts)
 {
-  return opts->host_reachability == NULL || strcmp (opts->host_reachability, "host-port") == 0;
+  const char *how = nz_docker_options (opts)->host_reachability;
+
+  return how == NULL || strcmp (how, "host-port") == 0;
 }
 
 static const char *
 docker_network (const NzCreateOptions *opts)
 {
-  return opts->docker_network != NULL ? opts->docker_network : NZ_DOCKER_DEFAULT_NETWORK;
+  const char *network = nz_docker_options (opts)->network;
+
+  return network != NULL ? network : NZ_DOCKER_DEFAULT_NETWORK;
 }
 
 static const NzMount *
@@ -390,6 +396,7 @@ gboolean
 nz_docker_check (const NzCreateOptions *opts, GError **error)
 {
   const char *name = opts->backend != NULL ? opts->backend : "container:docker";
+  const NzDockerOptions *d = nz_docker_options (opts);
   g_autoptr (GPtrArray) writable = NULL;
 
   if (opts->agent_shares_uid)
@@ -406,11 +413,11 @@ nz_docker_check (const NzCreateOptions *opts, GError **error)
                      "layout.outputs: `outputs` is required (deliverables surface). Pass "
                      "--outputs DIR or layout.outputs.source = { type: \"hostDir\", hostPath: "
                      "\"...\" }");
-  if (opts->host_reachability != NULL && strcmp (opts->host_reachability, "host-port") != 0
-      && strcmp (opts->host_reachability, "container-network") != 0)
+  if (d->host_reachability != NULL && strcmp (d->host_reachability, "host-port") != 0
+      && strcmp (d->host_reachability, "container-network") != 0)
     return nz_throw (error, NZ_ERROR_INVALID_ARGS,
                      "hostReachability must be 'host-port' or 'container-network', got '%s'",
-                     opts->host_reachability);
+                     d->host_reachability);
   if (opts->cpus != 0 && !nz_docker_check_cpus (opts->cpus, error))
     return FALSE;
   writable = nz_docker_writable_paths (opts, error);
@@ -420,7 +427,7 @@ nz_docker_check (const NzCreateOptions *opts, GError **error)
     return FALSE;
   /* Spec B.3 resolveNetwork: an allowlist is only ever enforced by the proxy container. */
   if (opts->network == NZ_NETWORK_ALLOWLIST
-      && (opts->egress_proxy_image == NULL || *opts->egress_proxy_image == '\0'))
+      && (d->proxy_image == NULL || *d->proxy_image == '\0'))
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "The docker sandbox backend cannot enforce an egress policy of kind "
                      "'static' without an egress proxy: it runs the allowlist in a sibling "
@@ -639,7 +646,7 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
       /* Created --internal below, for this sandbox alone; reached on it unless the host asked
        * for a published port (which an internal network cannot give, and is refused). */
       network = private_name = g_strconcat (NZ_DOCKER_NET_PREFIX, h->id, NULL);
-      if (opts->host_reachability == NULL)
+      if (nz_docker_options (opts)->host_reachability == NULL)
         host_port = FALSE;
     }
   else
@@ -714,7 +721,7 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
     }
   if (internal_net)
     isolate_routes (docker, h, name,
-                    plan.proxy_env ? opts->egress_proxy_image : opts->image);
+                    plan.proxy_env ? nz_docker_options (opts)->proxy_image : opts->image);
   h->endpoint = read_endpoint (docker, name, network, plan.host_port, error);
   if (h->endpoint == NULL || !nz_handle_save (h, error)
       || !wait_ready (docker, h, name, opts->ready_timeout_ms, opts->interrupted, error))
