@@ -155,18 +155,13 @@ read_token_fd (const char *raw, GError **error)
   return g_string_free (g_steal_pointer (&buf), FALSE);
 }
 
-NzAgentConfig *
-nz_agent_config_new_from_env (GError **error)
+/* The knobs every agent server reads, however it is reached: limits, workspace and roots,
+ * the flush command and the reseed hook. */
+static NzAgentConfig *
+config_knobs_from_env (GError **error)
 {
   g_autoptr (NzAgentConfig) c = g_new0 (NzAgentConfig, 1);
-  const char *unix_path = g_getenv ("NAMZU_AGENT_UNIX_PATH");
-  const char *vsock = g_getenv ("NAMZU_AGENT_VSOCK_PORT");
-  const char *tcp = g_getenv ("NAMZU_AGENT_TCP_PORT");
-  const char *bind = g_getenv ("NAMZU_AGENT_BIND_TOKEN");
-  const char *require = g_getenv ("NAMZU_AGENT_REQUIRE_TOKEN");
   const char *workspace = g_getenv ("NAMZU_SANDBOX_WORKSPACE");
-  const char *token_fd = g_getenv ("NAMZU_AGENT_BIND_TOKEN_FD");
-  const char *listen_fd = g_getenv ("NAMZU_AGENT_LISTEN_FD");
 
   for (gsize i = 0; i < G_N_ELEMENTS (knobs); i++)
     {
@@ -187,7 +182,33 @@ nz_agent_config_new_from_env (GError **error)
   c->workspace = g_strdup (workspace != NULL && *workspace != '\0' ? workspace : "/workspace");
   c->read_roots = g_strdup (g_getenv ("NAMZU_SANDBOX_READ_ROOTS"));
   c->write_roots = g_strdup (g_getenv ("NAMZU_SANDBOX_WRITE_ROOTS"));
+  return g_steal_pointer (&c);
+}
 
+NzAgentConfig *
+nz_agent_config_new_embedded (GError **error)
+{
+  NzAgentConfig *c = config_knobs_from_env (error);
+
+  if (c != NULL)
+    c->listen_mode = NZ_AGENT_LISTEN_EMBEDDED;
+  return c;
+}
+
+NzAgentConfig *
+nz_agent_config_new_from_env (GError **error)
+{
+  g_autoptr (NzAgentConfig) c = config_knobs_from_env (error);
+  const char *unix_path = g_getenv ("NAMZU_AGENT_UNIX_PATH");
+  const char *vsock = g_getenv ("NAMZU_AGENT_VSOCK_PORT");
+  const char *tcp = g_getenv ("NAMZU_AGENT_TCP_PORT");
+  const char *bind = g_getenv ("NAMZU_AGENT_BIND_TOKEN");
+  const char *require = g_getenv ("NAMZU_AGENT_REQUIRE_TOKEN");
+  const char *token_fd = g_getenv ("NAMZU_AGENT_BIND_TOKEN_FD");
+  const char *listen_fd = g_getenv ("NAMZU_AGENT_LISTEN_FD");
+
+  if (c == NULL)
+    return NULL;
   /* An empty preset token would authenticate nobody, or worse, everybody: refuse it. */
   if (bind != NULL && *bind == '\0')
     {

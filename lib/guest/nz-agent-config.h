@@ -14,6 +14,7 @@ typedef enum
   NZ_AGENT_LISTEN_VSOCK_FD, /* NAMZU_AGENT_VSOCK_PORT: listen on inherited fd 3 */
   NZ_AGENT_LISTEN_TCP,      /* NAMZU_AGENT_TCP_PORT on 0.0.0.0 */
   NZ_AGENT_LISTEN_FD,       /* NAMZU_AGENT_LISTEN_FD: an inherited listening socket (additive) */
+  NZ_AGENT_LISTEN_EMBEDDED, /* never listens: its embedder (namzu-worker) hands it calls */
 } NzAgentListenMode;
 
 /* The fd a vsock bridge hands over (spec B.2). */
@@ -51,6 +52,9 @@ typedef struct
 /* Reads and validates every variable. The error message is the reference's exact text, e.g.
  * "agent: none of NAMZU_AGENT_UNIX_PATH, NAMZU_AGENT_VSOCK_PORT or NAMZU_AGENT_TCP_PORT set". */
 NzAgentConfig *nz_agent_config_new_from_env (GError **error);
+/* The knobs alone, for an agent server embedded in another server that authenticated the
+ * caller already (namzu-worker's /v1/agent): no listen mode, no credential. */
+NzAgentConfig *nz_agent_config_new_embedded (GError **error);
 void nz_agent_config_free (NzAgentConfig *config);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentConfig, nz_agent_config_free)
 

@@ -207,8 +207,11 @@ nz_agent_server_listen (NzAgentServer *server, GError **error)
       ok = listen_inherited (server, server->config->listen_fd, "NAMZU_AGENT_LISTEN_FD", "fd",
                              error);
       break;
+    case NZ_AGENT_LISTEN_EMBEDDED:
     default:
-      g_assert_not_reached ();
+      /* Handed its calls by the server it is embedded in; it has nothing to listen on. */
+      ok = nz_throw (error, NZ_ERROR_INVALID_ARGS, "agent: an embedded agent server never listens");
+      break;
     }
   if (!ok)
     {

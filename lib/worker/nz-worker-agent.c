@@ -32,21 +32,12 @@ NzWorkerAgent *
 nz_worker_agent_new (NzGuest *guest, GError **error)
 {
   g_autoptr (NzWorkerAgent) agent = g_new0 (NzWorkerAgent, 1);
-  g_autofree char *saved = g_strdup (g_getenv ("NAMZU_AGENT_UNIX_PATH"));
 
-  /* The agent's knobs and defaults, read the agent's way; a listen mode is only named so the
-   * config is complete: this server never listens, it is handed connections. */
-  g_setenv ("NAMZU_AGENT_UNIX_PATH", "/nonexistent/namzu-worker-in-process", TRUE);
-  agent->config = nz_agent_config_new_from_env (error);
-  if (saved != NULL)
-    g_setenv ("NAMZU_AGENT_UNIX_PATH", saved, TRUE);
-  else
-    g_unsetenv ("NAMZU_AGENT_UNIX_PATH");
+  /* The agent's knobs and defaults, read the agent's way; no listen mode (it is handed
+   * calls) and no credential (the bearer gate in front authenticated the caller). */
+  agent->config = nz_agent_config_new_embedded (error);
   if (agent->config == NULL)
     return NULL;
-  /* The bearer gate in front already authenticated the caller. */
-  g_clear_pointer (&agent->config->bind_token, g_free);
-  agent->config->require_token = FALSE;
   agent->server = nz_agent_server_new (agent->config, guest);
   return g_steal_pointer (&agent);
 }

@@ -94,6 +94,35 @@ START_TEST (test_refusal_backstop)
 }
 END_TEST
 
+/* The worker's embedded agent server reads the agent's knobs and nothing that decides how an
+ * agent is reached: no listen mode is needed (none is set here, which the agent refuses), no
+ * credential is taken (the worker's bearer gate is in front). */
+START_TEST (test_embedded_config)
+{
+  g_autoptr (NzAgentConfig) agent = NULL, embedded = NULL;
+  g_autoptr (GError) e1 = NULL, e2 = NULL, e3 = NULL;
+
+  g_unsetenv ("NAMZU_AGENT_UNIX_PATH");
+  g_unsetenv ("NAMZU_AGENT_VSOCK_PORT");
+  g_unsetenv ("NAMZU_AGENT_TCP_PORT");
+  g_unsetenv ("NAMZU_AGENT_LISTEN_FD");
+  g_setenv ("NAMZU_AGENT_BIND_TOKEN", "agent-only-secret", TRUE);
+  g_setenv ("NAMZU_AGENT_MAX_TRACKED_EXECUTIONS", "12345", TRUE);
+  agent = nz_agent_config_new_from_env (&e1);
+  ck_assert (agent == NULL && strstr (e1->message, "none of NAMZU_AGENT_UNIX_PATH") != NULL);
+  embedded = nz_agent_config_new_embedded (&e2);
+  ck_assert_msg (embedded != NULL, "%s", e2 ? e2->message : "");
+  ck_assert_int_eq (embedded->listen_mode, NZ_AGENT_LISTEN_EMBEDDED);
+  ck_assert (embedded->bind_token == NULL && !embedded->require_token);
+  ck_assert (!nz_agent_config_is_gated (embedded));
+  ck_assert_int_eq (embedded->limits.max_tracked_executions, 12345);
+  /* A knob the agent refuses is refused here too. */
+  g_setenv ("NAMZU_AGENT_MAX_TRACKED_EXECUTIONS", "lots", TRUE);
+  ck_assert (nz_agent_config_new_embedded (&e3) == NULL);
+  g_unsetenv ("NAMZU_AGENT_MAX_TRACKED_EXECUTIONS");
+}
+END_TEST
+
 int
 main (void)
 {
@@ -102,6 +131,7 @@ main (void)
 
   tcase_set_timeout (tc, 30);
   tcase_add_test (tc, test_refusal_backstop);
+  tcase_add_test (tc, test_embedded_config);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
