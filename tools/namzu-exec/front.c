@@ -34,12 +34,14 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "front-opts.h"
 #include "front.h"
 #include "nz-host-timing.h"
 #include "nz-jsonlite.h"
 #include "nz-lite-buf.h"
 #include "nz-lite-exec.h"
 #include "nz-lite-handle.h"
+#include "nz-lite-stream.h"
 #include "nz-lite-wire.h"
 #include "nz-signame.h"
 
@@ -116,82 +118,13 @@ hand_over (const char *retire_message)
   exit (EXIT_NAMZU);
 }
 
-/* ---- options -------------------------------------------------------------------------------- */
-
-typedef struct
-{
-  const char *sandbox, *timeout, *cwd, *endpoint;
-  const char **env;
-  int n_env;
-  char **command;
-} Opts;
-
-/* Matches -S VALUE, --LONG VALUE and --LONG=VALUE. Anything fancier goes to GOption. */
-static bool
-take_value (char **argv, int *i, char short_name, const char *long_name, const char **out)
-{
-  const char *a = argv[*i];
-  size_t n = strlen (long_name);
-
-  if (strncmp (a, "--", 2) == 0 && strncmp (a + 2, long_name, n) == 0 && a[2 + n] == '=')
-    {
-      *out = a + 3 + n;
-      return true;
-    }
-  if (!((short_name != '\0' && a[1] == short_name && a[2] == '\0')
-        || (strncmp (a, "--", 2) == 0 && strcmp (a + 2, long_name) == 0)))
-    return false;
-  if (argv[*i + 1] == NULL || argv[*i + 1][0] == '-')
-    hand_over (NULL);
-  *out = argv[++*i];
-  return true;
-}
-
-static void
-parse_options (int argc, char **argv, Opts *o)
-{
-  int i;
-
-  o->env = calloc ((size_t)argc, sizeof *o->env);
-  for (i = 1; i < argc; i++)
-    {
-      const char *a = argv[i], *env = NULL;
-
-      if (strcmp (a, "--") == 0)
-        {
-          i++;
-          break;
-        }
-      if (a[0] != '-')
-        break;
-      if (take_value (argv, &i, 's', "sandbox", &o->sandbox)
-          || take_value (argv, &i, 't', "timeout", &o->timeout)
-          || take_value (argv, &i, 'C', "cwd", &o->cwd)
-          || take_value (argv, &i, '\0', "endpoint", &o->endpoint))
-        continue;
-      if (take_value (argv, &i, 'e', "env", &env))
-        {
-          o->env[o->n_env++] = env;
-          continue;
-        }
-      hand_over (NULL); /* -i, --json, --detach, --help, a mistake, ... */
-    }
-  o->command = argv + i;
-  if (o->command[0] == NULL || o->command[0][0] == '\0')
-    hand_over (NULL);
-  /* GOption's handling of a later "--" is its own; leave such a command line to it. */
-  for (char **p = o->command; *p != NULL; p++)
-    if (strcmp (*p, "--") == 0)
-      hand_over (NULL);
-}
-
 /* ---- where to run: nz-state.c's resolution, the plain case only ------------------------- */
 
 /* The sandbox handle's id from -s, $NAMZU_SANDBOX or a handle piped on stdin, loaded from the
  * state dir; the target's name goes to @target. Anything but the plain case is handed over
  * (with the stdin read so far). */
 static void
-resolve_sandbox (const Opts *o, NzLiteHandle *h, char *target, size_t target_size)
+resolve_sandbox (const NzFrontOpts *o, NzLiteHandle *h, char *target, size_t target_size)
 {
   const char *env = getenv ("NAMZU_SANDBOX");
   char *sid;
@@ -215,148 +148,6 @@ resolve_sandbox (const Opts *o, NzLiteHandle *h, char *target, size_t target_siz
 
 /* ---- the stream, the status ---------------------------------------------------------------- */
 
-static bool
-write_all (int fd, const char *data, size_t len)
-{
-  while (len > 0)
-    {
-      ssize_t n = write (fd, data, len);
-
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0 && errno == EAGAIN)
-        {
-          struct pollfd p = { fd, POLLOUT, 0 };
-
-          poll (&p, 1, -1);
-          continue;
-        }
-      if (n <= 0)
-        return false;
-      data += n;
-      len -= (size_t)n;
-    }
-  return true;
-}
-
-typedef struct
-{
-  char *result; /* the result frame's text */
-  char *error_code, *error_message;
-  bool broken_output;
-} Stream;
-
-/* One frame of the exec stream (lib/client's exec_frame and exec_output_frame). Returns
- * false to stop reading: an error, a refusal, or output that could not be written. */
-static bool
-stream_frame (Stream *s, const NzJlValue *raw, bool *refused, NzLiteErr *e)
-{
-  NzJlValue frame, v;
-  char *type, *data;
-  size_t dlen = 0;
-
-  if (!nz_jl_parse (raw->start, raw->len, &frame) || frame.type != NZ_JL_OBJECT)
-    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: exec stream frame: not a JSON "
-                              "object", wire.ep.desc);
-  if (s->result != NULL || s->error_code != NULL)
-    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: exec stream sent a frame after "
-                              "its result", wire.ep.desc);
-  type = nz_jl_member_string (&frame, "type");
-  if ((type == NULL && nz_jl_member (&frame, "ok", &v)) || (type && strcmp (type, "error") == 0))
-    {
-      /* A reply-shaped refusal (e.g. agent_retiring, spec A.5) ends with no terminator. */
-      *refused = type == NULL;
-      s->error_code = nz_jl_member_string (&frame, "error");
-      s->error_message = nz_jl_member_string (&frame, "message");
-      if (s->error_code == NULL)
-        s->error_code = strdup ("unknown error");
-    }
-  else if (type != NULL && strcmp (type, "result") == 0)
-    s->result = strndup (raw->start, raw->len);
-  else if (type != NULL && (strcmp (type, "stdout_delta") == 0 || strcmp (type, "stderr_delta") == 0)
-           && (data = nz_jl_member_string (&frame, "data")) != NULL)
-    {
-      (void)nz_jl_member (&frame, "data", &v);
-      free (data);
-      data = nz_jl_string (&v, &dlen);
-      if (dlen > 0 && !write_all (type[1] == 't' && type[3] == 'o' ? STDOUT_FILENO : STDERR_FILENO,
-                                  data, dlen))
-        s->broken_output = true;
-      free (data);
-    }
-  free (type);
-  return !s->broken_output;
-}
-
-/* execute on its own connection until the terminator. */
-static bool
-run_stream (const char *request, unsigned long long observation_ms, Stream *s, NzLiteErr *e)
-{
-  int64_t deadline = nz_lite_wire_now_ms () + (int64_t)observation_ms;
-  NzLiteConn k;
-  bool ok = false, refused = false;
-
-  if (!nz_lite_wire_request (&wire, &k, "execute", request, true, e))
-    {
-      nz_lite_wire_close (&k);
-      return false;
-    }
-  for (;;)
-    {
-      NzJlValue raw;
-      NzLiteReadStatus st = nz_lite_wire_read_frame (&wire, &k, deadline, true, &raw, e);
-
-      if (st == NZ_LITE_READ_EOF)
-        nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s", wire.ep.desc,
-                           k.in.len > k.pos ? "exec stream has trailing partial data"
-                                            : "socket closed before exec stream terminator");
-      else if (st == NZ_LITE_READ_TIMEOUT)
-        nz_lite_wire_fail (e, NZ_LITE_ERR_TIMED_OUT, "agent %s: exec stream observation exceeded "
-                           "%llums", wire.ep.desc, observation_ms);
-      if (st != NZ_LITE_READ_FRAME)
-        break;
-      if (raw.len == 0)
-        {
-          ok = nz_lite_wire_expect_close (&wire, &k, "exec stream", false, true, e);
-          break;
-        }
-      if (!stream_frame (s, &raw, &refused, e) || refused)
-        {
-          ok = refused;
-          break;
-        }
-    }
-  nz_lite_wire_close (&k);
-  if (ok && s->result == NULL && s->error_code == NULL)
-    ok = nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: exec stream ended without a "
-                            "result event", wire.ep.desc);
-  if (ok && s->error_code != NULL)
-    ok = (nz_lite_exec_refusal (wire.ep.desc, s->error_code, s->error_message, e), false);
-  return ok;
-}
-
-/* main.c's finish() for a failure after execute was sent. @target: "sandbox ID" or NULL. */
-static int
-report (const NzLiteErr *e, const char *command, const char *target)
-{
-  if (e->kind == NZ_LITE_ERR_NOENT)
-    return say ("%s: command not found in the sandbox (%s)", command, e->msg), 127;
-  if (e->kind == NZ_LITE_ERR_NOEXEC)
-    return say ("%s: cannot execute (%s)", command, e->msg), 126;
-  if (e->kind == NZ_LITE_ERR_INVALID || e->kind == NZ_LITE_ERR_PROTOCOL)
-    return say ("%s", e->msg), EXIT_NAMZU;
-  if (e->kind == NZ_LITE_ERR_DIAL && target == NULL)
-    return say ("cannot reach agent %s: %s; is namzu-agent running there? (namzu-ls lists the "
-                "sandboxes)", wire.ep.desc, e->msg), EXIT_NAMZU;
-  if (e->kind == NZ_LITE_ERR_DIAL)
-    return say ("cannot reach %s (agent %s: %s); it may have stopped: check namzu-ls, or create a "
-                "new sandbox with namzu-create", target, wire.ep.desc, e->msg), EXIT_NAMZU;
-  if (target != NULL)
-    return say ("%s; the command's outcome in %s is unknown (check it with namzu-ls)", e->msg,
-                target), EXIT_NAMZU;
-  return say ("%s", e->msg), EXIT_NAMZU;
-}
-
 static void
 watch_signals (void)
 {
@@ -378,10 +169,10 @@ int
 main (int argc, char **argv)
 {
   /* Static: what is still allocated at exit stays reachable (LeakSanitizer's view). */
-  static Opts o;
+  static NzFrontOpts o;
   static NzLiteHandle h;
   static NzLiteBuf body, request;
-  static Stream s;
+  static NzLiteStream s;
   static char *reserved, *id;
   NzLiteErr e = { 0 };
   NzJlValue reply;
@@ -393,7 +184,8 @@ main (int argc, char **argv)
   saved_argv = argv;
   /* Only our own hand-over may ask namzu-exec-full to retire a sandbox. */
   unsetenv (NZ_EXEC_RETIRE_ENV);
-  parse_options (argc, argv, &o);
+  if (!nz_front_parse_options (argc, argv, &o))
+    hand_over (NULL);
   if (!nz_lite_exec_build_body (o.command, o.cwd, o.env, o.n_env, o.timeout, &body))
     hand_over (NULL);
   if (o.endpoint != NULL)
@@ -445,7 +237,7 @@ main (int argc, char **argv)
       nz_lite_buf_str (&request, ",\"executionId\":");
       nz_lite_buf_json_string (&request, id);
       nz_lite_buf_str (&request, "}");
-      if (run_stream (request.data, observation_ms, &s, &e))
+      if (nz_lite_stream_execute (&wire, request.data, observation_ms, &s, &e))
         {
           status = nz_jl_parse (s.result, strlen (s.result), &reply)
                        ? nz_lite_exec_exit_status (&reply) : -1;
@@ -454,7 +246,13 @@ main (int argc, char **argv)
           return status;
         }
       if (e.kind != NZ_LITE_ERR_CANCELLED && !s.broken_output)
-        return report (&e, o.command[0], target[0] ? target : NULL);
+        {
+          char msg[2048];
+
+          status = nz_lite_stream_outcome (&e, wire.ep.desc, o.command[0],
+                                           target[0] ? target : NULL, msg, sizeof msg);
+          return say ("%s", msg), status;
+        }
     }
   /* Whatever the stream was doing, the caller wants the command gone: cancel by id. */
   if (!nz_lite_exec_cancel (&wire, id, &e))
