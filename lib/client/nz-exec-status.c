@@ -21,17 +21,11 @@ int
 nz_exec_exit_status (JsonObject *result)
 {
   double code = -1;
-  int signo;
+  gboolean has_code;
 
   g_return_val_if_fail (result != NULL, -1);
-  /* Timeout first: a timed-out command also carries the signal that ended it. */
-  if (nz_json_get_bool (result, "timedOut", FALSE))
-    return NZ_EXEC_EXIT_TIMEOUT;
-  signo = nz_signal_from_name (nz_json_get_string (result, "signal"));
-  if (signo > 0)
-    return 128 + signo;
-  if (nz_json_get_number (result, "exitCode", &code) && code >= 0 && code <= 255
-      && code == (int)code)
-    return (int)code;
-  return -1;
+  has_code = nz_json_get_number (result, "exitCode", &code);
+  return nz_lite_exit_status (nz_json_get_bool (result, "timedOut", FALSE),
+                              nz_signal_from_name (nz_json_get_string (result, "signal")),
+                              has_code, code);
 }

@@ -5,12 +5,15 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "nz-lite-exec.h"
+
 G_BEGIN_DECLS
 
-#define NZ_EXEC_EXIT_TIMEOUT 124 /* like timeout(1) */
-#define NZ_EXEC_EXIT_NAMZU 125   /* namzu itself failed */
-#define NZ_EXEC_EXIT_NOEXEC 126  /* found but not executable, like a shell */
-#define NZ_EXEC_EXIT_NOTFOUND 127
+/* lib/lite's table (nz-lite-exec.h), the one both namzu-exec programs use. */
+#define NZ_EXEC_EXIT_TIMEOUT NZ_LITE_EXIT_TIMEOUT
+#define NZ_EXEC_EXIT_NAMZU NZ_LITE_EXIT_NAMZU
+#define NZ_EXEC_EXIT_NOEXEC NZ_LITE_EXIT_NOEXEC
+#define NZ_EXEC_EXIT_NOTFOUND NZ_LITE_EXIT_NOTFOUND
 
 /* Linux signal number of "SIGTERM" etc. (the wire names signals, spec A.6.3), or 0. */
 int nz_signal_from_name (const char *name);

@@ -101,20 +101,27 @@ nz_lite_exec_build_body (char *const *command, const char *cwd, const char *cons
 }
 
 int
+nz_lite_exit_status (bool timed_out, int signo, bool has_code, double code)
+{
+  if (timed_out)
+    return NZ_LITE_EXIT_TIMEOUT;
+  if (signo >= 1 && signo <= 64)
+    return 128 + signo;
+  if (has_code && code >= 0 && code <= 255 && code == (int)code)
+    return (int)code;
+  return -1;
+}
+
+int
 nz_lite_exec_exit_status (const NzJlValue *result)
 {
   char *name = nz_jl_member_string (result, "signal");
   NzJlValue code;
-  double d;
-  int status = -1;
+  double d = -1;
+  bool has_code = nz_jl_member (result, "exitCode", &code) && nz_jl_number (&code, &d);
+  int status = nz_lite_exit_status (nz_jl_member_bool (result, "timedOut", false),
+                                    nz_signame_lookup (name), has_code, d);
 
-  if (nz_jl_member_bool (result, "timedOut", false))
-    status = 124;
-  if (status < 0 && nz_signame_lookup (name) > 0)
-    status = 128 + nz_signame_lookup (name);
-  if (status < 0 && nz_jl_member (result, "exitCode", &code) && nz_jl_number (&code, &d) && d >= 0
-      && d <= 255 && d == (int)d)
-    status = (int)d;
   free (name);
   return status;
 }

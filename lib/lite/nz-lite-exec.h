@@ -21,7 +21,20 @@ long long nz_lite_exec_parse_timeout_ms (const char *text);
 bool nz_lite_exec_build_body (char *const *command, const char *cwd, const char *const *env,
                               int n_env, const char *timeout, NzLiteBuf *b);
 
-/* nz_exec_exit_status(): timeout, then the signal, then the code; -1 if none is usable. */
+/* The shell-style exit statuses of a remote execution (DESIGN.md "CLI contract"), one table
+ * for every tool: the command's code, 128+N for a signal, and these. */
+#define NZ_LITE_EXIT_TIMEOUT 124  /* like timeout(1) */
+#define NZ_LITE_EXIT_NAMZU 125    /* namzu itself failed */
+#define NZ_LITE_EXIT_NOEXEC 126   /* found but not executable, like a shell */
+#define NZ_LITE_EXIT_NOTFOUND 127 /* not found, like a shell */
+
+/* The one rule for an ended command, whatever reads its result: the timeout first (a
+ * timed-out command also carries the signal that ended it), then a signal 1..64 (128+N), then
+ * an integral @code in 0..255 (@has_code); -1 when none of them is usable (an agent's frame is
+ * untrusted). */
+int nz_lite_exit_status (bool timed_out, int signo, bool has_code, double code);
+
+/* nz_lite_exit_status() of an execute `result` frame (signal by name, spec A.6.3). */
 int nz_lite_exec_exit_status (const NzJlValue *result);
 
 /* lib/client's set_agent_error() for an execute refusal @code (@message may be NULL) by the

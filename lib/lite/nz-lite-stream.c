@@ -11,9 +11,6 @@
 #include "nz-jsonlite.h"
 #include "nz-lite-exec.h"
 
-/* namzu itself failed (main.c's EXIT_NAMZU). */
-#define NZ_LITE_EXIT_NAMZU 125
-
 static bool
 write_all (int fd, const char *data, size_t len)
 {
@@ -133,9 +130,10 @@ nz_lite_stream_outcome (const NzLiteErr *e, const char *desc, const char *comman
 {
   if (e->kind == NZ_LITE_ERR_NOENT)
     return snprintf (msg, msg_size, "%s: command not found in the sandbox (%s)", command, e->msg),
-           127;
+           NZ_LITE_EXIT_NOTFOUND;
   if (e->kind == NZ_LITE_ERR_NOEXEC)
-    return snprintf (msg, msg_size, "%s: cannot execute (%s)", command, e->msg), 126;
+    return snprintf (msg, msg_size, "%s: cannot execute (%s)", command, e->msg),
+           NZ_LITE_EXIT_NOEXEC;
   if (e->kind == NZ_LITE_ERR_INVALID || e->kind == NZ_LITE_ERR_PROTOCOL)
     return snprintf (msg, msg_size, "%s", e->msg), NZ_LITE_EXIT_NAMZU;
   if (e->kind == NZ_LITE_ERR_DIAL && target == NULL)

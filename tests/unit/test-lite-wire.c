@@ -127,6 +127,24 @@ START_TEST (test_body)
 }
 END_TEST
 
+/* The one exit-status rule (lib/client, the front and namzu-attach all call it): timeout
+ * first, then a signal 1..64, then an integral code 0..255; anything else is unusable. */
+START_TEST (test_exit_status_rule)
+{
+  ck_assert_int_eq (nz_lite_exit_status (true, 9, true, 0), 124);
+  ck_assert_int_eq (nz_lite_exit_status (false, 15, true, 3), 128 + 15);
+  ck_assert_int_eq (nz_lite_exit_status (false, 0, true, 3), 3);
+  ck_assert_int_eq (nz_lite_exit_status (false, 0, true, 0), 0);
+  ck_assert_int_eq (nz_lite_exit_status (false, 0, true, 255), 255);
+  ck_assert_int_eq (nz_lite_exit_status (false, 65, true, 1), 1);
+  ck_assert_int_eq (nz_lite_exit_status (false, -1, false, 0), -1);
+  ck_assert_int_eq (nz_lite_exit_status (false, 0, true, 256), -1);
+  ck_assert_int_eq (nz_lite_exit_status (false, 0, true, -1), -1);
+  ck_assert_int_eq (nz_lite_exit_status (false, 0, true, 1.5), -1);
+  ck_assert_int_eq (nz_lite_exit_status (false, 0, false, 7), -1);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -134,6 +152,7 @@ main (void)
   TCase *tc = tcase_create ("lite-wire");
 
   tcase_add_test (tc, test_frame_header_round_trip);
+  tcase_add_test (tc, test_exit_status_rule);
   tcase_add_test (tc, test_frame_header_refusals);
   tcase_add_test (tc, test_endpoints);
   tcase_add_test (tc, test_timeouts);

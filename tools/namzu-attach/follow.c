@@ -82,14 +82,15 @@ int
 nz_attach_session_status (JsonObject *exit_frame)
 {
   double code = -1, sig = 0;
+  gboolean has_code = nz_json_get_number (exit_frame, "exitCode", &code);
+  int status;
 
   /* The frame is the agent's: only a real signal number or exit status counts. */
-  if (nz_json_get_number (exit_frame, "signal", &sig) && sig >= 1 && sig <= 64
-      && sig == (int)sig)
-    return 128 + (int)sig;
-  if (nz_json_get_number (exit_frame, "exitCode", &code) && code >= 0 && code <= 255
-      && code == (int)code)
-    return (int)code;
+  if (!nz_json_get_number (exit_frame, "signal", &sig) || sig != (int)sig)
+    sig = 0;
+  status = nz_lite_exit_status (FALSE, sig >= 1 && sig <= 64 ? (int)sig : 0, has_code, code);
+  if (status >= 0)
+    return status;
   nz_cli_warn ("the agent's exit frame carries no usable exit status");
   return NZ_EXEC_EXIT_NAMZU;
 }

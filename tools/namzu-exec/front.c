@@ -45,7 +45,7 @@
 #include "nz-lite-wire.h"
 #include "nz-signame.h"
 
-#define EXIT_NAMZU 125
+#define EXIT_NAMZU NZ_LITE_EXIT_NAMZU
 
 /* ---- the hand-over to the full implementation --------------------------------------------- */
 
