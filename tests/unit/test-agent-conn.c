@@ -1,4 +1,4 @@
-/* Unit tests for one agent connection (lib/guest/nz-agent-conn.c) on a socket pair, for what
+/* Unit tests for one agent connection (lib/agent/nz-agent-conn.c) on a socket pair, for what
  * the real agent cannot be driven into from outside: the refusal backstop (spec A.4.3). */
 #define _GNU_SOURCE
 #include <errno.h>
