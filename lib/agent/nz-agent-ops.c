@@ -15,6 +15,7 @@
 #include "nz-jstext.h"
 #include "nz-knobs.h"
 #include "nz-request.h"
+#include "nz-op-execute.h"
 
 /* The one ordered feature table (spec A.6.1 order; both issue-3 lanes edit only the
  * `available` column here). A host tests membership and must never be promised a feature
@@ -63,24 +64,6 @@ body_member (NzEnvelope *env, const char *name)
   if (env->body == NULL || !json_object_has_member (env->body, name))
     return NULL;
   return json_object_get_member (env->body, name);
-}
-
-static gboolean
-node_number (JsonNode *n, double *out)
-{
-  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n))
-    return FALSE;
-  switch (json_node_get_value_type (n))
-    {
-    case G_TYPE_INT64:
-      *out = (double)json_node_get_int (n);
-      return TRUE;
-    case G_TYPE_DOUBLE:
-      *out = json_node_get_double (n);
-      return TRUE;
-    default:
-      return FALSE;
-    }
 }
 
 /* ---- healthz ---- */
@@ -226,143 +209,20 @@ static const NzExecCallbacks exec_callbacks = {
 static void
 op_execute (NzAgentConn *conn, NzEnvelope *env)
 {
-  NzGuest *guest = conn_guest (conn);
-  const char *command = nz_json_node_string (body_member (env, "command"));
-  JsonNode *id_node = body_member (env, "executionId");
-  JsonNode *cwd_node = body_member (env, "cwd");
-  JsonNode *timeout_node = body_member (env, "timeoutMs");
-  JsonNode *stdin_node = body_member (env, "stdin");
-  JsonArray *args_array = env->body != NULL ? nz_json_get_array (env->body, "args") : NULL;
-  gboolean retain = env->body != NULL && nz_json_get_bool (env->body, "retainOutput", FALSE);
-  const char *id = NULL;
-  g_autofree char *cwd = NULL;
+  g_auto (NzRefusal) refusal = { 0 };
+  g_autoptr (NzExecRequest) req
+      = nz_op_execute_parse (conn_guest (conn), env->body, NZ_WIRE_AGENT, &refusal);
   g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) args = g_ptr_array_new ();
-  g_autoptr (NzExecRecord) rec = NULL;
-  g_auto (GStrv) envp = NULL;
-  g_autoptr (GBytes) stdin_bytes = NULL;
-  double timeout = NZ_GUEST_DEFAULT_TIMEOUT_MS;
-  double max_output;
-  NzExecSpec spec = { 0 };
 
-  /* Validation order is the reference's (spec A.6.3). */
-  if (command == NULL || *command == '\0')
+  if (req == NULL)
     {
-      nz_agent_conn_stream_error (conn, "missing_command");
-      return;
-    }
-  if (id_node != NULL)
-    {
-      id = nz_json_node_string (id_node);
-      if (id == NULL || !nz_exec_id_is_valid (id))
-        {
-          nz_agent_conn_stream_error (conn, "invalid_execution_id");
-          return;
-        }
-    }
-  if (retain && id == NULL)
-    {
-      nz_agent_conn_stream_error (conn, "retain_requires_execution_id");
-      return;
-    }
-  if ((cwd = nz_request_resolve_cwd (guest, cwd_node, &error)) == NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("invalid_cwd: %s", error->message);
+      g_autofree char *msg = nz_refusal_agent_message (&refusal);
 
       nz_agent_conn_stream_error (conn, msg);
       return;
     }
-  /* Above the ceiling is refused, never shortened: a caller asking for more time than the
-   * guest allows must learn it before the command runs. */
-  if (timeout_node != NULL
-      && (!node_number (timeout_node, &timeout) || !nz_request_timeout_in_range (guest, timeout)))
-    {
-      g_autofree char *msg = g_strdup_printf (
-          "invalid_timeout: timeoutMs must be a finite number in (0, %" G_GINT64_FORMAT
-          "] (NAMZU_SANDBOX_MAX_TIMEOUT_MS)",
-          guest->limits.max_timeout_ms);
-
-      nz_agent_conn_stream_error (conn, msg);
-      return;
-    }
-  max_output = nz_request_max_output (body_member (env, "maxOutputBytes"));
-
-  if (id != NULL)
-    {
-      NzExecRecord *tracked;
-
-      nz_exec_registry_prune (guest->registry, nz_guest_now_ms ());
-      tracked = nz_exec_registry_lookup (guest->registry, id);
-      if (tracked == NULL)
-        {
-          nz_agent_conn_stream_error (conn, "unknown_execution");
-          return;
-        }
-      if (tracked->state != NZ_EXEC_STATE_RESERVED)
-        {
-          g_autofree char *msg = g_strdup_printf ("execution_not_reserved: %s",
-                                                  nz_exec_state_to_string (tracked->state));
-
-          nz_agent_conn_stream_error (conn, msg);
-          return;
-        }
-      if (retain)
-        {
-          /* The slot is found before anything runs; the reservation stays intact. */
-          if (!nz_exec_registry_make_room_for_log (guest->registry,
-                                                   guest->limits.max_retained_output_logs))
-            {
-              g_autofree char *msg = g_strdup_printf (
-                  "retained_output_capacity: limit %" G_GINT64_FORMAT
-                  " (NAMZU_AGENT_MAX_RETAINED_OUTPUT_LOGS)",
-                  guest->limits.max_retained_output_logs);
-
-              nz_agent_conn_stream_error (conn, msg);
-              return;
-            }
-          tracked->log = nz_output_log_new ((guint64)guest->limits.execution_log_bytes);
-          tracked->has_log = TRUE;
-        }
-      rec = nz_exec_record_ref (tracked);
-    }
-  else
-    /* Untracked: a private record with the same process group, timeout and cause, but not
-     * cancellable by id. */
-    rec = nz_exec_record_new (NULL);
-
-  if (args_array != NULL)
-    {
-      for (guint i = 0; i < json_array_get_length (args_array); i++)
-        {
-          const char *a = nz_json_node_string (json_array_get_element (args_array, i));
-
-          if (a == NULL)
-            {
-              g_autofree char *msg
-                  = g_strdup_printf ("The \"args[%u]\" argument must be of type string", i);
-
-              nz_exec_registry_remember_terminal (guest->registry, rec, NZ_EXEC_OUTCOME_FAILED,
-                                                  NULL, msg, nz_guest_now_ms ());
-              nz_agent_conn_stream_error (conn, msg);
-              return;
-            }
-          g_ptr_array_add (args, (gpointer)a);
-        }
-    }
-  g_ptr_array_add (args, NULL);
-  envp = nz_guest_child_environ (env->body != NULL ? nz_json_get_object (env->body, "env") : NULL);
-  stdin_bytes = nz_request_stdin (stdin_node);
-
-  spec.command = command;
-  spec.args = (const char *const *)args->pdata;
-  spec.cwd = cwd;
-  spec.envp = envp;
-  spec.stdin_data = stdin_bytes;
-  spec.timeout_ms = (gint64)ceil (timeout);
-  spec.max_output_bytes
-      = max_output >= (double)G_MAXINT64 ? G_MAXINT64 : (gint64)MAX (max_output, 0);
-  if (!nz_exec_start (guest, rec, &spec, &exec_callbacks, nz_agent_conn_ref (conn),
-                      (GDestroyNotify)nz_agent_conn_unref, &error))
+  if (!nz_exec_start (conn_guest (conn), req->rec, &req->spec, &exec_callbacks,
+                      nz_agent_conn_ref (conn), (GDestroyNotify)nz_agent_conn_unref, &error))
     {
       /* nz_exec_start did not take the callback data on failure. */
       nz_agent_conn_unref (conn);

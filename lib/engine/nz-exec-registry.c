@@ -398,3 +398,14 @@ nz_exec_registry_mark_starting (NzExecRegistry *reg, NzExecRecord *rec, gint64 n
   rec->started_at = now_ms;
   rec->expires_at = 0;
 }
+
+gboolean
+nz_exec_worker_id_is_valid (const char *id)
+{
+  if (id == NULL || !g_str_has_prefix (id, "exec_") || strlen (id) != 41)
+    return FALSE;
+  for (const char *p = id + 5; *p != '\0'; p++)
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || *p == '-'))
+      return FALSE;
+  return TRUE;
+}

@@ -92,6 +92,8 @@ gboolean nz_exec_state_is_terminal (NzExecState state);
 
 /* ^exec_<RFC-4122 uuid>$: 8-4-4-4-12 hex, version 1-5, variant 8/9/a/b, any case. */
 gboolean nz_exec_id_is_valid (const char *id);
+/* namzu-worker's own id pattern, looser than the client's: ^exec_[0-9a-f-]{36}$ (spec C). */
+gboolean nz_exec_worker_id_is_valid (const char *id);
 
 typedef struct _NzExecRegistry NzExecRegistry;
 

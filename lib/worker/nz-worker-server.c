@@ -19,6 +19,7 @@
 #include "nz-token.h"
 #include "nz-worker-agent.h"
 #include "nz-worker-body.h"
+#include "nz-op-execute.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 #define NDJSON_TYPE "application/x-ndjson; charset=utf-8"
@@ -520,18 +521,6 @@ member (JsonObject *obj, const char *name)
   return json_object_has_member (obj, name) ? json_object_get_member (obj, name) : NULL;
 }
 
-/* The worker's own id pattern, looser than the client's: ^exec_[0-9a-f-]{36}$. */
-static gboolean
-worker_id_is_valid (const char *id)
-{
-  if (id == NULL || !g_str_has_prefix (id, "exec_") || strlen (id) != 41)
-    return FALSE;
-  for (const char *p = id + 5; *p != '\0'; p++)
-    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || *p == '-'))
-      return FALSE;
-  return TRUE;
-}
-
 /* ---- GET /healthz, POST /executions/reserve ---- */
 
 static void
@@ -698,128 +687,32 @@ stream_begin (Stream *s, SoupServerMessage *msg)
 static void
 route_execute (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 {
-  NzGuest *guest = server->guest;
-  const char *command = nz_json_node_string (member (body, "command"));
-  JsonNode *id_node = member (body, "executionId");
-  JsonNode *cwd_node = member (body, "cwd");
-  JsonNode *timeout_node = member (body, "timeoutMs");
-  JsonNode *stdin_node = member (body, "stdin");
-  JsonNode *policy_node = member (body, "normalExitPolicy");
-  JsonArray *args_array = nz_json_get_array (body, "args");
-  const char *id = NULL;
-  g_autofree char *cwd = NULL;
+  g_auto (NzRefusal) refusal = { 0 };
+  g_autoptr (NzExecRequest) req = nz_op_execute_parse (server->guest, body, NZ_WIRE_WORKER,
+                                                       &refusal);
   g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (NzExecRecord) rec = NULL;
-  g_auto (GStrv) envp = NULL;
-  g_autoptr (GBytes) stdin_bytes = NULL;
-  double timeout = NZ_GUEST_DEFAULT_TIMEOUT_MS;
-  double max_output;
-  NzExecSpec spec = { 0 };
   Stream *s;
 
-  /* Validation order is the reference's (spec C.4); every refusal precedes the 200. */
-  if (command == NULL || *command == '\0')
+  /* Every refusal precedes the 200. */
+  if (req == NULL && refusal.state != NULL)
     {
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "missing_command", NULL);
+      g_autoptr (JsonObject) reply = json_object_new ();
+
+      json_object_set_string_member (reply, "error", refusal.code);
+      json_object_set_string_member (reply, "state", refusal.state);
+      reply_object (msg, refusal.http_status, reply);
       return;
     }
-  if (policy_node != NULL)
+  if (req == NULL)
     {
-      const char *policy = nz_json_node_string (policy_node);
-
-      if (g_strcmp0 (policy, "computer-lifetime") == 0)
-        {
-          reply_error (msg, SOUP_STATUS_BAD_REQUEST, "computer_lifetime_not_enabled", NULL);
-          return;
-        }
-      if (g_strcmp0 (policy, "strict") != 0)
-        {
-          reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_normal_exit_policy", NULL);
-          return;
-        }
-    }
-  if (id_node != NULL)
-    {
-      id = nz_json_node_string (id_node);
-      if (!worker_id_is_valid (id))
-        {
-          reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_execution_id", NULL);
-          return;
-        }
-    }
-  if ((cwd = nz_request_resolve_cwd (guest, cwd_node, &error)) == NULL)
-    {
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_cwd", error->message);
+      reply_error (msg, refusal.http_status, refusal.code, refusal.detail);
       return;
     }
-  /* Above the ceiling is refused, never clamped: a caller asking for more time than the
-   * worker allows must learn it before the command runs. */
-  if (timeout_node != NULL)
-    {
-      timeout = nz_json_js_number (timeout_node);
-      if (!nz_request_timeout_in_range (guest, timeout))
-        {
-          g_autofree char *m = g_strdup_printf (
-              "timeoutMs must be a finite number in (0, %" G_GINT64_FORMAT "]",
-              guest->limits.max_timeout_ms);
-
-          reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_timeout", m);
-          return;
-        }
-    }
-  max_output = nz_request_max_output (member (body, "maxOutputBytes"));
-
-  if (id != NULL)
-    {
-      NzExecRecord *tracked;
-
-      nz_exec_registry_prune (guest->registry, nz_guest_now_ms ());
-      tracked = nz_exec_registry_lookup (guest->registry, id);
-      if (tracked == NULL)
-        {
-          reply_error (msg, SOUP_STATUS_NOT_FOUND, "unknown_execution", NULL);
-          return;
-        }
-      if (tracked->state != NZ_EXEC_STATE_RESERVED)
-        {
-          g_autoptr (JsonObject) reply = json_object_new ();
-
-          json_object_set_string_member (reply, "error", "execution_not_reserved");
-          json_object_set_string_member (reply, "state",
-                                         tracked->state == NZ_EXEC_STATE_TERMINAL
-                                             ? nz_exec_outcome_to_string (tracked->outcome)
-                                             : nz_exec_state_to_string (tracked->state));
-          reply_object (msg, SOUP_STATUS_CONFLICT, reply);
-          return;
-        }
-      rec = nz_exec_record_ref (tracked);
-    }
-  else
-    /* Untracked: same process group, timeout and kill path, but not cancellable by id. */
-    rec = nz_exec_record_new (NULL);
-
-  /* Array.isArray(args) ? args : []; each element as JS String(). */
-  for (guint i = 0; args_array != NULL && i < json_array_get_length (args_array); i++)
-    g_ptr_array_add (args, nz_json_js_string (json_array_get_element (args_array, i)));
-  g_ptr_array_add (args, NULL);
-  envp = nz_guest_child_environ (nz_json_get_object (body, "env"));
-  stdin_bytes = nz_request_stdin (stdin_node);
-
-  spec.command = command;
-  spec.args = (const char *const *)args->pdata;
-  spec.cwd = cwd;
-  spec.envp = envp;
-  spec.stdin_data = stdin_bytes;
-  spec.timeout_ms = (gint64)ceil (timeout);
-  spec.max_output_bytes
-      = max_output >= 9.2e18 ? G_MAXINT64 : (gint64)MAX (max_output, 0);
-
   s = g_new0 (Stream, 1);
   s->server = server;
   lease_acquire (server);
-  if (!nz_exec_start (guest, rec, &spec, &exec_callbacks, s, (GDestroyNotify)stream_free,
-                      &error))
+  if (!nz_exec_start (server->guest, req->rec, &req->spec, &exec_callbacks, s,
+                      (GDestroyNotify)stream_free, &error))
     {
       /* The record is terminal `failed` now. mkdir is a 400; a spawn error arrives on the
        * stream like Node's asynchronous 'error' event (ENOENT is not a 400). */
@@ -884,7 +777,7 @@ route_cancel (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
   NzExecRecord *rec;
   Pending *p;
 
-  if (!worker_id_is_valid (id))
+  if (!nz_exec_worker_id_is_valid (id))
     {
       reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_execution_id", NULL);
       return;

@@ -1,0 +1,166 @@
+/* The execute op parsed once for both wires (lib/engine/nz-op-execute.c): every refusal in the
+ * spec's words for the agent (A.6.3: "code[: detail]") and the worker (C.4: code, message,
+ * status), in the references' order, and a request that parses into what nz_exec_start takes. */
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "nz-agent-config.h"
+#include "nz-exec-registry.h"
+#include "nz-json.h"
+#include "nz-op-execute.h"
+#include "../nz-test.h"
+
+static char *ws;
+static NzAgentConfig *config;
+static NzGuest *guest;
+
+static void
+setup (void)
+{
+  ws = g_dir_make_tmp ("nz-op-execute-XXXXXX", NULL);
+  ck_assert (ws != NULL);
+  g_setenv ("NAMZU_SANDBOX_WORKSPACE", ws, TRUE);
+  g_setenv ("NAMZU_SANDBOX_MAX_TIMEOUT_MS", "60000", TRUE);
+  config = nz_agent_config_new_embedded (NULL);
+  ck_assert (config != NULL);
+  guest = nz_guest_new (&config->limits, config->workspace, config->read_roots,
+                        config->write_roots);
+}
+
+static void
+teardown (void)
+{
+  nz_guest_free (guest);
+  nz_agent_config_free (config);
+  g_rmdir (ws);
+  g_free (ws);
+}
+
+#define RESERVED "exec_00000000-0000-4000-8000-000000000001"
+#define STARTED "exec_00000000-0000-4000-8000-000000000002"
+#define UNKNOWN "exec_00000000-0000-4000-8000-00000000ffff"
+
+static const struct
+{
+  NzWire wire;
+  const char *body;
+  const char *agent;   /* the agent's message */
+  const char *code;    /* the worker's error code */
+  guint status;        /* and its HTTP status */
+  const char *detail;  /* and its message (NULL: none) */
+} cases[] = {
+  { NZ_WIRE_AGENT, "{}", "missing_command" },
+  { NZ_WIRE_WORKER, "{\"command\":\"\"}", NULL, "missing_command", 400, NULL },
+  { NZ_WIRE_WORKER, "{\"command\":\"x\",\"normalExitPolicy\":\"computer-lifetime\"}", NULL,
+    "computer_lifetime_not_enabled", 400, NULL },
+  { NZ_WIRE_WORKER, "{\"command\":\"x\",\"normalExitPolicy\":\"lax\"}", NULL,
+    "invalid_normal_exit_policy", 400, NULL },
+  /* The agent does not read the worker's policy. */
+  { NZ_WIRE_AGENT, "{\"command\":\"x\",\"normalExitPolicy\":\"lax\",\"executionId\":7}",
+    "invalid_execution_id" },
+  { NZ_WIRE_WORKER, "{\"command\":\"x\",\"executionId\":\"exec_XYZ\"}", NULL,
+    "invalid_execution_id", 400, NULL },
+  { NZ_WIRE_AGENT, "{\"command\":\"x\",\"retainOutput\":true}", "retain_requires_execution_id" },
+  { NZ_WIRE_AGENT, "{\"command\":\"x\",\"cwd\":7}",
+    "invalid_cwd: The \"path\" argument must be of type string" },
+  { NZ_WIRE_WORKER, "{\"command\":\"x\",\"cwd\":7}", NULL, "invalid_cwd", 400,
+    "The \"path\" argument must be of type string" },
+  { NZ_WIRE_AGENT, "{\"command\":\"x\",\"timeoutMs\":\"5\"}",
+    "invalid_timeout: timeoutMs must be a finite number in (0, 60000] "
+    "(NAMZU_SANDBOX_MAX_TIMEOUT_MS)" },
+  { NZ_WIRE_WORKER, "{\"command\":\"x\",\"timeoutMs\":60001}", NULL, "invalid_timeout", 400,
+    "timeoutMs must be a finite number in (0, 60000]" },
+  { NZ_WIRE_AGENT, "{\"command\":\"x\",\"executionId\":\"" UNKNOWN "\"}", "unknown_execution" },
+  { NZ_WIRE_WORKER, "{\"command\":\"x\",\"executionId\":\"" UNKNOWN "\"}", NULL,
+    "unknown_execution", 404, NULL },
+  { NZ_WIRE_AGENT, "{\"command\":\"x\",\"executionId\":\"" STARTED "\"}",
+    "execution_not_reserved: terminal" },
+  { NZ_WIRE_AGENT, "{\"command\":\"x\",\"args\":[\"a\",1]}",
+    "The \"args[1]\" argument must be of type string" },
+};
+
+/* RESERVED is reserved; STARTED ran and ended (cancelled). */
+static void
+reserve_two (void)
+{
+  gboolean existing = FALSE;
+  NzExecRecord *started;
+
+  ck_assert (nz_exec_registry_reserve (guest->registry, RESERVED, nz_guest_now_ms (), &existing,
+                                       NULL) != NULL);
+  started = nz_exec_registry_reserve (guest->registry, STARTED, nz_guest_now_ms (), &existing,
+                                      NULL);
+  nz_exec_registry_remember_terminal (guest->registry, started, NZ_EXEC_OUTCOME_CANCELLED, NULL,
+                                      NULL, nz_guest_now_ms ());
+}
+
+START_TEST (test_refusals)
+{
+  g_autoptr (JsonObject) body = nz_json_parse_object (cases[_i].body, -1, NULL);
+  g_auto (NzRefusal) refusal = { 0 };
+  g_autoptr (NzExecRequest) req = NULL;
+
+  reserve_two ();
+  ck_assert (body != NULL);
+  req = nz_op_execute_parse (guest, body, cases[_i].wire, &refusal);
+  ck_assert_msg (req == NULL, "accepted %s", cases[_i].body);
+  if (cases[_i].wire == NZ_WIRE_AGENT)
+    {
+      g_autofree char *msg = nz_refusal_agent_message (&refusal);
+
+      ck_assert_str_eq (msg, cases[_i].agent);
+    }
+  else
+    {
+      ck_assert_str_eq (refusal.code, cases[_i].code);
+      ck_assert_uint_eq (refusal.http_status, cases[_i].status);
+      ck_assert_msg (g_strcmp0 (refusal.detail, cases[_i].detail) == 0, "%s", refusal.detail);
+    }
+}
+END_TEST
+
+/* The worker names a terminal record by its outcome, with a 409; a reserved record is taken;
+ * the worker coerces args with JS String(); both build the same spec. */
+START_TEST (test_reserved_and_accepted)
+{
+  g_autoptr (JsonObject) b1 = nz_json_parse_object (
+      "{\"command\":\"x\",\"executionId\":\"" STARTED "\"}", -1, NULL);
+  g_autoptr (JsonObject) b2 = nz_json_parse_object (
+      "{\"command\":\"echo\",\"args\":[\"a\",1,true],\"timeoutMs\":\"1500\",\"stdin\":\"in\","
+      "\"executionId\":\"" RESERVED "\",\"maxOutputBytes\":1e30}", -1, NULL);
+  g_auto (NzRefusal) r1 = { 0 }, r2 = { 0 };
+  g_autoptr (NzExecRequest) bad = NULL, ok = NULL;
+
+  reserve_two ();
+  bad = nz_op_execute_parse (guest, b1, NZ_WIRE_WORKER, &r1);
+  ck_assert (bad == NULL);
+  ck_assert_str_eq (r1.code, "execution_not_reserved");
+  ck_assert_uint_eq (r1.http_status, 409);
+  ck_assert_str_eq (r1.state, "cancelled");
+  ok = nz_op_execute_parse (guest, b2, NZ_WIRE_WORKER, &r2);
+  ck_assert_msg (ok != NULL, "%s %s", r2.code, r2.detail);
+  ck_assert_str_eq (ok->spec.command, "echo");
+  ck_assert_str_eq (ok->spec.args[0], "a");
+  ck_assert_str_eq (ok->spec.args[1], "1");
+  ck_assert_str_eq (ok->spec.args[2], "true");
+  ck_assert (ok->spec.args[3] == NULL);
+  ck_assert_int_eq (ok->spec.timeout_ms, 1500);
+  ck_assert_int_eq (ok->spec.max_output_bytes, G_MAXINT64);
+  ck_assert_str_eq (ok->spec.cwd, ws);
+  ck_assert (ok->spec.stdin_data != NULL && g_bytes_get_size (ok->spec.stdin_data) == 2);
+  ck_assert_str_eq (ok->rec->id, RESERVED);
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("op-execute");
+  TCase *tc = tcase_create ("op-execute");
+
+  tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_add_loop_test (tc, test_refusals, 0, G_N_ELEMENTS (cases));
+  tcase_add_test (tc, test_reserved_and_accepted);
+  suite_add_tcase (s, tc);
+  return nz_test_run (s);
+}
