@@ -263,15 +263,16 @@ static void
 op_cancel (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = conn_guest (conn);
-  const char *id = nz_json_node_string (body_member (env, "executionId"));
-  NzExecRecord *rec;
+  g_auto (NzRefusal) refusal = { 0 };
+  NzExecRecord *rec = nz_op_cancel_target (guest, env->body, NZ_WIRE_AGENT, &refusal);
 
-  if (id == NULL || !nz_exec_id_is_valid (id))
+  if (rec == NULL && refusal.http_status != 404)
     {
-      nz_agent_conn_reply_error (conn, "invalid_execution_id");
+      g_autofree char *msg = nz_refusal_agent_message (&refusal);
+
+      nz_agent_conn_reply_error (conn, msg);
       return;
     }
-  rec = nz_exec_registry_lookup (guest->registry, id);
   if (rec == NULL)
     {
       g_autoptr (JsonObject) reply = json_object_new ();

@@ -227,3 +227,21 @@ nz_op_execute_parse (NzGuest *guest, JsonObject *body, NzWire wire, NzRefusal *r
                                    : (gint64)MAX (max_output, 0);
   return g_steal_pointer (&req);
 }
+
+NzExecRecord *
+nz_op_cancel_target (NzGuest *guest, JsonObject *body, NzWire wire, NzRefusal *refusal)
+{
+  const char *id = nz_json_node_string (member (body, "executionId"));
+  NzExecRecord *rec;
+
+  *refusal = (NzRefusal){ 0 };
+  if (wire == NZ_WIRE_WORKER ? !nz_exec_worker_id_is_valid (id)
+                             : id == NULL || !nz_exec_id_is_valid (id))
+    return (refuse (refusal, "invalid_execution_id", 400, NULL), NULL);
+  if (wire == NZ_WIRE_WORKER)
+    nz_exec_registry_prune (guest->registry, nz_guest_now_ms ());
+  rec = nz_exec_registry_lookup (guest->registry, id);
+  if (rec == NULL)
+    return (refuse (refusal, "unknown_execution", 404, NULL), NULL);
+  return rec;
+}

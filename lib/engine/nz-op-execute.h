@@ -55,4 +55,10 @@ NzExecRequest *nz_op_execute_parse (NzGuest *guest, JsonObject *body, NzWire wir
 void nz_exec_request_free (NzExecRequest *req);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzExecRequest, nz_exec_request_free)
 
+/* cancel-execution's and POST /cancel's target (spec A.6.4, C.4): the record @body's
+ * executionId names, or NULL with invalid_execution_id (400) or unknown_execution (404). The
+ * worker prunes expired records first and takes its looser id pattern. Borrowed. */
+NzExecRecord *nz_op_cancel_target (NzGuest *guest, JsonObject *body, NzWire wire,
+                                   NzRefusal *refusal);
+
 G_END_DECLS

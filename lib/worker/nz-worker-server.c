@@ -773,20 +773,13 @@ static void
 route_cancel (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 {
   NzGuest *guest = server->guest;
-  const char *id = nz_json_node_string (member (body, "executionId"));
-  NzExecRecord *rec;
+  g_auto (NzRefusal) refusal = { 0 };
+  NzExecRecord *rec = nz_op_cancel_target (guest, body, NZ_WIRE_WORKER, &refusal);
   Pending *p;
 
-  if (!nz_exec_worker_id_is_valid (id))
-    {
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "invalid_execution_id", NULL);
-      return;
-    }
-  nz_exec_registry_prune (guest->registry, nz_guest_now_ms ());
-  rec = nz_exec_registry_lookup (guest->registry, id);
   if (rec == NULL)
     {
-      reply_error (msg, SOUP_STATUS_NOT_FOUND, "unknown_execution", NULL);
+      reply_error (msg, refusal.http_status, refusal.code, NULL);
       return;
     }
   nz_request_cancel_unadmitted (guest, rec);

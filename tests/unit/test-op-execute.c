@@ -152,6 +152,33 @@ START_TEST (test_reserved_and_accepted)
 }
 END_TEST
 
+/* cancel's target, parsed once: an id the wire refuses, one nobody reserved, one that is. */
+START_TEST (test_cancel_target)
+{
+  static const char *const bodies[] = { "{}", "{\"executionId\":\"exec_XYZ\"}",
+                                        "{\"executionId\":\"" UNKNOWN "\"}",
+                                        "{\"executionId\":\"" RESERVED "\"}" };
+  static const guint want_status[] = { 400, 400, 404, 0 };
+
+  reserve_two ();
+  for (gsize i = 0; i < G_N_ELEMENTS (bodies); i++)
+    for (NzWire wire = NZ_WIRE_AGENT; wire <= NZ_WIRE_WORKER; wire++)
+      {
+        g_autoptr (JsonObject) body = nz_json_parse_object (bodies[i], -1, NULL);
+        g_auto (NzRefusal) refusal = { 0 };
+        NzExecRecord *rec = nz_op_cancel_target (guest, body, wire, &refusal);
+
+        ck_assert_uint_eq (refusal.http_status, want_status[i]);
+        ck_assert ((rec != NULL) == (want_status[i] == 0));
+        if (rec != NULL)
+          ck_assert_str_eq (rec->id, RESERVED);
+        else
+          ck_assert_str_eq (refusal.code, want_status[i] == 404 ? "unknown_execution"
+                                                                : "invalid_execution_id");
+      }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -161,6 +188,7 @@ main (void)
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_add_loop_test (tc, test_refusals, 0, G_N_ELEMENTS (cases));
   tcase_add_test (tc, test_reserved_and_accepted);
+  tcase_add_test (tc, test_cancel_target);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
