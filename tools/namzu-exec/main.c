@@ -120,7 +120,7 @@ static JsonObject *
 build_body (GError **error)
 {
   g_autoptr (JsonObject) body = json_object_new ();
-  JsonArray *args = json_array_new ();
+  JsonArray *args;
 
   for (int i = 0; opt_command[i] != NULL; i++)
     if (!g_utf8_validate (opt_command[i], -1, NULL))
@@ -139,6 +139,7 @@ build_body (GError **error)
                          "--cwd is not UTF-8 text (the wire carries it as a JSON string)"),
             NULL);
   json_object_set_string_member (body, "command", opt_command[0]);
+  args = json_array_new ();
   for (int i = 1; opt_command[i] != NULL; i++)
     json_array_add_string_element (args, opt_command[i]);
   json_object_set_array_member (body, "args", args);
