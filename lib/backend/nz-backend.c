@@ -348,9 +348,8 @@ nz_create_options_set_mount (NzCreateOptions *opts, const char *label, const cha
   return TRUE;
 }
 
-/* Spec B.2: starts with '/', at least one segment, no empty, '.' or '..' segment. */
-static gboolean
-path_is_normalised (const char *p)
+gboolean
+nz_container_path_is_normalised (const char *p)
 {
   g_auto (GStrv) parts = NULL;
 
@@ -378,7 +377,7 @@ static const char *const reserved_paths[] = { "/proc", "/dev", "/run/namzu", "/u
 static void
 check_container_path (GPtrArray *reasons, const char *field, const char *p)
 {
-  if (!path_is_normalised (p))
+  if (!nz_container_path_is_normalised (p))
     {
       g_ptr_array_add (reasons, g_strdup_printf ("%s: \"%s\" is not a normalised absolute path "
                                                  "inside the sandbox", field, p ? p : ""));

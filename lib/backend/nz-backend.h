@@ -104,6 +104,10 @@ gboolean nz_create_options_load_config (NzCreateOptions *opts, const char *data,
 gboolean nz_create_options_set_backend_flags (NzCreateOptions *opts, JsonObject *keys,
                                               const char *const *flag_of, GError **error);
 
+/* Spec B.2: a container path starts with '/', has at least one segment, and no empty, '.' or
+ * '..' segment. */
+gboolean nz_container_path_is_normalised (const char *path);
+
 /* Checks what needs no I/O and is common to every backend (paths absolute and normalised, no
  * duplicate container paths, limits in range, a disk bound only where it can hold). */
 gboolean nz_create_options_validate (const NzCreateOptions *opts, GError **error);

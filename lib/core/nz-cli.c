@@ -64,6 +64,20 @@ nz_cli_usage (GError **error, const char *fmt, ...)
 }
 
 gboolean
+nz_cli_check_utf8 (const char *text, GError **error, const char *fmt, ...)
+{
+  g_autofree char *what = NULL;
+  va_list ap;
+
+  if (text == NULL || g_utf8_validate (text, -1, NULL))
+    return TRUE;
+  va_start (ap, fmt);
+  what = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  return nz_cli_usage (error, "%s is not UTF-8 text (the wire carries it as a JSON string)", what);
+}
+
+gboolean
 nz_cli_parse_args (GOptionContext *ctx, int *argc, char ***argv, GError **error)
 {
   static const GOptionEntry version_entries[] = {

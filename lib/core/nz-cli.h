@@ -46,6 +46,12 @@ gboolean nz_cli_exit_status (GError **error, int status);
 /* A usage mistake (exit 2 with the Try line): FALSE with a G_OPTION_ERROR. */
 gboolean nz_cli_usage (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 
+/* TRUE when @text (may be NULL) is UTF-8; otherwise a usage error "<what> is not UTF-8 text
+ * (the wire carries it as a JSON string)", @what formatted from @fmt. For operands taken as
+ * bytes (G_OPTION_ARG_FILENAME: no charset conversion) that go on the wire as JSON text. */
+gboolean nz_cli_check_utf8 (const char *text, GError **error, const char *fmt, ...)
+    G_GNUC_PRINTF (3, 4);
+
 /* Parses options, adding --version. A bad option is a G_OPTION_ERROR; --version prints
  * "<tool> <version>" (and the detail line) and fails with NZ_CLI_EXIT 0. */
 gboolean nz_cli_parse_args (GOptionContext *ctx, int *argc, char ***argv, GError **error);

@@ -55,28 +55,10 @@ refuse (NzRefusal *refusal, const char *code, guint http_status, char *detail)
   return FALSE;
 }
 
-/* A JSON number as the agent reads one (a number member, nothing coerced). */
 static gboolean
-json_number (JsonNode *n, double *out)
+check_timeout (NzGuest *guest, JsonObject *body, NzWire wire, double *timeout, NzRefusal *refusal)
 {
-  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n))
-    return FALSE;
-  switch (json_node_get_value_type (n))
-    {
-    case G_TYPE_INT64:
-      *out = (double)json_node_get_int (n);
-      return TRUE;
-    case G_TYPE_DOUBLE:
-      *out = json_node_get_double (n);
-      return TRUE;
-    default:
-      return FALSE;
-    }
-}
-
-static gboolean
-check_timeout (NzGuest *guest, JsonNode *node, NzWire wire, double *timeout, NzRefusal *refusal)
-{
+  JsonNode *node = member (body, "timeoutMs");
   gboolean number = TRUE;
 
   if (node == NULL)
@@ -85,7 +67,7 @@ check_timeout (NzGuest *guest, JsonNode *node, NzWire wire, double *timeout, NzR
   if (wire == NZ_WIRE_WORKER)
     *timeout = nz_json_js_number (node);
   else
-    number = json_number (node, timeout);
+    number = nz_json_get_number (body, "timeoutMs", timeout);
   /* Above the ceiling is refused, never shortened: a caller asking for more time than the
    * guest allows must learn it before the command runs. */
   if (number && nz_request_timeout_in_range (guest, *timeout))
@@ -201,7 +183,7 @@ nz_op_execute_parse (NzGuest *guest, JsonObject *body, NzWire wire, NzRefusal *r
     return (refuse (refusal, "retain_requires_execution_id", 400, NULL), NULL);
   if ((req->cwd = nz_request_resolve_cwd (guest, member (body, "cwd"), &error)) == NULL)
     return (refuse (refusal, "invalid_cwd", 400, g_strdup (error->message)), NULL);
-  if (!check_timeout (guest, member (body, "timeoutMs"), wire, &timeout, refusal))
+  if (!check_timeout (guest, body, wire, &timeout, refusal))
     return NULL;
   max_output = nz_request_max_output (member (body, "maxOutputBytes"));
   if (id != NULL)

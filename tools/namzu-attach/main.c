@@ -98,9 +98,8 @@ nz_tool_attach (int argc, char **argv, GCancellable *cancellable, GError **error
       memmove (opt_command, opt_command + 1, g_strv_length (opt_command) * sizeof (char *));
     }
   for (int i = 0; opt_command != NULL && opt_command[i] != NULL; i++)
-    if (!g_utf8_validate (opt_command[i], -1, NULL))
-      return nz_cli_usage (error, "%s %d is not UTF-8 text (the wire carries it as a JSON string)",
-                           i == 0 ? "COMMAND" : "argument", i);
+    if (!nz_cli_check_utf8 (opt_command[i], error, "%s %d", i == 0 ? "COMMAND" : "argument", i))
+      return FALSE;
   modes = (opt_execution != NULL) + (opt_session != NULL && !opt_terminal) + opt_terminal + opt_list
           + (opt_kill != NULL) + (opt_start != NULL);
   if (modes != 1)

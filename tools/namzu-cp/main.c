@@ -203,9 +203,8 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
     return nz_cli_usage (error,
                          "exactly one of SRC and DST must be a sandbox path (:PATH or ID:PATH)");
   upload = dst.remote;
-  if (!g_utf8_validate (upload ? dst.path : src.path, -1, NULL))
-    return nz_cli_usage (error, "the sandbox path is not UTF-8 text (the wire carries it as a "
-                                "JSON string)");
+  if (!nz_cli_check_utf8 (upload ? dst.path : src.path, error, "the sandbox path"))
+    return FALSE;
   data_on_stdout = !upload && g_str_equal (dst.path, "-");
   stdin_is_data = upload && g_str_equal (src.path, "-");
   /* An error object on stdout would be taken for the file's last bytes. */

@@ -123,21 +123,13 @@ build_body (GError **error)
   JsonArray *args;
 
   for (int i = 0; opt_command[i] != NULL; i++)
-    if (!g_utf8_validate (opt_command[i], -1, NULL))
-      return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                           "%s %d is not UTF-8 text (the wire carries it as a JSON string)",
-                           i == 0 ? "COMMAND" : "argument", i),
-              NULL);
+    if (!nz_cli_check_utf8 (opt_command[i], error, "%s %d", i == 0 ? "COMMAND" : "argument", i))
+      return NULL;
   for (int i = 0; opt_env != NULL && opt_env[i] != NULL; i++)
-    if (!g_utf8_validate (opt_env[i], -1, NULL))
-      return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                           "--env %d is not UTF-8 text (the wire carries it as a JSON string)",
-                           i + 1),
-              NULL);
-  if (opt_cwd != NULL && !g_utf8_validate (opt_cwd, -1, NULL))
-    return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                         "--cwd is not UTF-8 text (the wire carries it as a JSON string)"),
-            NULL);
+    if (!nz_cli_check_utf8 (opt_env[i], error, "--env %d", i + 1))
+      return NULL;
+  if (!nz_cli_check_utf8 (opt_cwd, error, "--cwd"))
+    return NULL;
   json_object_set_string_member (body, "command", opt_command[0]);
   args = json_array_new ();
   for (int i = 1; opt_command[i] != NULL; i++)

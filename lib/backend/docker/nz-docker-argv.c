@@ -78,21 +78,6 @@ clean_container_path (const char *p)
   return g_strconcat ("/", joined, NULL);
 }
 
-/* Starts with '/', at least one segment, no empty, '.' or '..' segment. */
-static gboolean
-well_formed (const char *p)
-{
-  g_auto (GStrv) parts = NULL;
-
-  if (p == NULL || p[0] != '/' || p[1] == '\0')
-    return FALSE;
-  parts = g_strsplit (p + 1, "/", -1);
-  for (char **s = parts; *s != NULL; s++)
-    if (**s == '\0' || strcmp (*s, ".") == 0 || strcmp (*s, "..") == 0)
-      return FALSE;
-  return TRUE;
-}
-
 static gboolean
 contains (GPtrArray *arr, const char *s)
 {
@@ -125,7 +110,7 @@ nz_docker_writable_paths (const NzCreateOptions *opts, GError **error)
     {
       const char *p = opts->writable_paths->pdata[i];
 
-      if (!well_formed (p))
+      if (!nz_container_path_is_normalised (p))
         return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
                           "writableRootfsPaths entry \"%s\" is not a normalised absolute path "
                           "inside the container. Name it like /var/cache/app: a leading '/', "
