@@ -50,6 +50,13 @@ struct _NzAgentConn
   gboolean in_dispatch;
   gboolean send_failed;
   guint send_failed_id; /* the deferred destroy after a failed send outside dispatch */
+  /* A reply sink in place of a socket (nz_agent_conn_start_sink): @sock is NULL and
+   * @write_source is the idle that hands queued frames to the sink. */
+  gboolean has_sink;
+  NzAgentSinkFuncs sink;
+  gpointer sink_data;
+  gboolean sink_done; /* sink.end ran, or the sink was detached: no sink call after it */
+  gboolean pumping;
 };
 
 NzAgentConn *
@@ -127,8 +134,21 @@ conn_abandon (NzAgentConn *conn)
 gsize
 nz_agent_conn_get_queued_bytes (NzAgentConn *conn)
 {
-  /* Kept as a running count: attach and session streams ask after every chunk. */
+  /* Kept as a running count: attach and session streams ask after every chunk. A sink's
+   * own backlog counts too: its peer has not taken those bytes either. */
+  if (conn->has_sink && !conn->sink_done && conn->sink.queued != NULL)
+    return conn->queued_bytes + conn->sink.queued (conn->sink_data);
   return conn->queued_bytes;
+}
+
+/* The sink's end of the op's output, once. */
+static void
+conn_sink_finish (NzAgentConn *conn)
+{
+  if (!conn->has_sink || conn->sink_done)
+    return;
+  conn->sink_done = TRUE;
+  conn->sink.end (conn->sink_data);
 }
 
 void
@@ -145,8 +165,11 @@ nz_agent_conn_destroy (NzAgentConn *conn)
   conn_leave_preauth (conn);
   g_queue_clear_full (&conn->out, (GDestroyNotify)g_bytes_unref);
   conn->queued_bytes = 0;
-  g_socket_close (conn->sock, NULL);
   nz_agent_conn_ref (conn);
+  if (conn->sock != NULL)
+    g_socket_close (conn->sock, NULL);
+  /* What a closed socket is to its peer: the end of the response, a result or not. */
+  conn_sink_finish (conn);
   conn_stream_closed (conn);
   nz_agent_conn_unref (conn);
   /* Drop the reference the open connection held on itself. */
@@ -164,7 +187,7 @@ conn_drain_received (NzAgentConn *conn)
 {
   guint8 buf[READ_CHUNK_BYTES];
 
-  while (conn->dispatched && conn->has_stream && !conn->stream_closed && !conn->closed
+  while (conn->sock != NULL && conn->dispatched && conn->has_stream && !conn->stream_closed && !conn->closed
          && !conn->peer_eof)
     {
       gssize n = g_socket_receive_with_blocking (conn->sock, (char *)buf, sizeof buf, FALSE,
@@ -188,8 +211,10 @@ conn_send_failed_idle (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-static void
-conn_flush (NzAgentConn *conn)
+/* Sends what the socket takes. FALSE when the rest waits (the socket is full: @write_source
+ * watches it) or nothing more can be sent. */
+static gboolean
+conn_socket_send (NzAgentConn *conn)
 {
   while (!g_queue_is_empty (&conn->out))
     {
@@ -211,7 +236,7 @@ conn_flush (NzAgentConn *conn)
                                          (GSourceFunc)(void (*) (void))conn_writable, conn, NULL);
                   g_source_attach (conn->write_source, g_main_context_get_thread_default ());
                 }
-              return;
+              return FALSE;
             }
           g_debug ("agent connection: send: %s", error->message);
           /* A peer that sent its request and its first stream frames and hung up: what it
@@ -230,7 +255,7 @@ conn_flush (NzAgentConn *conn)
             conn->send_failed_id
                 = g_idle_add_full (G_PRIORITY_HIGH, conn_send_failed_idle,
                                    nz_agent_conn_ref (conn), (GDestroyNotify)nz_agent_conn_unref);
-          return;
+          return FALSE;
         }
       conn->out_offset += (gsize)n;
       conn->queued_bytes -= (gsize)n;
@@ -240,6 +265,52 @@ conn_flush (NzAgentConn *conn)
           conn->out_offset = 0;
         }
     }
+  return TRUE;
+}
+
+static gboolean conn_sink_pump (gpointer user_data);
+
+/* A sink's send: every queued frame handed over, from the main loop (the pump) so that no
+ * sink callback runs inside an op's own stack. FALSE while the pump is pending or the sink's
+ * peer has not taken everything yet (nz_agent_conn_sink_drained resumes). */
+static gboolean
+conn_sink_send (NzAgentConn *conn)
+{
+  if (!conn->pumping)
+    {
+      if (conn->write_source == NULL)
+        {
+          conn->write_source = g_idle_source_new ();
+          g_source_set_callback (conn->write_source, conn_sink_pump, conn, NULL);
+          g_source_attach (conn->write_source, g_main_context_get_thread_default ());
+        }
+      return FALSE;
+    }
+  while (!g_queue_is_empty (&conn->out))
+    {
+      g_autoptr (GBytes) framed = g_queue_pop_head (&conn->out);
+      gsize len = 0;
+      const char *data = g_bytes_get_data (framed, &len);
+
+      conn->queued_bytes -= len;
+      if (len <= NZ_FRAME_HEADER_BYTES)
+        {
+          /* The terminator: the op's output is over, and so is the connection. */
+          conn_sink_finish (conn);
+          conn->destroy_requested = TRUE;
+        }
+      else if (!conn->sink_done)
+        conn->sink.frame (data + NZ_FRAME_HEADER_BYTES, len - NZ_FRAME_HEADER_BYTES,
+                          conn->sink_data);
+    }
+  return conn->sink_done || conn->sink.queued == NULL || conn->sink.queued (conn->sink_data) == 0;
+}
+
+static void
+conn_flush (NzAgentConn *conn)
+{
+  if (!(conn->has_sink ? conn_sink_send (conn) : conn_socket_send (conn)))
+    return;
   nz_clear_source (&conn->write_source);
   if (conn->destroy_requested)
     {
@@ -260,6 +331,12 @@ conn_flush (NzAgentConn *conn)
   if (conn->end_requested && !conn->write_shut)
     {
       conn->write_shut = TRUE;
+      if (conn->has_sink)
+        {
+          /* No peer half to wait for: a sink's connection is over once its output is. */
+          nz_agent_conn_destroy (conn);
+          return;
+        }
       g_socket_shutdown (conn->sock, FALSE, TRUE, NULL);
       /* Both directions done: nothing more can happen on this connection. */
       if (conn->peer_eof)
@@ -274,6 +351,18 @@ conn_writable (GSocket *sock, GIOCondition cond, gpointer user_data)
 
   g_clear_pointer (&conn->write_source, g_source_unref);
   conn_flush (conn);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+conn_sink_pump (gpointer user_data)
+{
+  g_autoptr (NzAgentConn) conn = nz_agent_conn_ref (user_data);
+
+  g_clear_pointer (&conn->write_source, g_source_unref);
+  conn->pumping = TRUE;
+  conn_flush (conn);
+  conn->pumping = FALSE;
   return G_SOURCE_REMOVE;
 }
 
@@ -613,7 +702,7 @@ nz_agent_conn_set_send_buffer (NzAgentConn *conn, gsize bytes)
   int v = (int)MIN (bytes, (gsize)G_MAXINT);
 
   /* Best effort: the kernel caps it at net.core.wmem_max. */
-  if (!conn->closed)
+  if (!conn->closed && conn->sock != NULL)
     setsockopt (g_socket_get_fd (conn->sock), SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
 }
 
@@ -637,7 +726,7 @@ nz_agent_conn_set_reading_paused (NzAgentConn *conn, gboolean paused)
   conn->reading_paused = paused;
   if (paused)
     nz_clear_source (&conn->read_source);
-  else if (!conn->peer_eof && conn->read_source == NULL)
+  else if (!conn->peer_eof && conn->read_source == NULL && conn->sock != NULL)
     conn_watch_readable (conn);
 }
 
@@ -785,4 +874,45 @@ nz_agent_conn_start (NzAgentServer *server, GSocketConnection *connection)
   /* No gate, no pool: quiet connections are never aged out (spec A.4.3). */
   if (conn->gated && nz_agent_server_get_preauth_pool (server) != NULL)
     conn_join_preauth (conn);
+}
+
+NzAgentConn *
+nz_agent_conn_start_sink (NzAgentServer *server, NzEnvelope *env, const NzAgentSinkFuncs *funcs,
+                          gpointer user_data)
+{
+  NzAgentConn *conn = g_new0 (NzAgentConn, 1);
+  const NzAgentConfig *config = nz_agent_server_get_config (server);
+
+  g_return_val_if_fail (funcs != NULL && funcs->frame != NULL && funcs->end != NULL, NULL);
+  /* One reference for the open connection (dropped by destroy()), one for the caller. */
+  conn->ref_count = 2;
+  conn->server = server;
+  conn->has_sink = TRUE;
+  conn->sink = *funcs;
+  conn->sink_data = user_data;
+  g_queue_init (&conn->out);
+  /* Already authenticated and framed by the caller's own wire; nothing more is read. */
+  conn->authed = TRUE;
+  conn->dispatched = TRUE;
+  conn->reader = nz_frame_reader_new ((guint64)config->max_frame_bytes);
+  nz_agent_conn_ref (conn);
+  nz_agent_ops_dispatch (conn, env, NULL);
+  nz_agent_conn_unref (conn);
+  return conn;
+}
+
+void
+nz_agent_conn_sink_drained (NzAgentConn *conn)
+{
+  g_return_if_fail (conn != NULL && conn->has_sink);
+  if (!conn->closed && conn->write_source == NULL)
+    conn_flush (conn);
+}
+
+void
+nz_agent_conn_detach_sink (NzAgentConn *conn)
+{
+  g_return_if_fail (conn != NULL && conn->has_sink);
+  conn->sink_done = TRUE;
+  nz_agent_conn_destroy (conn);
 }

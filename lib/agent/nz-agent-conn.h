@@ -26,6 +26,35 @@ gboolean nz_agent_server_authorize (NzAgentServer *server, const char *token, gs
 /* Takes over @connection (a new reference is taken) and starts reading. */
 void nz_agent_conn_start (NzAgentServer *server, GSocketConnection *connection);
 
+/* The reply sink a wire other than the agent's socket implements: where a connection's frames
+ * go when no socket carries them (namzu-worker's POST /v1/agent/<op> writes each as one NDJSON
+ * line of its HTTP response). Never called from inside an op: frames are handed over from the
+ * main loop, in order, as a socket would send them. */
+typedef struct
+{
+  /* One frame's payload (never the terminator). */
+  void (*frame) (const char *json, gsize len, gpointer user_data);
+  /* The op's output is over (its terminator, end() or destroy()); called once, last. */
+  void (*end) (gpointer user_data);
+  /* Bytes handed to @frame that the sink's own peer has not taken yet, so that bulk streams
+   * keep their bounded memory; NULL counts as 0. When it falls back to 0, the sink calls
+   * nz_agent_conn_sink_drained(). */
+  gsize (*queued) (gpointer user_data);
+} NzAgentSinkFuncs;
+
+/* Runs @env (authenticated, from a wire that framed and parsed it itself; borrowed) through
+ * the op dispatch with its replies going to @funcs instead of a socket. A duplex op receives
+ * no frames on it. Returns a reference for the caller: unref it after @funcs->end, or give it
+ * to nz_agent_conn_detach_sink(). */
+NzAgentConn *nz_agent_conn_start_sink (NzAgentServer *server, NzEnvelope *env,
+                                       const NzAgentSinkFuncs *funcs, gpointer user_data);
+/* The sink's peer took everything: what a writable socket is (a stream's drain, a pending
+ * end). */
+void nz_agent_conn_sink_drained (NzAgentConn *conn);
+/* The sink's peer left: the connection is destroyed as on a peer hang-up, and no sink
+ * callback runs after this. */
+void nz_agent_conn_detach_sink (NzAgentConn *conn);
+
 NzAgentConn *nz_agent_conn_ref (NzAgentConn *conn);
 void nz_agent_conn_unref (NzAgentConn *conn);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentConn, nz_agent_conn_unref)

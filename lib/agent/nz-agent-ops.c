@@ -409,7 +409,7 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
   NzGuest *guest = conn_guest (conn);
   const char *op = env->op;
   gsize payload_len = 0;
-  const char *payload_data = g_bytes_get_data (payload, &payload_len);
+  const char *payload_data = payload != NULL ? g_bytes_get_data (payload, &payload_len) : NULL;
 
   if (strcmp (op, "healthz") == 0)
     {
@@ -454,7 +454,7 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
   /* Refuse rather than act on a truncated string (stdin, content, a path or an argument). */
   if ((strcmp (op, "execute") == 0 || strcmp (op, "write-file") == 0
        || strcmp (op, "read-file") == 0 || strcmp (op, "read-file-stream") == 0)
-      && nz_agent_ops_has_nul_escape (payload_data, payload_len))
+      && payload_data != NULL && nz_agent_ops_has_nul_escape (payload_data, payload_len))
     {
       if (strcmp (op, "execute") == 0 || strcmp (op, "read-file-stream") == 0)
         nz_agent_conn_stream_error (conn, NZ_JSON_NUL_UNSUPPORTED);

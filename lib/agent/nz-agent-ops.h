@@ -6,7 +6,8 @@
 G_BEGIN_DECLS
 
 /* Runs the global refusals (retiring) then the op. The handler owns the rest of the
- * connection's life: it ends, streams on, or destroys it. @payload is the raw first frame. */
+ * connection's life: it ends, streams on, or destroys it. @payload is the raw first frame, or
+ * NULL when the caller's wire already refused a \u0000 escape (namzu-worker's body parse). */
 void nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload);
 
 /* TRUE when a JSON text holds a \u0000 escape (not itself escaped). json-glib strings are

@@ -65,14 +65,25 @@ nz_envelope_peek_clear (NzEnvelopePeek *peek)
 }
 
 NzEnvelope *
-nz_envelope_new_healthz (void)
+nz_envelope_new (const char *op, JsonObject *body)
 {
   NzEnvelope *env = g_new0 (NzEnvelope, 1);
 
-  env->op = g_strdup ("healthz");
+  env->op = g_strdup (op);
   env->token = g_strdup ("");
   env->root = json_object_new ();
+  if (body != NULL)
+    {
+      json_object_set_object_member (env->root, "body", json_object_ref (body));
+      env->body = json_object_ref (body);
+    }
   return env;
+}
+
+NzEnvelope *
+nz_envelope_new_healthz (void)
+{
+  return nz_envelope_new ("healthz", NULL);
 }
 
 NzEnvelope *

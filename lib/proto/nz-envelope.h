@@ -39,6 +39,10 @@ typedef struct
 gboolean nz_envelope_peek (GBytes *payload, NzEnvelopePeek *out, GError **error);
 void nz_envelope_peek_clear (NzEnvelopePeek *peek);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (NzEnvelopePeek, nz_envelope_peek_clear)
+/* The envelope of a request that arrived some other way than as a first frame (namzu-worker's
+ * POST /v1/agent/<op>, whose body the HTTP layer parsed): {op, body?}, no token. @body (may be
+ * NULL) gets a new reference. */
+NzEnvelope *nz_envelope_new (const char *op, JsonObject *body);
 /* The envelope of a healthz answered from a peek: {op:"healthz"}, no token, no body. */
 NzEnvelope *nz_envelope_new_healthz (void);
 

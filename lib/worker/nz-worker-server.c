@@ -865,15 +865,19 @@ route_write_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bo
 typedef struct
 {
   SoupServerMessage *msg; /* ref */
-  gulong finished_id;
-  NzWorkerAgentCall *call;
+  gulong finished_id, wrote_id;
+  NzAgentConn *conn;      /* ref */
+  guint64 appended;       /* response bytes handed to libsoup */
+  guint64 written;        /* ... and written by it to the peer */
 } AgentStream;
 
 static void
 agent_stream_free (AgentStream *as)
 {
   g_clear_signal_handler (&as->finished_id, as->msg);
+  g_clear_signal_handler (&as->wrote_id, as->msg);
   g_clear_object (&as->msg);
+  g_clear_pointer (&as->conn, nz_agent_conn_unref);
   g_free (as);
 }
 
@@ -882,11 +886,34 @@ agent_frame (const char *json, gsize len, gpointer user_data)
 {
   AgentStream *as = user_data;
   SoupMessageBody *body = soup_server_message_get_response_body (as->msg);
+  char *line = g_malloc (len + 1);
 
-  /* One agent frame per NDJSON line (agent frames are single-line JSON). */
-  soup_message_body_append (body, SOUP_MEMORY_COPY, json, len);
-  soup_message_body_append (body, SOUP_MEMORY_STATIC, "\n", 1);
+  /* One agent frame per NDJSON line (agent frames are single-line JSON), one chunk each. */
+  memcpy (line, json, len);
+  line[len] = '\n';
+  soup_message_body_append_take (body, (guchar *)line, len + 1);
+  as->appended += len + 1;
   soup_server_message_unpause (as->msg);
+}
+
+static gsize
+agent_queued (gpointer user_data)
+{
+  AgentStream *as = user_data;
+
+  return (gsize)(as->appended - as->written);
+}
+
+static void
+agent_wrote (SoupServerMessage *msg, guint chunk_size, gpointer user_data)
+{
+  AgentStream *as = user_data;
+
+  /* A bulk stream (read-file-stream) reads its next chunk only once the HTTP peer took the
+   * last, as it would from a socket: the worker never holds a whole file in its heap. */
+  as->written = MIN (as->written + chunk_size, as->appended);
+  if (as->written == as->appended)
+    nz_agent_conn_sink_drained (as->conn);
 }
 
 static void
@@ -904,17 +931,18 @@ static void
 agent_peer_gone (SoupServerMessage *msg, gpointer user_data)
 {
   AgentStream *as = user_data;
+  NzAgentConn *conn = g_steal_pointer (&as->conn);
 
-  /* The HTTP peer left: hang up on the agent side, which stops a stream op like a host that
-   * closed its socket. */
-  if (as->call != NULL)
-    nz_worker_agent_call_cancel (as->call);
+  /* The HTTP peer left: the op sees a host that closed its socket (a stream op stops). */
   agent_stream_free (as);
+  nz_agent_conn_detach_sink (conn);
+  nz_agent_conn_unref (conn);
 }
 
-static const NzWorkerAgentFuncs agent_funcs = {
+static const NzAgentSinkFuncs agent_sink = {
   .frame = agent_frame,
   .end = agent_end,
+  .queued = agent_queued,
 };
 
 static void
@@ -938,9 +966,10 @@ route_agent (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
   soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
   soup_server_message_pause (msg);
   as->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (agent_peer_gone), as);
+  as->wrote_id = g_signal_connect (msg, "wrote-body-data", G_CALLBACK (agent_wrote), as);
   /* The agent sees exactly the request a host would have framed (minus the token, which the
-   * bearer header replaced). */
-  as->call = nz_worker_agent_call (server->agent, op, body, &agent_funcs, as);
+   * bearer header replaced). No sink call runs before this returns. */
+  as->conn = nz_worker_agent_call (server->agent, op, body, &agent_sink, as);
 }
 
 /* ---- GET /v1/agent upgraded to namzu-agent/2 (additive) ---- */

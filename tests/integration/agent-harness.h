@@ -373,28 +373,6 @@ peer_destroyed (int fd)
   return FALSE;
 }
 
-/* The number after "@key:" in /proc/@pid/@file. */
-static inline gint64
-proc_number (GPid pid, const char *file, const char *key)
-{
-  g_autofree char *path = g_strdup_printf ("/proc/%d/%s", (int)pid, file);
-  g_autofree char *needle = g_strconcat (key, ":", NULL);
-  g_autofree char *text = NULL;
-  const char *p;
-
-  ck_assert (g_file_get_contents (path, &text, NULL, NULL));
-  p = strstr (text, needle);
-  ck_assert_msg (p != NULL, "no %s in %s", needle, path);
-  return g_ascii_strtoll (p + strlen (needle), NULL, 10);
-}
-
-/* VmRSS of @pid in KiB. */
-static inline gint64
-vm_rss_kib (GPid pid)
-{
-  return proc_number (pid, "status", "VmRSS");
-}
-
 /* TRUE in a sanitizer build: RSS then says nothing about our own memory use. */
 static inline gboolean
 sanitized_build (void)

@@ -756,16 +756,6 @@ stall_server (gpointer data)
   return NULL;
 }
 
-static long
-vm_rss_kib (GPid pid)
-{
-  g_autofree char *path = g_strdup_printf ("/proc/%d/status", pid);
-  g_autofree char *data = slurp (path);
-  const char *p = strstr (data, "VmRSS:");
-
-  return p != NULL ? atol (p + 6) : -1;
-}
-
 START_TEST (test_slow_reader_pauses_writer)
 {
   g_autoptr (GSocket) listener

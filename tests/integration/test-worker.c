@@ -1121,6 +1121,74 @@ START_TEST (test_agent_route)
 }
 END_TEST
 
+/* A bulk stream through POST /v1/agent/<op> keeps the agent's bounded memory: read-file-stream
+ * reads its next chunk only once the HTTP peer took the last, so a peer that reads nothing
+ * for a while costs the worker a few chunks, not the file; then every byte arrives, in order. */
+START_TEST (test_agent_route_stream_backpressure)
+{
+  Worker *w = worker_start (NULL);
+  const gsize size = 64 * 1024 * 1024;
+  g_autofree char *file = g_build_filename (w->workspace, "big.bin", NULL);
+  g_autofree guchar *data = g_malloc (size);
+  g_autoptr (GSocketConnection) conn = NULL;
+  g_autoptr (Reply) r = NULL;
+  g_autoptr (GPtrArray) evs = NULL;
+  g_autoptr (GString) got = g_string_new (NULL);
+  const char *body = "{\"path\":\"big.bin\"}";
+  g_autofree char *req = NULL;
+  gint64 before, stalled;
+
+  for (gsize i = 0; i < size; i++)
+    data[i] = (guchar)(i * 2654435761u >> 13);
+  ck_assert (g_file_set_contents (file, (const char *)data, (gssize)size, NULL));
+  before = vm_rss_kib (w->pid);
+  conn = dial (w->port);
+  req = g_strdup_printf ("POST /v1/agent/read-file-stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         "Connection: close\r\n" AUTH "Content-Type: application/json\r\n"
+                         "Content-Length: %zu\r\n\r\n%s",
+                         strlen (body), body);
+  send_raw (conn, req, strlen (req));
+  /* Long enough for the whole file to be read and encoded if nothing held it back. */
+  g_usleep (2 * G_USEC_PER_SEC);
+  stalled = vm_rss_kib (w->pid);
+  ck_assert_msg (stalled - before < 32 * 1024,
+                 "a stalled peer cost the worker %" G_GINT64_FORMAT " KiB of a 64 MiB file",
+                 stalled - before);
+  r = read_reply (conn);
+  ck_assert_int_eq (r->status, 200);
+  evs = events (r->body);
+  ck_assert_uint_ge (evs->len, 3);
+  ck_assert_str_eq (str (evs->pdata[0], "type"), "meta");
+  for (guint i = 1; i + 1 < evs->len; i++)
+    {
+      gsize n = 0;
+      g_autofree guchar *chunk = NULL;
+
+      ck_assert_str_eq (str (evs->pdata[i], "type"), "data");
+      chunk = g_base64_decode (str (evs->pdata[i], "data"), &n);
+      g_string_append_len (got, (const char *)chunk, (gssize)n);
+    }
+  ck_assert_str_eq (str (evs->pdata[evs->len - 1], "type"), "end");
+  ck_assert_uint_eq (got->len, size);
+  ck_assert (memcmp (got->str, data, size) == 0);
+  g_clear_object (&conn);
+  g_clear_pointer (&r, reply_free);
+
+  /* A peer that leaves mid-stream: the stream stops like one whose host hung up, and the
+   * worker goes on serving. */
+  conn = dial (w->port);
+  send_raw (conn, req, strlen (req));
+  g_usleep (G_USEC_PER_SEC / 2);
+  g_io_stream_close (G_IO_STREAM (conn), NULL, NULL);
+  g_clear_object (&conn);
+  g_usleep (G_USEC_PER_SEC / 2);
+  r = http (w->port, "POST", "/v1/agent/healthz", AUTH, "{}");
+  ck_assert_int_eq (r->status, 200);
+  ck_assert_msg (strstr (r->body, "\"ok\":true") != NULL, "%s", r->body);
+  worker_stop (w);
+}
+END_TEST
+
 /* ---- the additive upgrade GET /v1/agent -> namzu-agent/2 ---- */
 
 #define UPGRADE "Connection: Upgrade\r\nUpgrade: namzu-agent/2\r\n"
@@ -1603,6 +1671,7 @@ main (void)
   tcase_add_test (tc, test_namzu_exec);
   tcase_add_test (tc, test_namzu_exec_sigint_cancels);
   tcase_add_test (tc, test_agent_route);
+  tcase_add_test (tc, test_agent_route_stream_backpressure);
   tcase_add_test (tc, test_agent_upgrade);
   tcase_add_test (tc, test_terminal_over_worker);
   tcase_add_test (tc, test_detach_attach_over_worker);
