@@ -11,6 +11,7 @@
 #include "nz-errors.h"
 #include "nz-frame.h"
 #include "nz-host-timing.h"
+#include "nz-lite-frame.h"
 #include "nz-json.h"
 #include "nz-worker-http.h"
 
@@ -279,6 +280,18 @@ nz_agent_client_has_feature (NzAgentClient *c, const char *feature)
   return c->features != NULL && g_strv_contains ((const char *const *)c->features, feature);
 }
 
+/* An envelope's bytes hold the token: wiped before they are freed. */
+typedef NzLiteBuf NzLiteBufSecret;
+
+static void
+lite_buf_secret_clear (NzLiteBufSecret *b)
+{
+  if (b->data != NULL)
+    explicit_bzero (b->data, b->len);
+  free (b->data);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (NzLiteBufSecret, lite_buf_secret_clear)
+
 /* ---- one connection ----------------------------------------------------------------------- */
 
 typedef struct
@@ -528,12 +541,11 @@ conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **o
         case NZ_FRAME_OVERFLOW:
           {
             guint64 announced, limit;
+            char why[160];
 
             nz_frame_reader_get_overflow (k->reader, &announced, &limit);
-            fail (k->client, error, NZ_ERROR_PROTOCOL,
-                  "frame announces %" G_GUINT64_FORMAT " bytes, over the %" G_GUINT64_FORMAT
-                  "-byte limit",
-                  announced, limit);
+            nz_lite_frame_header_overflow_words (announced, limit, why, sizeof why);
+            fail (k->client, error, NZ_ERROR_PROTOCOL, "%s", why);
             return READ_ERROR;
           }
         case NZ_FRAME_NONE:
@@ -737,20 +749,22 @@ static Conn *
 conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *cancellable,
               GError **error)
 {
-  g_autoptr (JsonObject) env = json_object_new ();
-  g_autoptr (GBytes) frame = NULL;
+  g_autofree char *text = body != NULL ? nz_json_object_to_string (body, NULL) : NULL;
+  g_auto (NzLiteBufSecret) frame = { 0 };
   g_autoptr (Conn) k = NULL;
-  gsize len = 0;
+  gsize len;
   const guint8 *data;
 
-  json_object_set_string_member (env, "op", op);
-  if (body != NULL)
-    json_object_set_object_member (env, "body", json_object_ref (body));
   /* A worker takes the token in its bearer header instead (the upgrade below). */
-  if (c->token != NULL && (c->ep == NULL || c->ep->kind != NZ_AGENT_ENDPOINT_HTTP))
-    json_object_set_string_member (env, "token", c->token);
-  frame = nz_frame_encode_object (env);
-  data = g_bytes_get_data (frame, &len);
+  if (!nz_lite_frame_envelope (&frame, op, text, text != NULL ? strlen (text) : 0,
+                               c->ep == NULL || c->ep->kind != NZ_AGENT_ENDPOINT_HTTP ? c->token
+                                                                                     : NULL))
+    {
+      fail (c, error, NZ_ERROR_INVALID_ARGS, "%s request: the token or the op is not UTF-8", op);
+      return NULL;
+    }
+  data = (const guint8 *)frame.data;
+  len = frame.len;
   /* Refuse before dialling what a token-gated agent would refuse unread (spec D.2.4). */
   if (c->ep != NULL && c->ep->kind == NZ_AGENT_ENDPOINT_TCP
       && len - NZ_FRAME_HEADER_BYTES > NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT)

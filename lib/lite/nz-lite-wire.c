@@ -113,50 +113,29 @@ nz_lite_wire_endpoint_clear (NzLiteEndpoint *ep)
 void
 nz_lite_wire_frame_header_write (char out[NZ_LITE_WIRE_FRAME_HEADER_LEN], size_t len)
 {
-  static const char hex[] = "0123456789abcdef";
-
-  for (int i = 7; i >= 0; i--, len >>= 4)
-    out[i] = hex[len & 0xf];
-  out[8] = '\n';
+  nz_lite_frame_header_write (out, len);
 }
 
 NzLiteFrameHeader
 nz_lite_wire_frame_header_parse (const char *p, size_t avail, size_t limit, const char *desc,
                                  size_t *len, NzLiteErr *e)
 {
-  const char *nl = avail > 0 ? memchr (p, '\n', avail < 9 ? avail : 9) : NULL;
-  unsigned long long n = 0;
+  char why[160];
+  uint64_t n = 0;
 
-  if (nl != NULL && nl - p != 8)
-    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL,
-                              "agent %s: malformed frame header (newline at %d)", desc,
-                              (int)(nl - p)), NZ_LITE_FRAME_HEADER_BAD;
-  if (avail < 9)
-    return NZ_LITE_FRAME_HEADER_PARTIAL;
-  if (nl == NULL)
-    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL,
-                              "agent %s: malformed frame header (no newline in the first 9 bytes)",
-                              desc), NZ_LITE_FRAME_HEADER_BAD;
-  for (int i = 0; i < 8; i++)
+  switch (nz_lite_frame_header_check (p, avail, limit, &n, why, sizeof why))
     {
-      char c = p[i];
-      unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
-                   : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                   : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
-                                          : 16;
-
-      if (d > 15)
-        return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL,
-                                  "agent %s: invalid frame length header \"%.8s\"", desc, p),
-               NZ_LITE_FRAME_HEADER_BAD;
-      n = n * 16 + d;
+    case NZ_LITE_FRAME_HEADER_OK:
+      *len = (size_t)n;
+      return NZ_LITE_FRAME_HEADER_OK;
+    case NZ_LITE_FRAME_HEADER_PARTIAL:
+      return NZ_LITE_FRAME_HEADER_PARTIAL;
+    case NZ_LITE_FRAME_HEADER_BAD:
+    case NZ_LITE_FRAME_HEADER_OVER:
+    default:
+      nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s", desc, why);
+      return NZ_LITE_FRAME_HEADER_BAD;
     }
-  if (n > limit)
-    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL,
-                              "agent %s: frame announces %llu bytes, over the %zu-byte limit",
-                              desc, n, limit), NZ_LITE_FRAME_HEADER_BAD;
-  *len = (size_t)n;
-  return NZ_LITE_FRAME_HEADER_OK;
 }
 
 /* ---- connections ---------------------------------------------------------------------------- */
@@ -357,23 +336,14 @@ nz_lite_wire_request (NzLiteWire *w, NzLiteConn *k, const char *op, const char *
     return false;
   if (w->ep.kind == NZ_LITE_EP_HTTP && !http_upgrade (w, k, op, e))
     return false;
-  /* The header is patched in once the length is known. */
-  nz_lite_buf_printf (&env, "%08x\n{\"op\":\"%s\"", 0, op);
-  if (body != NULL)
-    nz_lite_buf_printf (&env, ",\"body\":%s", body);
   /* A worker takes the token in its bearer header instead. */
-  if (w->token != NULL && w->ep.kind != NZ_LITE_EP_HTTP)
+  if (!nz_lite_frame_envelope (&env, op, body, body != NULL ? strlen (body) : 0,
+                               w->ep.kind != NZ_LITE_EP_HTTP ? w->token : NULL))
     {
-      nz_lite_buf_str (&env, ",\"token\":");
-      if (!nz_lite_buf_json_string (&env, w->token))
-        {
-          explicit_bzero (env.data, env.len);
-          free (env.data);
-          return nz_lite_wire_fail (e, NZ_LITE_ERR_UNSUPPORTED, "the token is not UTF-8");
-        }
+      explicit_bzero (env.data, env.len);
+      free (env.data);
+      return nz_lite_wire_fail (e, NZ_LITE_ERR_UNSUPPORTED, "the token is not UTF-8");
     }
-  nz_lite_buf_str (&env, "}");
-  nz_lite_wire_frame_header_write (env.data, env.len - NZ_LITE_WIRE_FRAME_HEADER_LEN);
   ok = send_all (w, k, env.data, env.len, watch_signals, e);
   explicit_bzero (env.data, env.len);
   free (env.data);

@@ -13,14 +13,14 @@
 
 #include "nz-jsonlite.h"
 #include "nz-lite-buf.h"
+#include "nz-lite-frame.h"
 
 /* lib/client's NZ_AGENT_REPLY_FRAME_LIMIT and NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT. */
 #define NZ_LITE_WIRE_REPLY_FRAME_LIMIT (256u * 1024 * 1024)
 #define NZ_LITE_WIRE_TCP_PREAUTH_FRAME_LIMIT (8u * 1024 * 1024)
 /* nz-worker-http.c's bound on a worker's response head. */
 #define NZ_LITE_WIRE_HTTP_HEAD_LIMIT 16384
-/* "%08x\n": eight hex digits of payload length and a newline. */
-#define NZ_LITE_WIRE_FRAME_HEADER_LEN 9
+#define NZ_LITE_WIRE_FRAME_HEADER_LEN NZ_LITE_FRAME_HEADER_LEN
 
 typedef enum
 {
@@ -78,13 +78,6 @@ typedef enum
   NZ_LITE_READ_ERROR,
 } NzLiteReadStatus;
 
-typedef enum
-{
-  NZ_LITE_FRAME_HEADER_PARTIAL, /* more bytes needed */
-  NZ_LITE_FRAME_HEADER_OK,
-  NZ_LITE_FRAME_HEADER_BAD,
-} NzLiteFrameHeader;
-
 /* Sets *@e and returns false, for "return nz_lite_wire_fail (...);". */
 bool nz_lite_wire_fail (NzLiteErr *e, NzLiteErrKind kind, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
@@ -98,12 +91,11 @@ bool nz_lite_wire_parse_endpoint (const char *text, NzLiteEndpoint *ep);
 
 void nz_lite_wire_endpoint_clear (NzLiteEndpoint *ep);
 
-/* Writes the header of a frame of @len payload bytes into @out ("%08x\n", no NUL). */
+/* nz_lite_frame_header_write, under its older name. */
 void nz_lite_wire_frame_header_write (char out[NZ_LITE_WIRE_FRAME_HEADER_LEN], size_t len);
 
-/* Parses the frame header at @p (@avail bytes there) into *@len. BAD sets *@e (PROTOCOL, with
- * @desc naming the agent): a newline elsewhere than at byte 8, non-hex digits, or a length
- * over @limit. */
+/* nz_lite_frame_header_check into *@len. BAD (an over-limit length too) sets *@e (PROTOCOL,
+ * "agent @desc: " and the check's words). */
 NzLiteFrameHeader nz_lite_wire_frame_header_parse (const char *p, size_t avail, size_t limit,
                                                    const char *desc, size_t *len, NzLiteErr *e);
 

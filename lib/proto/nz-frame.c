@@ -4,6 +4,7 @@
 
 #include "nz-errors.h"
 #include "nz-json.h"
+#include "nz-lite-frame.h"
 
 struct _NzFrameReader
 {
@@ -18,10 +19,10 @@ struct _NzFrameReader
 void
 nz_frame_append (GByteArray *out, const void *payload, gsize len)
 {
-  char header[NZ_FRAME_HEADER_BYTES + 1];
+  char header[NZ_FRAME_HEADER_BYTES];
 
   g_return_if_fail (len <= G_MAXUINT32);
-  g_snprintf (header, sizeof header, "%08x\n", (guint32)len);
+  nz_lite_frame_header_write (header, len);
   g_byte_array_append (out, (const guint8 *)header, NZ_FRAME_HEADER_BYTES);
   if (len > 0)
     g_byte_array_append (out, payload, len);
@@ -78,16 +79,10 @@ nz_frame_header_length (const guint8 *p)
 {
   guint64 len = 0;
 
-  if (p[8] != '\n')
+  if (nz_lite_frame_header_check ((const char *)p, NZ_FRAME_HEADER_BYTES, G_MAXUINT64, &len,
+                                  NULL, 0)
+      != NZ_LITE_FRAME_HEADER_OK)
     return -1;
-  for (int i = 0; i < 8; i++)
-    {
-      int v = g_ascii_xdigit_value (p[i]);
-
-      if (v < 0)
-        return -1;
-      len = (len << 4) | (guint64)v;
-    }
   return (gint64)len;
 }
 
@@ -169,43 +164,29 @@ nz_frame_reader_next (NzFrameReader *reader, GBytes **out_payload, GError **erro
   gsize avail = reader->buf->len - reader->pos;
   /* An empty array has no data pointer to offset (UBSan: zero offset to NULL). */
   const guint8 *p = avail > 0 ? reader->buf->data + reader->pos : NULL;
-  const guint8 *nl;
-  gint64 announced;
+  char why[160];
   guint64 len = 0;
 
   if (reader->overflow)
     return NZ_FRAME_OVERFLOW;
   if (avail == 0)
     return NZ_FRAME_NONE;
-  /* A newline before index 8 is malformed as soon as it is seen; otherwise wait for 9 bytes. */
-  nl = memchr (p, '\n', MIN (avail, NZ_FRAME_HEADER_BYTES));
-  if (nl != NULL && nl - p != 8)
+  switch (nz_lite_frame_header_check ((const char *)p, avail, reader->max, &len, why,
+                                      sizeof why))
     {
-      nz_throw (error, NZ_ERROR_PROTOCOL, "malformed frame header (newline at %d)", (int)(nl - p));
+    case NZ_LITE_FRAME_HEADER_PARTIAL:
+      return NZ_FRAME_NONE;
+    case NZ_LITE_FRAME_HEADER_BAD:
+      nz_throw (error, NZ_ERROR_PROTOCOL, "%s", why);
       return NZ_FRAME_MALFORMED;
-    }
-  if (avail < NZ_FRAME_HEADER_BYTES)
-    return NZ_FRAME_NONE;
-  if (nl == NULL)
-    {
-      nz_throw (error, NZ_ERROR_PROTOCOL,
-                "malformed frame header (no newline in the first 9 bytes)");
-      return NZ_FRAME_MALFORMED;
-    }
-  if ((announced = nz_frame_header_length (p)) < 0)
-    {
-      g_autofree char *shown = g_strndup ((const char *)p, 8);
-
-      nz_throw (error, NZ_ERROR_PROTOCOL, "invalid frame length header \"%s\"", shown);
-      return NZ_FRAME_MALFORMED;
-    }
-  len = (guint64)announced;
-  if (len > reader->max)
-    {
+    case NZ_LITE_FRAME_HEADER_OVER:
       reader->overflow = TRUE;
       reader->overflow_announced = len;
       reader->overflow_limit = reader->max;
       return NZ_FRAME_OVERFLOW;
+    case NZ_LITE_FRAME_HEADER_OK:
+    default:
+      break;
     }
   if (avail < NZ_FRAME_HEADER_BYTES + len)
     return NZ_FRAME_NONE;

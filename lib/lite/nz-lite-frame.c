@@ -1,0 +1,105 @@
+/* nz-lite-frame: see nz-lite-frame.h. */
+#include "nz-lite-frame.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int
+hex_value (char c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+NzLiteFrameHeader
+nz_lite_frame_header_check (const char *p, size_t avail, uint64_t limit, uint64_t *len, char *why,
+                            size_t why_size)
+{
+  const char *nl = avail > 0 ? memchr (p, '\n', avail < 9 ? avail : 9) : NULL;
+  uint64_t n = 0;
+
+  if (why == NULL)
+    why_size = 0;
+  /* A newline before index 8 is malformed as soon as it is seen; otherwise wait for 9 bytes. */
+  if (nl != NULL && nl - p != 8)
+    {
+      if (why_size > 0)
+        snprintf (why, why_size, "malformed frame header (newline at %d)", (int)(nl - p));
+      return NZ_LITE_FRAME_HEADER_BAD;
+    }
+  if (avail < NZ_LITE_FRAME_HEADER_LEN)
+    return NZ_LITE_FRAME_HEADER_PARTIAL;
+  if (nl == NULL)
+    {
+      if (why_size > 0)
+        snprintf (why, why_size, "malformed frame header (no newline in the first 9 bytes)");
+      return NZ_LITE_FRAME_HEADER_BAD;
+    }
+  for (int i = 0; i < 8; i++)
+    {
+      int d = hex_value (p[i]);
+
+      if (d < 0)
+        {
+          if (why_size > 0)
+            snprintf (why, why_size, "invalid frame length header \"%.8s\"", p);
+          return NZ_LITE_FRAME_HEADER_BAD;
+        }
+      n = n * 16 + (uint64_t)d;
+    }
+  *len = n;
+  if (n > limit)
+    {
+      if (why_size > 0)
+        nz_lite_frame_header_overflow_words (n, limit, why, why_size);
+      return NZ_LITE_FRAME_HEADER_OVER;
+    }
+  return NZ_LITE_FRAME_HEADER_OK;
+}
+
+void
+nz_lite_frame_header_overflow_words (uint64_t announced, uint64_t limit, char *why, size_t why_size)
+{
+  snprintf (why, why_size, "frame announces %llu bytes, over the %llu-byte limit",
+            (unsigned long long)announced, (unsigned long long)limit);
+}
+
+void
+nz_lite_frame_header_write (char out[NZ_LITE_FRAME_HEADER_LEN], size_t len)
+{
+  static const char hex[] = "0123456789abcdef";
+
+  for (int i = 7; i >= 0; i--, len >>= 4)
+    out[i] = hex[len & 0xf];
+  out[8] = '\n';
+}
+
+bool
+nz_lite_frame_envelope (NzLiteBuf *b, const char *op, const char *body, size_t body_len,
+                        const char *token)
+{
+  size_t start = b->len;
+  bool ok;
+
+  /* The header is patched in once the length is known. */
+  nz_lite_buf_add (b, "00000000\n{\"op\":", NZ_LITE_FRAME_HEADER_LEN + 6);
+  ok = nz_lite_buf_json_string (b, op);
+  if (body != NULL)
+    {
+      nz_lite_buf_str (b, ",\"body\":");
+      nz_lite_buf_add (b, body, body_len);
+    }
+  if (token != NULL)
+    {
+      nz_lite_buf_str (b, ",\"token\":");
+      ok &= nz_lite_buf_json_string (b, token);
+    }
+  nz_lite_buf_str (b, "}");
+  nz_lite_frame_header_write (b->data + start, b->len - start - NZ_LITE_FRAME_HEADER_LEN);
+  return ok;
+}
