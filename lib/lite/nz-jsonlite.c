@@ -27,8 +27,8 @@ literal (Cur *c, const char *word)
   return true;
 }
 
-static int
-hex_value (unsigned char ch)
+int
+nz_jl_hex_value (unsigned char ch)
 {
   if (ch >= '0' && ch <= '9')
     return ch - '0';
@@ -49,7 +49,7 @@ read_u_escape (const unsigned char *p, const unsigned char *end, uint32_t *out)
     return false;
   for (int i = 2; i < 6; i++)
     {
-      int h = hex_value (p[i]);
+      int h = nz_jl_hex_value (p[i]);
 
       if (h < 0)
         return false;

@@ -51,3 +51,6 @@ bool nz_jl_number (const NzJlValue *v, double *out);
 
 /* The boolean member @name, or @fallback when it is missing or not a boolean. */
 bool nz_jl_member_bool (const NzJlValue *obj, const char *name, bool fallback);
+
+/* The value of the hex digit @ch (either case), or -1: \uXXXX here, frame headers elsewhere. */
+int nz_jl_hex_value (unsigned char ch);

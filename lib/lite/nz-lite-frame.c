@@ -4,17 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int
-hex_value (char c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
+#include "nz-jsonlite.h"
 
 NzLiteFrameHeader
 nz_lite_frame_header_check (const char *p, size_t avail, uint64_t limit, uint64_t *len, char *why,
@@ -42,7 +32,7 @@ nz_lite_frame_header_check (const char *p, size_t avail, uint64_t limit, uint64_
     }
   for (int i = 0; i < 8; i++)
     {
-      int d = hex_value (p[i]);
+      int d = nz_jl_hex_value ((unsigned char)p[i]);
 
       if (d < 0)
         {
