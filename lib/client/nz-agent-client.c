@@ -11,6 +11,7 @@
 #include "nz-errors.h"
 #include "nz-frame.h"
 #include "nz-host-timing.h"
+#include "nz-lite-core.h"
 #include "nz-lite-frame.h"
 #include "nz-json.h"
 #include "nz-worker-http.h"
@@ -746,10 +747,9 @@ http_healthz (NzAgentClient *c, guint idle_ms, GCancellable *cancellable, GError
 /* Frames, serialises and sends the request envelope {op, body?, token?} (the reference's key
  * order, spec D.2.4). */
 static Conn *
-conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *cancellable,
-              GError **error)
+conn_request_text (NzAgentClient *c, const char *op, const char *text, GCancellable *cancellable,
+                   GError **error)
 {
-  g_autofree char *text = body != NULL ? nz_json_object_to_string (body, NULL) : NULL;
   g_auto (NzLiteBufSecret) frame = { 0 };
   g_autoptr (Conn) k = NULL;
   gsize len;
@@ -785,6 +785,15 @@ conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *
   return g_steal_pointer (&k);
 }
 
+static Conn *
+conn_request (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *cancellable,
+              GError **error)
+{
+  g_autofree char *text = body != NULL ? nz_json_object_to_string (body, NULL) : NULL;
+
+  return conn_request_text (c, op, text, cancellable, error);
+}
+
 /* After the last frame the agent closes its side; anything else is a protocol error (the
  * reference's strings, spec D.2.4). @control: a reply op rather than a stream. */
 static gboolean
@@ -816,9 +825,10 @@ conn_expect_close (Conn *k, const char *what, gboolean control, GCancellable *ca
     }
 }
 
+/* One reply op on its own connection: the reply, and its text in *@out_text (may be NULL). */
 static JsonObject *
-call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms,
-               GCancellable *cancellable, GError **error)
+call_text (NzAgentClient *c, const char *op, const char *body, guint idle_ms,
+           GCancellable *cancellable, GBytes **out_text, GError **error)
 {
   g_autoptr (Conn) k = NULL;
   g_autoptr (GBytes) payload = NULL;
@@ -829,7 +839,7 @@ call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms
 
   if (c->ep != NULL && c->ep->kind == NZ_AGENT_ENDPOINT_HTTP && g_str_equal (op, "healthz"))
     return http_healthz (c, idle_ms, cancellable, error);
-  k = conn_request (c, op, body, cancellable, error);
+  k = conn_request_text (c, op, body, cancellable, error);
   if (k == NULL)
     return NULL;
   switch (conn_read_frame (k, deadline_after (idle_ms), cancellable, &payload, error))
@@ -864,7 +874,18 @@ call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms
     }
   if (!conn_expect_close (k, "control reply", TRUE, cancellable, error))
     return NULL;
+  if (out_text != NULL)
+    *out_text = g_steal_pointer (&payload);
   return g_steal_pointer (&reply);
+}
+
+static JsonObject *
+call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms,
+               GCancellable *cancellable, GError **error)
+{
+  g_autofree char *text = body != NULL ? nz_json_object_to_string (body, NULL) : NULL;
+
+  return call_text (c, op, text, idle_ms, cancellable, NULL, error);
 }
 
 JsonObject *
@@ -982,14 +1003,28 @@ nz_agent_client_wait_ready (NzAgentClient *c, guint timeout_ms, GError **error)
 
 /* ---- streams ------------------------------------------------------------------------------ */
 
-typedef gboolean (*TerminalFunc) (JsonObject *frame, gpointer user_data, gboolean *terminal,
-                                  GError **error);
-
-/* Reads frames until the terminator. @what names the stream in errors ("exec stream",
+/* A stream's read that brought no frame (EOF, the observation window passing) in the
+ * reference's words; READ_ERROR has set @error already. @what names the stream ("exec stream",
  * "stream"). */
 static gboolean
-run_stream (Conn *k, const char *what, guint64 observation_ms, TerminalFunc on_frame,
-            gpointer user_data, GCancellable *cancellable, GError **error)
+stream_read_failed (Conn *k, const char *what, ReadStatus st, guint64 observation_ms,
+                    GError **error)
+{
+  if (st == READ_EOF && nz_frame_reader_buffered (k->reader) > 0)
+    return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s has trailing partial data", what);
+  if (st == READ_EOF)
+    return fail (k->client, error, NZ_ERROR_PROTOCOL, "socket closed before %s terminator",
+                 what);
+  if (st == READ_TIMEOUT)
+    return fail (k->client, error, NZ_ERROR_TIMED_OUT,
+                 "%s observation exceeded %" G_GUINT64_FORMAT "ms", what, observation_ms);
+  return FALSE;
+}
+
+/* Reads frames until the terminator. */
+static gboolean
+run_stream (Conn *k, guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer user_data,
+            GCancellable *cancellable, GError **error)
 {
   gint64 deadline = deadline_after (observation_ms);
 
@@ -998,57 +1033,25 @@ run_stream (Conn *k, const char *what, guint64 observation_ms, TerminalFunc on_f
       g_autoptr (GBytes) payload = NULL;
       g_autoptr (JsonObject) frame = NULL;
       GError *local = NULL;
-      gboolean refused = FALSE;
       gsize len = 0;
       const char *data;
+      ReadStatus st = conn_read_frame (k, deadline, cancellable, &payload, error);
 
-      switch (conn_read_frame (k, deadline, cancellable, &payload, error))
-        {
-        case READ_FRAME:
-          break;
-        case READ_EOF:
-          if (nz_frame_reader_buffered (k->reader) > 0)
-            return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s has trailing partial data",
-                         what);
-          return fail (k->client, error, NZ_ERROR_PROTOCOL, "socket closed before %s terminator",
-                       what);
-        case READ_TIMEOUT:
-          return fail (k->client, error, NZ_ERROR_TIMED_OUT,
-                       "%s observation exceeded %" G_GUINT64_FORMAT "ms", what, observation_ms);
-        case READ_ERROR:
-        default:
-          return FALSE;
-        }
+      if (st != READ_FRAME)
+        return stream_read_failed (k, "stream", st, observation_ms, error);
       data = g_bytes_get_data (payload, &len);
       if (len == 0)
-        return conn_expect_close (k, what, FALSE, cancellable, error);
+        return conn_expect_close (k, "stream", FALSE, cancellable, error);
       frame = nz_agent_reply_parse (data, len, &local);
       if (frame == NULL)
         {
-          fail (k->client, error, NZ_ERROR_PROTOCOL, "%s frame: %s", what, local->message);
+          fail (k->client, error, NZ_ERROR_PROTOCOL, "stream frame: %s", local->message);
           g_error_free (local);
           return FALSE;
         }
-      if (!on_frame (frame, user_data, &refused, error))
+      if (!on_frame (frame, user_data, error))
         return FALSE;
-      /* A reply-shaped refusal (e.g. agent_retiring, spec A.5) ends with no terminator. */
-      if (refused)
-        return TRUE;
     }
-}
-
-typedef struct
-{
-  NzAgentFrameFunc func;
-  gpointer user_data;
-} PlainStream;
-
-static gboolean
-plain_frame (JsonObject *frame, gpointer user_data, gboolean *refused, GError **error)
-{
-  PlainStream *ps = user_data;
-
-  return ps->func (frame, ps->user_data, error);
 }
 
 gboolean
@@ -1056,7 +1059,6 @@ nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
                         guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer user_data,
                         GCancellable *cancellable, GError **error)
 {
-  PlainStream ps = { on_frame, user_data };
   g_autoptr (Conn) k = NULL;
 
   g_return_val_if_fail (c != NULL, FALSE);
@@ -1064,7 +1066,7 @@ nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
   k = conn_request (c, op, body, cancellable, error);
   if (k == NULL)
     return FALSE;
-  return run_stream (k, "stream", observation_ms, plain_frame, &ps, cancellable, error);
+  return run_stream (k, observation_ms, on_frame, user_data, cancellable, error);
 }
 
 GSocketConnection *
@@ -1087,120 +1089,249 @@ nz_agent_client_open (NzAgentClient *c, const char *op, JsonObject *body,
   return g_steal_pointer (&k->conn);
 }
 
-/* Maps an agent's error string to our error. spawn ENOENT/EACCES keep their shell meaning. */
+/* The core's words of a failure (nz-lite-core.h) as our error: spawn ENOENT/EACCES keep their
+ * shell meaning. */
+static void
+set_core_error (GError **error, const NzLiteErr *e)
+{
+  switch (e->kind)
+    {
+    case NZ_LITE_ERR_NOENT:
+      g_set_error_literal (error, G_SPAWN_ERROR, G_SPAWN_ERROR_NOENT, e->msg);
+      break;
+    case NZ_LITE_ERR_NOEXEC:
+      g_set_error_literal (error, G_SPAWN_ERROR, G_SPAWN_ERROR_ACCES, e->msg);
+      break;
+    case NZ_LITE_ERR_INVALID:
+      nz_throw (error, NZ_ERROR_INVALID_ARGS, "%s", e->msg);
+      break;
+    case NZ_LITE_ERR_PROTOCOL:
+      nz_throw (error, NZ_ERROR_PROTOCOL, "%s", e->msg);
+      break;
+    case NZ_LITE_ERR_TIMED_OUT:
+      nz_throw (error, NZ_ERROR_TIMED_OUT, "%s", e->msg);
+      break;
+    default:
+      nz_throw (error, NZ_ERROR_FAILED, "%s", e->msg);
+      break;
+    }
+}
+
+/* Maps an agent's error string to our error (the core's table). */
 static void
 set_agent_error (NzAgentClient *c, GError **error, const char *context, const char *code,
                  const char *message)
 {
-  g_autofree char *text = message != NULL && *message != '\0'
-                              ? g_strdup_printf ("%s (%s)", code, message)
-                              : g_strdup (code);
+  NzLiteErr e = { 0 };
 
-  if (g_str_has_prefix (code, "spawn ") && g_str_has_suffix (code, " ENOENT"))
-    g_set_error (error, G_SPAWN_ERROR, G_SPAWN_ERROR_NOENT, "%s", text);
-  else if (g_str_has_prefix (code, "spawn ")
-           && (g_str_has_suffix (code, " EACCES") || g_str_has_suffix (code, " EPERM")
-               || g_str_has_suffix (code, " ENOEXEC")))
-    g_set_error (error, G_SPAWN_ERROR, G_SPAWN_ERROR_ACCES, "%s", text);
-  else if (g_str_equal (code, "agent_retiring"))
-    fail (c, error, NZ_ERROR_FAILED,
-          "agent is retiring: it fenced itself after a process-group shutdown could not be "
-          "confirmed, so the sandbox must be recreated");
-  else if (g_str_has_prefix (code, "unknown_op:"))
-    fail (c, error, NZ_ERROR_PROTOCOL,
-          "the agent does not implement guest agent protocol %d (%s); run a namzu-agent from "
-          "the same namzu release as this host",
-          NZ_AGENT_PROTOCOL_VERSION, code);
-  else if (g_str_has_prefix (code, "invalid_") || g_str_equal (code, "missing_command"))
-    nz_throw (error, NZ_ERROR_INVALID_ARGS, "%s refused: %s", context, text);
-  else
-    nz_throw (error, NZ_ERROR_FAILED, "%s refused: %s", context, text);
+  nz_lite_core_refusal (c->description, context, code, message, &e);
+  set_core_error (error, &e);
 }
 
+static gint64
+now_ms (void)
+{
+  return g_get_monotonic_time () / 1000;
+}
+
+/* One run of the exec core (nz-lite-core.h) over GIO: the driver side of the machine that
+ * namzu-exec's front drives with blocking poll I/O. */
 typedef struct
 {
   NzAgentClient *client;
-  NzAgentFrameFunc func;
+  NzLiteCore core;
+  NzExecOutputFunc on_output;
+  NzAgentFrameFunc on_frame;
   gpointer user_data;
-  JsonObject *result;
-  char *error_code;
-  char *error_message;
-} ExecStream;
+  GCancellable *cancellable;
+  GError *io_error;  /* the failure fed to the core last, in our words */
+  GError *bad_frame; /* a frame that is no JSON, in json-glib's words */
+} ExecRun;
 
-static gboolean
-exec_frame (JsonObject *frame, gpointer user_data, gboolean *refused, GError **error)
+static void
+exec_run_clear (ExecRun *r)
 {
-  ExecStream *es = user_data;
-  const char *type = nz_json_get_string (frame, "type");
+  nz_lite_core_clear (&r->core);
+  g_clear_error (&r->io_error);
+  g_clear_error (&r->bad_frame);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ExecRun, exec_run_clear)
 
-  if (es->result != NULL || es->error_code != NULL)
-    return fail (es->client, error, NZ_ERROR_PROTOCOL,
-                 "exec stream sent a frame after its result");
-  if (type == NULL && json_object_has_member (frame, "ok"))
-    {
-      const char *err = nz_json_get_string (frame, "error");
+/* Feeds the core a failure of ours (taking @local). The caller's cancellable is checked here
+ * because a fired one is what ended the wait. */
+static NzLiteCoreAction
+exec_failed (ExecRun *r, GError *local)
+{
+  NzLiteErrKind kind = g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED)
+                           ? NZ_LITE_ERR_CANCELLED
+                           : NZ_LITE_ERR_FAILED;
 
-      es->error_code = g_strdup (err != NULL ? err : "unknown error");
-      es->error_message = g_strdup (nz_json_get_string (frame, "message"));
-      *refused = TRUE;
-      return TRUE;
-    }
-  if (g_strcmp0 (type, "result") == 0)
-    {
-      es->result = json_object_ref (frame);
-      return TRUE;
-    }
-  if (g_strcmp0 (type, "error") == 0)
-    {
-      const char *err = nz_json_get_string (frame, "error");
+  if (g_cancellable_is_cancelled (r->cancellable))
+    nz_lite_core_want_cancel (&r->core);
+  g_clear_error (&r->io_error);
+  r->io_error = local;
+  return nz_lite_core_failed (&r->core, kind, local->message, now_ms ());
+}
 
-      es->error_code = g_strdup (err != NULL ? err : "unknown error");
-      es->error_message = g_strdup (nz_json_get_string (frame, "message"));
-      return TRUE;
+static NzLiteCoreAction
+exec_read (ExecRun *r, Conn *k, gint64 deadline, guint64 observation_ms)
+{
+  g_autoptr (GBytes) payload = NULL;
+  g_autoptr (JsonObject) frame = NULL;
+  GError *local = NULL;
+  NzLiteCoreAction a;
+  ReadStatus st;
+  gsize len = 0;
+  const char *data;
+
+  st = conn_read_frame (k, deadline, r->cancellable, &payload, &local);
+  if (st != READ_FRAME)
+    {
+      stream_read_failed (k, "exec stream", st, observation_ms, &local);
+      return exec_failed (r, local);
     }
-  if (es->func != NULL)
-    return es->func (frame, es->user_data, error);
-  return TRUE;
+  data = g_bytes_get_data (payload, &len);
+  a = nz_lite_core_frame (&r->core, data, len, now_ms ());
+  /* json-glib's words for a frame that is no JSON, as before the core read the frames. */
+  if (a == NZ_LITE_CORE_DONE && r->core.bad_frame
+      && (frame = nz_agent_reply_parse (data, len, &local)) == NULL)
+    {
+      fail (r->client, &r->bad_frame, NZ_ERROR_PROTOCOL, "exec stream frame: %s",
+            local->message);
+      g_error_free (local);
+    }
+  /* Frames that are neither the result nor an error go to the caller that asked for them. */
+  if ((a == NZ_LITE_CORE_READ || a == NZ_LITE_CORE_OUTPUT) && r->on_frame != NULL
+      && r->core.result == NULL && r->core.error_code == NULL)
+    {
+      frame = nz_agent_reply_parse (data, len, NULL);
+      if (frame != NULL && !r->on_frame (frame, r->user_data, &local))
+        return exec_failed (r, local);
+    }
+  return a;
+}
+
+/* One cancel-execution attempt. Deliberately ignores the caller's (already fired)
+ * cancellable. */
+static NzLiteCoreAction
+exec_cancel_once (ExecRun *r)
+{
+  g_autoptr (GBytes) text = NULL;
+  g_autoptr (JsonObject) reply = NULL;
+  GError *local = NULL;
+  gsize len = 0;
+  const char *data;
+
+  reply = call_text (r->client, "cancel-execution", r->core.cancel_body.data,
+                     r->core.attempt_ms, NULL, &text, &local);
+  if (reply == NULL)
+    return exec_failed (r, local);
+  data = g_bytes_get_data (text, &len);
+  return nz_lite_core_cancel_reply (&r->core, data, len, now_ms ());
+}
+
+/* Runs the core from @a to its end: @k is the execute stream when the caller opened it. The
+ * result (a new reference), or NULL with @error. */
+static JsonObject *
+exec_drive (ExecRun *r, Conn *k, NzLiteCoreAction a, guint64 observation_ms, GError **error)
+{
+  gint64 deadline = deadline_after (observation_ms);
+  JsonObject *result;
+  GError *local = NULL;
+
+  while (a != NZ_LITE_CORE_DONE)
+    switch (a)
+      {
+      case NZ_LITE_CORE_EXECUTE:
+        k = conn_request_text (r->client, "execute", r->core.request.data, r->cancellable,
+                               &local);
+        a = k != NULL ? NZ_LITE_CORE_READ : exec_failed (r, local);
+        break;
+      case NZ_LITE_CORE_READ:
+        a = exec_read (r, k, deadline, observation_ms);
+        break;
+      case NZ_LITE_CORE_OUTPUT:
+        if (r->on_output != NULL)
+          r->on_output (r->core.out_stream == 1 ? NZ_EXEC_STDOUT : NZ_EXEC_STDERR, r->core.out,
+                        r->core.out_len, r->user_data);
+        a = NZ_LITE_CORE_READ;
+        break;
+      case NZ_LITE_CORE_CLOSE:
+        if (conn_expect_close (k, "exec stream", FALSE, r->cancellable, &local))
+          a = nz_lite_core_closed (&r->core);
+        else
+          a = exec_failed (r, local);
+        break;
+      case NZ_LITE_CORE_CANCEL:
+        g_clear_pointer (&k, conn_free);
+        a = exec_cancel_once (r);
+        break;
+      case NZ_LITE_CORE_PAUSE:
+        g_usleep (NZ_HOST_CANCEL_RETRY_INTERVAL_MS * 1000);
+        a = nz_lite_core_tick (&r->core, now_ms ());
+        break;
+      case NZ_LITE_CORE_DONE:
+      default:
+        break;
+      }
+  g_clear_pointer (&k, conn_free);
+  switch (r->core.end)
+    {
+    case NZ_LITE_CORE_RESULT:
+      result = nz_agent_reply_parse (r->core.result, strlen (r->core.result), &local);
+      if (result == NULL)
+        {
+          fail (r->client, error, NZ_ERROR_PROTOCOL, "exec stream frame: %s", local->message);
+          g_error_free (local);
+        }
+      return result;
+    case NZ_LITE_CORE_IO_FAILED:
+      g_propagate_error (error, g_steal_pointer (&r->io_error));
+      return NULL;
+    case NZ_LITE_CORE_CANCELLED:
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_CANCELLED, r->core.err.msg);
+      return NULL;
+    case NZ_LITE_CORE_UNCONFIRMED:
+      g_set_error_literal (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
+                           r->core.err.msg);
+      return NULL;
+    case NZ_LITE_CORE_FAILED:
+    default:
+      break;
+    }
+  if (r->bad_frame != NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&r->bad_frame));
+      return NULL;
+    }
+  set_core_error (error, &r->core.err);
+  return NULL;
 }
 
 static guint64
 observation_ms_for (JsonObject *body)
 {
   double t = 0;
-  guint64 ms = DEFAULT_EXECUTION_TIMEOUT_MS;
 
-  if (nz_json_get_number (body, "timeoutMs", &t) && t > 0 && t < 1e15)
-    ms = (guint64)t;
-  return MIN ((guint64)G_MAXINT32, ms + EXECUTION_TRANSPORT_GRACE_MS);
+  return nz_lite_core_observation_ms (nz_json_get_number (body, "timeoutMs", &t) ? t : 0);
 }
 
 JsonObject *
 nz_agent_client_execute (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on_frame,
                          gpointer user_data, GCancellable *cancellable, GError **error)
 {
-  ExecStream es = { c, on_frame, user_data, NULL, NULL, NULL };
-  g_autoptr (Conn) k = NULL;
-  gboolean ok;
+  g_auto (ExecRun) r = { .client = c, .on_frame = on_frame, .user_data = user_data,
+                         .cancellable = cancellable };
+  Conn *k;
 
   g_return_val_if_fail (c != NULL, NULL);
   g_return_val_if_fail (body != NULL, NULL);
   k = conn_request (c, "execute", body, cancellable, error);
   if (k == NULL)
     return NULL;
-  ok = run_stream (k, "exec stream", observation_ms_for (body), exec_frame, &es, cancellable,
-                   error);
-  if (ok && es.result == NULL && es.error_code == NULL)
-    ok = fail (c, error, NZ_ERROR_PROTOCOL, "exec stream ended without a result event");
-  if (ok && es.error_code != NULL)
-    ok = (set_agent_error (c, error, "execute", es.error_code, es.error_message), FALSE);
-  g_free (es.error_code);
-  g_free (es.error_message);
-  if (!ok)
-    {
-      g_clear_pointer (&es.result, json_object_unref);
-      return NULL;
-    }
-  return es.result;
+  nz_lite_core_init (&r.core, c->description, NULL, 0);
+  nz_lite_core_stream (&r.core);
+  return exec_drive (&r, k, NZ_LITE_CORE_READ, observation_ms_for (body), error);
 }
 
 /* ---- reserve -> execute -> cancel --------------------------------------------------------- */
@@ -1229,142 +1360,45 @@ nz_agent_client_cancel (NzAgentClient *c, const char *execution_id, GCancellable
   return g_steal_pointer (&reply);
 }
 
-/* Cancels @id and waits for the agent's confirmation, retrying lost connections within the
- * budget (spec D.2.5). Deliberately ignores the caller's (already fired) cancellable. */
-static gboolean
-cancel_and_confirm (NzAgentClient *c, const char *id, GError **error)
-{
-  g_autoptr (JsonObject) body = json_object_new ();
-  gint64 deadline = deadline_after (CANCEL_CONFIRM_BUDGET_MS);
-  g_autoptr (GError) last = NULL;
-
-  json_object_set_string_member (body, "executionId", id);
-  while (g_get_monotonic_time () < deadline)
-    {
-      guint attempt_ms = MIN (CANCEL_ATTEMPT_TIMEOUT_MS,
-                              MAX (1, (deadline - g_get_monotonic_time ()) / 1000));
-      g_autoptr (JsonObject) reply = NULL;
-      const char *err;
-
-      g_clear_error (&last);
-      reply = call_internal (c, "cancel-execution", body, attempt_ms, NULL, &last);
-      if (reply == NULL)
-        {
-          g_usleep (CANCEL_RETRY_INTERVAL_MS * 1000);
-          continue;
-        }
-      if (nz_json_get_bool (reply, "ok", FALSE))
-        return TRUE;
-      /* The agent answered: whatever it said will not change by asking again. */
-      err = nz_json_get_string (reply, "error");
-      g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
-                   "agent %s: could not confirm that execution %s stopped (%s%s%s); treat the "
-                   "sandbox as unusable and recreate it",
-                   c->description, id, err != NULL ? err : "unknown error",
-                   nz_json_get_string (reply, "message") != NULL ? ": " : "",
-                   nz_json_get_string (reply, "message") != NULL
-                       ? nz_json_get_string (reply, "message")
-                       : "");
-      return FALSE;
-    }
-  g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
-               "could not confirm that execution %s stopped within %ums: %s", id,
-               CANCEL_CONFIRM_BUDGET_MS, last != NULL ? last->message : "no attempt");
-  return FALSE;
-}
-
-typedef struct
-{
-  NzExecOutputFunc func;
-  gpointer user_data;
-} ExecOutput;
-
-static gboolean
-exec_output_frame (JsonObject *frame, gpointer user_data, GError **error)
-{
-  ExecOutput *eo = user_data;
-  const char *type = nz_json_get_string (frame, "type");
-  const char *data = nz_json_get_string (frame, "data");
-  NzExecStream stream;
-
-  if (g_strcmp0 (type, "stdout_delta") == 0)
-    stream = NZ_EXEC_STDOUT;
-  else if (g_strcmp0 (type, "stderr_delta") == 0)
-    stream = NZ_EXEC_STDERR;
-  else
-    return TRUE; /* unknown frame types are ignored, like unknown members */
-  if (data != NULL && *data != '\0' && eo->func != NULL)
-    eo->func (stream, data, strlen (data), eo->user_data);
-  return TRUE;
-}
-
-static JsonObject *
-copy_object (JsonObject *src)
-{
-  JsonObject *dst = json_object_new ();
-  JsonObjectIter it;
-  const char *name;
-  JsonNode *node;
-
-  json_object_iter_init (&it, src);
-  while (json_object_iter_next (&it, &name, &node))
-    json_object_set_member (dst, name, json_node_copy (node));
-  return dst;
-}
-
 JsonObject *
 nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output,
                       gpointer user_data, char **out_execution_id, GCancellable *cancellable,
                       GError **error)
 {
-  ExecOutput eo = { on_output, user_data };
+  g_auto (ExecRun) r = { .client = c, .on_output = on_output, .user_data = user_data,
+                         .cancellable = cancellable };
   g_autoptr (JsonObject) reserved = NULL;
-  g_autoptr (JsonObject) request = NULL;
-  g_autoptr (JsonObject) result = NULL;
-  g_autoptr (GError) local = NULL;
-  const char *id;
+  g_autoptr (GBytes) text = NULL;
+  g_autofree char *open = NULL;
+  NzLiteCoreAction a;
+  gsize len = 0, n;
+  const char *data;
 
   g_return_val_if_fail (c != NULL, NULL);
   g_return_val_if_fail (body != NULL, NULL);
   /* Like the reference host (spec D.2.5): the id is always the one reserved here. */
   g_return_val_if_fail (!json_object_has_member (body, "executionId"), NULL);
   /* No body: the agent mints the id (spec A.3). */
-  reserved = call_internal (c, "reserve-execution", NULL, READ_IDLE_TIMEOUT_MS, cancellable,
-                            error);
+  reserved = call_text (c, "reserve-execution", NULL, READ_IDLE_TIMEOUT_MS, cancellable, &text,
+                        error);
   if (reserved == NULL)
     return NULL;
-  if (!nz_json_get_bool (reserved, "ok", FALSE))
+  /* The core closes the body with the id: it takes it without its closing brace. */
+  open = nz_json_object_to_string (body, &n);
+  while (n > 0 && open[n - 1] != '}')
+    n--;
+  nz_lite_core_init (&r.core, c->description, open, n > 0 ? n - 1 : 0);
+  /* A reserved-but-unstarted record is cancelled too, so it can never start later. */
+  if (g_cancellable_is_cancelled (cancellable))
+    nz_lite_core_want_cancel (&r.core);
+  data = g_bytes_get_data (text, &len);
+  a = nz_lite_core_reserved (&r.core, data, len, now_ms ());
+  if (a == NZ_LITE_CORE_DONE)
     {
-      const char *err = nz_json_get_string (reserved, "error");
-
-      set_agent_error (c, error, "reserve-execution", err != NULL ? err : "unknown error",
-                       nz_json_get_string (reserved, "message"));
-      return NULL;
-    }
-  id = nz_json_get_string (reserved, "executionId");
-  if (id == NULL)
-    {
-      fail (c, error, NZ_ERROR_PROTOCOL, "reserve-execution reply has no executionId");
+      set_core_error (error, &r.core.err);
       return NULL;
     }
   if (out_execution_id != NULL)
-    *out_execution_id = g_strdup (id);
-  request = copy_object (body);
-  json_object_set_string_member (request, "executionId", id);
-  if (!g_cancellable_is_cancelled (cancellable))
-    result = nz_agent_client_execute (c, request, exec_output_frame, &eo, cancellable, &local);
-  if (result != NULL)
-    return g_steal_pointer (&result);
-  if (g_cancellable_is_cancelled (cancellable))
-    {
-      /* Whatever the stream was doing, the caller wants the command gone: cancel by id. A
-       * reserved-but-unstarted record is cancelled too, so it can never start later. */
-      if (!cancel_and_confirm (c, id, error))
-        return NULL;
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED,
-                   "execution %s cancelled; the agent confirmed it stopped", id);
-      return NULL;
-    }
-  g_propagate_error (error, g_steal_pointer (&local));
-  return NULL;
+    *out_execution_id = g_strdup (r.core.id);
+  return exec_drive (&r, NULL, a, observation_ms_for (body), error);
 }

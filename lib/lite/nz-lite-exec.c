@@ -1,12 +1,9 @@
 /* nz-lite-exec: see nz-lite-exec.h. */
 #define _GNU_SOURCE
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "nz-host-timing.h"
 #include "nz-lite-exec.h"
 #include "nz-signame.h"
 
@@ -124,86 +121,4 @@ nz_lite_exec_exit_status (const NzJlValue *result)
 
   free (name);
   return status;
-}
-
-/* Whether @s (of length @n) ends in @suffix and has more before it. */
-static bool
-ends_with (const char *s, size_t n, const char *suffix)
-{
-  size_t sl = strlen (suffix);
-
-  return n > sl && memcmp (s + n - sl, suffix, sl) == 0;
-}
-
-void
-nz_lite_exec_refusal (const char *desc, const char *code, const char *message, NzLiteErr *e)
-{
-  char text[768];
-  size_t n = strlen (code);
-
-  if (message != NULL && *message != '\0')
-    snprintf (text, sizeof text, "%s (%s)", code, message);
-  else
-    snprintf (text, sizeof text, "%s", code);
-  if (strncmp (code, "spawn ", 6) == 0 && ends_with (code, n, " ENOENT"))
-    nz_lite_wire_fail (e, NZ_LITE_ERR_NOENT, "%s", text);
-  else if (strncmp (code, "spawn ", 6) == 0
-           && (ends_with (code, n, " EACCES") || ends_with (code, n, " EPERM")
-               || ends_with (code, n, " ENOEXEC")))
-    nz_lite_wire_fail (e, NZ_LITE_ERR_NOEXEC, "%s", text);
-  else if (strcmp (code, "agent_retiring") == 0)
-    nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED, "agent %s: agent is retiring: it fenced itself after "
-                       "a process-group shutdown could not be confirmed, so the sandbox must be "
-                       "recreated", desc);
-  else if (strncmp (code, "unknown_op:", 11) == 0)
-    nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: the agent does not implement guest "
-                       "agent protocol 2 (%s); run a namzu-agent from the same namzu release as "
-                       "this host", desc, code);
-  else if (strncmp (code, "invalid_", 8) == 0 || strcmp (code, "missing_command") == 0)
-    nz_lite_wire_fail (e, NZ_LITE_ERR_INVALID, "execute refused: %s", text);
-  else
-    nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED, "execute refused: %s", text);
-}
-
-bool
-nz_lite_exec_cancel (NzLiteWire *w, const char *id, NzLiteErr *e)
-{
-  int64_t deadline = nz_lite_wire_now_ms () + NZ_HOST_CANCEL_CONFIRM_BUDGET_MS;
-  char body[160], last[sizeof e->msg] = "no attempt";
-
-  snprintf (body, sizeof body, "{\"executionId\":\"%s\"}", id);
-  while (nz_lite_wire_now_ms () < deadline)
-    {
-      int64_t left = deadline - nz_lite_wire_now_ms ();
-      unsigned attempt = (unsigned)(left < NZ_HOST_CANCEL_ATTEMPT_TIMEOUT_MS
-                                        ? (left > 0 ? left : 1)
-                                        : NZ_HOST_CANCEL_ATTEMPT_TIMEOUT_MS);
-      char *text = NULL, *err, *msg;
-      NzJlValue reply;
-      bool ok;
-
-      if (!nz_lite_wire_call (w, "cancel-execution", body, attempt, false, &text, &reply, e))
-        {
-          snprintf (last, sizeof last, "%s", e->msg);
-          free (text);
-          usleep (NZ_HOST_CANCEL_RETRY_INTERVAL_MS * 1000);
-          continue;
-        }
-      ok = nz_jl_member_bool (&reply, "ok", false);
-      err = nz_jl_member_string (&reply, "error");
-      msg = nz_jl_member_string (&reply, "message");
-      /* The agent answered: whatever it said will not change by asking again. */
-      if (!ok)
-        nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED, "agent %s: could not confirm that execution %s "
-                           "stopped (%s%s%s); treat the sandbox as unusable and recreate it",
-                           w->ep.desc, id, err ? err : "unknown error", msg ? ": " : "",
-                           msg ? msg : "");
-      free (err);
-      free (msg);
-      free (text);
-      return ok;
-    }
-  return nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED,
-                            "could not confirm that execution %s stopped within %ums: %s", id,
-                            NZ_HOST_CANCEL_CONFIRM_BUDGET_MS, last);
 }

@@ -1,14 +1,13 @@
 /* nz-lite-exec: the execute op's pieces that need no terminal or process state, in plain C
  * (no GLib), for namzu-exec's front: the request body as tools/namzu-exec/main.c builds it,
- * an execute refusal worded as lib/client words it, the result's exit status, and
- * cancel-with-confirmation (spec D.2.5). */
+ * and the exit-status table of a result, for every tool. The state machine around them is
+ * nz-lite-core. */
 #pragma once
 
 #include <stdbool.h>
 
 #include "nz-jsonlite.h"
 #include "nz-lite-buf.h"
-#include "nz-lite-wire.h"
 
 /* main.c's parse_timeout_ms ("500ms", "2s", "3m", "1h", "250"); -1 for anything it would
  * refuse, so that it can word the refusal. */
@@ -36,11 +35,3 @@ int nz_lite_exit_status (bool timed_out, int signo, bool has_code, double code);
 
 /* nz_lite_exit_status() of an execute `result` frame (signal by name, spec A.6.3). */
 int nz_lite_exec_exit_status (const NzJlValue *result);
-
-/* lib/client's set_agent_error() for an execute refusal @code (@message may be NULL) by the
- * agent @desc. */
-void nz_lite_exec_refusal (const char *desc, const char *code, const char *message, NzLiteErr *e);
-
-/* Cancels execution @id and waits for the agent's confirmation within the budget, retrying
- * lost connections (spec D.2.5); signals are not watched. */
-bool nz_lite_exec_cancel (NzLiteWire *w, const char *id, NzLiteErr *e);

@@ -1,15 +1,14 @@
+/* nz-lite-stream: see nz-lite-stream.h. */
 #define _GNU_SOURCE
 #include "nz-lite-stream.h"
 
 #include <errno.h>
 #include <poll.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "nz-jsonlite.h"
-#include "nz-lite-exec.h"
+#include "nz-host-timing.h"
 
 static bool
 write_all (int fd, const char *data, size_t len)
@@ -35,121 +34,104 @@ write_all (int fd, const char *data, size_t len)
   return true;
 }
 
-/* One frame of the exec stream (lib/client's exec_frame and exec_output_frame). Returns
- * false to stop reading: an error, a refusal, or output that could not be written. */
-static bool
-stream_frame (NzLiteWire *w, NzLiteStream *s, const NzJlValue *raw, bool *refused, NzLiteErr *e)
+/* The next frame of the stream on @k fed to @core, or the failure that ended the read. */
+static NzLiteCoreAction
+read_next (NzLiteWire *w, NzLiteConn *k, NzLiteCore *core, int64_t deadline,
+           unsigned long long observation_ms)
 {
-  NzJlValue frame, v;
-  char *type, *data;
-  size_t dlen = 0;
+  NzLiteErr e = { 0 };
+  NzJlValue raw;
 
-  if (!nz_jl_parse (raw->start, raw->len, &frame) || frame.type != NZ_JL_OBJECT)
-    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: exec stream frame: not a JSON "
-                              "object", w->ep.desc);
-  if (s->result != NULL || s->error_code != NULL)
-    return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: exec stream sent a frame after "
-                              "its result", w->ep.desc);
-  type = nz_jl_member_string (&frame, "type");
-  if ((type == NULL && nz_jl_member (&frame, "ok", &v)) || (type && strcmp (type, "error") == 0))
+  switch (nz_lite_wire_read_frame (w, k, deadline, true, &raw, &e))
     {
-      /* A reply-shaped refusal (e.g. agent_retiring, spec A.5) ends with no terminator. */
-      *refused = type == NULL;
-      s->error_code = nz_jl_member_string (&frame, "error");
-      s->error_message = nz_jl_member_string (&frame, "message");
-      if (s->error_code == NULL)
-        s->error_code = strdup ("unknown error");
+    case NZ_LITE_READ_FRAME:
+      return nz_lite_core_frame (core, raw.start, raw.len, nz_lite_wire_now_ms ());
+    case NZ_LITE_READ_EOF:
+      nz_lite_wire_fail (&e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s", w->ep.desc,
+                         k->in.len > k->pos ? "exec stream has trailing partial data"
+                                            : "socket closed before exec stream terminator");
+      break;
+    case NZ_LITE_READ_TIMEOUT:
+      nz_lite_wire_fail (&e, NZ_LITE_ERR_TIMED_OUT,
+                         "agent %s: exec stream observation exceeded %llums", w->ep.desc,
+                         observation_ms);
+      break;
+    case NZ_LITE_READ_ERROR:
+    default:
+      break;
     }
-  else if (type != NULL && strcmp (type, "result") == 0)
-    s->result = strndup (raw->start, raw->len);
-  else if (type != NULL && (strcmp (type, "stdout_delta") == 0 || strcmp (type, "stderr_delta") == 0)
-           && (data = nz_jl_member_string (&frame, "data")) != NULL)
-    {
-      (void)nz_jl_member (&frame, "data", &v);
-      free (data);
-      data = nz_jl_string (&v, &dlen);
-      if (dlen > 0 && !write_all (type[1] == 't' && type[3] == 'o' ? STDOUT_FILENO : STDERR_FILENO,
-                                  data, dlen))
-        s->broken_output = true;
-      free (data);
-    }
-  free (type);
-  return !s->broken_output;
+  return nz_lite_core_failed (core, e.kind, e.msg, nz_lite_wire_now_ms ());
 }
 
-bool
-nz_lite_stream_execute (NzLiteWire *w, const char *request, unsigned long long observation_ms,
-                        NzLiteStream *s, NzLiteErr *e)
+/* One cancel-execution attempt; signals are not watched (one already came). */
+static NzLiteCoreAction
+cancel_once (NzLiteWire *w, NzLiteCore *core)
+{
+  NzLiteErr e = { 0 };
+  char *text = NULL;
+  NzJlValue reply;
+  NzLiteCoreAction a;
+
+  if (nz_lite_wire_call (w, "cancel-execution", core->cancel_body.data, core->attempt_ms, false,
+                         &text, &reply, &e))
+    a = nz_lite_core_cancel_reply (core, text, strlen (text), nz_lite_wire_now_ms ());
+  else
+    a = nz_lite_core_failed (core, e.kind, e.msg, nz_lite_wire_now_ms ());
+  free (text);
+  return a;
+}
+
+void
+nz_lite_stream_run (NzLiteWire *w, NzLiteCore *core, NzLiteCoreAction a,
+                    unsigned long long observation_ms, bool *broken_output)
 {
   int64_t deadline = nz_lite_wire_now_ms () + (int64_t)observation_ms;
-  NzLiteConn k;
-  bool ok = false, refused = false;
+  NzLiteConn k = { .fd = -1 };
+  NzLiteErr e = { 0 };
 
-  if (!nz_lite_wire_request (w, &k, "execute", request, true, e))
-    {
-      nz_lite_wire_close (&k);
-      return false;
-    }
-  for (;;)
-    {
-      NzJlValue raw;
-      NzLiteReadStatus st = nz_lite_wire_read_frame (w, &k, deadline, true, &raw, e);
-
-      if (st == NZ_LITE_READ_EOF)
-        nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s", w->ep.desc,
-                           k.in.len > k.pos ? "exec stream has trailing partial data"
-                                            : "socket closed before exec stream terminator");
-      else if (st == NZ_LITE_READ_TIMEOUT)
-        nz_lite_wire_fail (e, NZ_LITE_ERR_TIMED_OUT, "agent %s: exec stream observation exceeded "
-                           "%llums", w->ep.desc, observation_ms);
-      if (st != NZ_LITE_READ_FRAME)
+  *broken_output = false;
+  while (a != NZ_LITE_CORE_DONE)
+    switch (a)
+      {
+      case NZ_LITE_CORE_EXECUTE:
+        if (nz_lite_wire_request (w, &k, "execute", core->request.data, true, &e))
+          a = NZ_LITE_CORE_READ;
+        else
+          a = nz_lite_core_failed (core, e.kind, e.msg, nz_lite_wire_now_ms ());
         break;
-      if (raw.len == 0)
-        {
-          ok = nz_lite_wire_expect_close (w, &k, "exec stream", false, true, e);
-          break;
-        }
-      if (!stream_frame (w, s, &raw, &refused, e) || refused)
-        {
-          ok = refused;
-          break;
-        }
-    }
+      case NZ_LITE_CORE_READ:
+        a = read_next (w, &k, core, deadline, observation_ms);
+        break;
+      case NZ_LITE_CORE_OUTPUT:
+        if (write_all (core->out_stream == 1 ? STDOUT_FILENO : STDERR_FILENO, core->out,
+                       core->out_len))
+          a = NZ_LITE_CORE_READ;
+        else
+          {
+            /* Like SIGPIPE would, but the command is cancelled rather than left running. */
+            *broken_output = true;
+            nz_lite_core_want_cancel (core);
+            a = nz_lite_core_failed (core, NZ_LITE_ERR_FAILED, "output closed",
+                                     nz_lite_wire_now_ms ());
+          }
+        break;
+      case NZ_LITE_CORE_CLOSE:
+        if (nz_lite_wire_expect_close (w, &k, "exec stream", false, true, &e))
+          a = nz_lite_core_closed (core);
+        else
+          a = nz_lite_core_failed (core, e.kind, e.msg, nz_lite_wire_now_ms ());
+        break;
+      case NZ_LITE_CORE_CANCEL:
+        nz_lite_wire_close (&k);
+        a = cancel_once (w, core);
+        break;
+      case NZ_LITE_CORE_PAUSE:
+        usleep (NZ_HOST_CANCEL_RETRY_INTERVAL_MS * 1000);
+        a = nz_lite_core_tick (core, nz_lite_wire_now_ms ());
+        break;
+      case NZ_LITE_CORE_DONE:
+      default:
+        break;
+      }
   nz_lite_wire_close (&k);
-  if (ok && s->result == NULL && s->error_code == NULL)
-    ok = nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: exec stream ended without a "
-                            "result event", w->ep.desc);
-  if (ok && s->error_code != NULL)
-    ok = (nz_lite_exec_refusal (w->ep.desc, s->error_code, s->error_message, e), false);
-  return ok;
-}
-
-int
-nz_lite_stream_outcome (const NzLiteErr *e, const char *desc, const char *command,
-                        const char *target, char *msg, size_t msg_size)
-{
-  if (e->kind == NZ_LITE_ERR_NOENT)
-    return snprintf (msg, msg_size, "%s: command not found in the sandbox (%s)", command, e->msg),
-           NZ_LITE_EXIT_NOTFOUND;
-  if (e->kind == NZ_LITE_ERR_NOEXEC)
-    return snprintf (msg, msg_size, "%s: cannot execute (%s)", command, e->msg),
-           NZ_LITE_EXIT_NOEXEC;
-  if (e->kind == NZ_LITE_ERR_INVALID || e->kind == NZ_LITE_ERR_PROTOCOL)
-    return snprintf (msg, msg_size, "%s", e->msg), NZ_LITE_EXIT_NAMZU;
-  if (e->kind == NZ_LITE_ERR_DIAL && target == NULL)
-    return snprintf (msg, msg_size,
-                     "cannot reach agent %s: %s; is namzu-agent running there? (namzu-ls lists "
-                     "the sandboxes)", desc, e->msg),
-           NZ_LITE_EXIT_NAMZU;
-  if (e->kind == NZ_LITE_ERR_DIAL)
-    return snprintf (msg, msg_size,
-                     "cannot reach %s (agent %s: %s); it may have stopped: check namzu-ls, or "
-                     "create a new sandbox with namzu-create", target, desc, e->msg),
-           NZ_LITE_EXIT_NAMZU;
-  if (target != NULL)
-    return snprintf (msg, msg_size,
-                     "%s; the command's outcome in %s is unknown (check it with namzu-ls)",
-                     e->msg, target),
-           NZ_LITE_EXIT_NAMZU;
-  return snprintf (msg, msg_size, "%s", e->msg), NZ_LITE_EXIT_NAMZU;
 }

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "nz-lite-core.h"
 #include "nz-lite-exec.h"
 #include "nz-lite-wire.h"
 
@@ -41,7 +42,7 @@ read_frame_like_front (const NzJlValue *raw)
       char *message = nz_jl_member_string (&frame, "message");
       NzLiteErr e = { 0 };
 
-      nz_lite_exec_refusal ("unix:/fuzz", code != NULL ? code : "unknown error", message, &e);
+      nz_lite_core_refusal ("unix:/fuzz", "execute", code != NULL ? code : "unknown error", message, &e);
       free (code);
       free (message);
     }

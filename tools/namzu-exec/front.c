@@ -18,8 +18,9 @@
  * NZ_EXEC_RETIRE_ENV.
  *
  * The reusable parts are in lib/lite: nz-lite-wire (endpoints, frames, reply ops), nz-lite-handle
- * (the sandbox handle) and nz-lite-exec (the body, refusals, exit status, cancel). What stays
- * here is the command line, the run loop, signals and the hand-over. */
+ * (the sandbox handle), nz-lite-exec (the body, the exit status), nz-lite-core (the reserve ->
+ * execute -> cancel machine lib/client drives too) and nz-lite-stream (its blocking driver).
+ * What stays here is the command line, signals, the outcome and the hand-over. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -39,6 +40,7 @@
 #include "nz-host-timing.h"
 #include "nz-jsonlite.h"
 #include "nz-lite-buf.h"
+#include "nz-lite-core.h"
 #include "nz-lite-exec.h"
 #include "nz-lite-handle.h"
 #include "nz-lite-stream.h"
@@ -165,21 +167,58 @@ watch_signals (void)
     hand_over (NULL);
 }
 
+/* The exit status of @core's end, said on stderr when it failed; an unconfirmed cancellation
+ * in a sandbox goes to main.c, which can retire it. */
+static int
+finish (NzLiteCore *core, const char *command, const char *target)
+{
+  char msg[2048];
+  NzJlValue result;
+  int status;
+
+  switch (core->end)
+    {
+    case NZ_LITE_CORE_RESULT:
+      status = nz_jl_parse (core->result, strlen (core->result), &result)
+                   ? nz_lite_exec_exit_status (&result)
+                   : -1;
+      if (status < 0)
+        return say (NZ_LITE_CORE_NO_STATUS_WORDS), EXIT_NAMZU;
+      return status;
+    case NZ_LITE_CORE_CANCELLED:
+      if (wire.signo == 0)
+        return 128 + SIGPIPE;
+      say ("%s: %s", nz_signame (wire.signo), core->err.msg);
+      return 128 + wire.signo;
+    case NZ_LITE_CORE_UNCONFIRMED:
+      if (target == NULL)
+        return say (NZ_LITE_CORE_NO_RETIRE_FORMAT, core->err.msg), EXIT_NAMZU;
+      hand_over (core->err.msg);
+    case NZ_LITE_CORE_FAILED:
+    case NZ_LITE_CORE_IO_FAILED:
+    default:
+      status = nz_lite_core_outcome (core->err.kind, core->err.msg,
+                                     core->err.kind == NZ_LITE_ERR_DIAL ? wire.ep.desc : NULL,
+                                     command, target, true, msg, sizeof msg, NULL);
+      return say ("%s", msg), status;
+    }
+}
+
 int
 main (int argc, char **argv)
 {
   /* Static: what is still allocated at exit stays reachable (LeakSanitizer's view). */
   static NzFrontOpts o;
   static NzLiteHandle h;
-  static NzLiteBuf body, request;
-  static NzLiteStream s;
-  static char *reserved, *id;
+  static NzLiteBuf body;
+  static NzLiteCore core;
+  static char *reserved;
   NzLiteErr e = { 0 };
   NzJlValue reply;
+  NzLiteCoreAction a;
   char target[64] = "";
-  double t = 0;
-  unsigned long long observation_ms = NZ_HOST_DEFAULT_EXECUTION_TIMEOUT_MS;
-  int status;
+  bool broken_output = false;
+  const char *id;
 
   saved_argv = argv;
   /* Only our own hand-over may ask namzu-exec-full to retire a sandbox. */
@@ -203,15 +242,10 @@ main (int argc, char **argv)
     }
   /* What a token-gated agent would refuse unread goes where that refusal is worded. */
   if (wire.ep.kind == NZ_LITE_EP_TCP
-      && body.len + (wire.token ? 6 * strlen (wire.token) : 0) + 256 > NZ_LITE_WIRE_TCP_PREAUTH_FRAME_LIMIT)
+      && body.len + (wire.token ? 6 * strlen (wire.token) : 0) + 256
+             > NZ_LITE_WIRE_TCP_PREAUTH_FRAME_LIMIT)
     hand_over (NULL);
-  if (o.timeout != NULL)
-    t = (double)nz_lite_exec_parse_timeout_ms (o.timeout);
-  if (t > 0 && t < 1e15)
-    observation_ms = (unsigned long long)t;
-  observation_ms += NZ_HOST_EXECUTION_TRANSPORT_GRACE_MS;
-  if (observation_ms > INT32_MAX)
-    observation_ms = INT32_MAX;
+  nz_lite_core_init (&core, wire.ep.desc, body.data, body.len);
 
   /* A vanished reader is noticed as a write error (then we cancel), not a silent death. */
   signal (SIGPIPE, SIG_IGN);
@@ -225,45 +259,19 @@ main (int argc, char **argv)
       say ("%s: %s", nz_signame (wire.signo), e.msg);
       return 128 + wire.signo;
     }
-  /* The id goes back into JSON unescaped (cancel's body): only the shape agents mint. */
-  if (!nz_jl_member_bool (&reply, "ok", false)
-      || (id = nz_jl_member_string (&reply, "executionId")) == NULL || strlen (id) > 64
+  /* A signal while reserving: the record is cancelled too, so it can never start later. */
+  if (nz_lite_wire_signal_pending (&wire))
+    nz_lite_core_want_cancel (&core);
+  a = nz_lite_core_reserved (&core, reserved, strlen (reserved), nz_lite_wire_now_ms ());
+  /* Only the id shape agents mint is the plain case. */
+  id = core.id;
+  if (a == NZ_LITE_CORE_DONE || strlen (id) > 64
       || id[strspn (id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")] != '\0')
     hand_over (NULL);
-  /* A signal while reserving: the record is cancelled too, so it can never start later. */
-  if (!nz_lite_wire_signal_pending (&wire))
-    {
-      nz_lite_buf_add (&request, body.data, body.len);
-      nz_lite_buf_str (&request, ",\"executionId\":");
-      nz_lite_buf_json_string (&request, id);
-      nz_lite_buf_str (&request, "}");
-      if (nz_lite_stream_execute (&wire, request.data, observation_ms, &s, &e))
-        {
-          status = nz_jl_parse (s.result, strlen (s.result), &reply)
-                       ? nz_lite_exec_exit_status (&reply) : -1;
-          if (status < 0)
-            return say ("the agent reported no usable exit status"), EXIT_NAMZU;
-          return status;
-        }
-      if (e.kind != NZ_LITE_ERR_CANCELLED && !s.broken_output)
-        {
-          char msg[2048];
-
-          status = nz_lite_stream_outcome (&e, wire.ep.desc, o.command[0],
-                                           target[0] ? target : NULL, msg, sizeof msg);
-          return say ("%s", msg), status;
-        }
-    }
-  /* Whatever the stream was doing, the caller wants the command gone: cancel by id. */
-  if (!nz_lite_exec_cancel (&wire, id, &e))
-    {
-      if (target[0] == '\0')
-        return say ("%s; no sandbox to retire with --endpoint: stop that agent yourself", e.msg),
-               EXIT_NAMZU;
-      hand_over (e.msg);
-    }
-  if (wire.signo == 0)
-    return 128 + SIGPIPE;
-  say ("%s: execution %s cancelled; the agent confirmed it stopped", nz_signame (wire.signo), id);
-  return 128 + wire.signo;
+  nz_lite_stream_run (&wire, &core, a,
+                      nz_lite_core_observation_ms (
+                          o.timeout != NULL ? (double)nz_lite_exec_parse_timeout_ms (o.timeout) : 0),
+                      &broken_output);
+  (void)broken_output;
+  return finish (&core, o.command[0], target[0] ? target : NULL);
 }

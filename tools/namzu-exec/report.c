@@ -1,7 +1,9 @@
 /* namzu-exec-full's report: how a run's outcome becomes the exit status (the command's, or
- * 124-127 and 128+N) and the one stderr line, with --json the closing error event. */
+ * 124-127 and 128+N) and the one stderr line, with --json the closing error event. The
+ * failures go through lib/lite's one outcome table, the front's (nz_lite_core_outcome). */
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "nz-agent-client.h"
 #include "nz-backend.h"
@@ -9,6 +11,7 @@
 #include "nz-errors.h"
 #include "nz-exec-status.h"
 #include "nz-json.h"
+#include "nz-lite-core.h"
 #include "nz-lite-exec.h"
 
 #include "exec-full.h"
@@ -55,8 +58,7 @@ nz_exec_retire_unconfirmed (NzHandle *handle, const GError *e)
   g_autoptr (GError) local = NULL;
 
   if (handle == NULL)
-    return nz_exec_fail (EXIT_NAMZU, "cancellation_unconfirmed",
-                         "%s; no sandbox to retire with --endpoint: stop that agent yourself",
+    return nz_exec_fail (EXIT_NAMZU, "cancellation_unconfirmed", NZ_LITE_CORE_NO_RETIRE_FORMAT,
                          e->message);
   if (!nz_backend_retire (handle, &local))
     return nz_exec_fail (EXIT_NAMZU, "cancellation_unconfirmed",
@@ -67,10 +69,30 @@ nz_exec_retire_unconfirmed (NzHandle *handle, const GError *e)
                        e->message, handle->id);
 }
 
+/* @e's kind in the one outcome table (nz-lite-core.h). */
+static NzLiteErrKind
+lite_kind (const GError *e)
+{
+  if (g_error_matches (e, G_SPAWN_ERROR, G_SPAWN_ERROR_NOENT))
+    return NZ_LITE_ERR_NOENT;
+  if (e->domain == G_SPAWN_ERROR)
+    return NZ_LITE_ERR_NOEXEC;
+  if (g_error_matches (e, NZ_ERROR, NZ_ERROR_INVALID_ARGS))
+    return NZ_LITE_ERR_INVALID;
+  if (g_error_matches (e, NZ_ERROR, NZ_ERROR_PROTOCOL))
+    return NZ_LITE_ERR_PROTOCOL;
+  if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED))
+    return NZ_LITE_ERR_DIAL;
+  return NZ_LITE_ERR_FAILED;
+}
+
 int
 nz_exec_finish (NzExecRun *run, NzHandle *handle, const char *target, const char *command)
 {
   const GError *e = run->error;
+  g_autofree char *msg = NULL;
+  const char *code = NULL;
+  gsize msg_size;
   int status;
 
   if (run->result != NULL)
@@ -83,10 +105,12 @@ nz_exec_finish (NzExecRun *run, NzHandle *handle, const char *target, const char
       status = nz_exec_exit_status (run->result);
       if (status >= 0)
         return status;
-      return nz_exec_fail (EXIT_NAMZU, "protocol", "the agent reported no usable exit status");
+      return nz_exec_fail (EXIT_NAMZU, "protocol", NZ_LITE_CORE_NO_STATUS_WORDS);
     }
   if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED))
     return nz_exec_retire_unconfirmed (handle, e);
+  /* Room for the longest line of the table: the message, the target and the command. */
+  msg_size = strlen (e->message) + (target ? strlen (target) : 0) + strlen (command) + 256;
   if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     {
       int signo = run->signo != 0 ? run->signo : SIGPIPE;
@@ -95,33 +119,8 @@ nz_exec_finish (NzExecRun *run, NzHandle *handle, const char *target, const char
         nz_exec_fail (128 + signo, "cancelled", "%s: %s", nz_signal_name (signo), e->message);
       return 128 + signo;
     }
-  if (g_error_matches (e, G_SPAWN_ERROR, G_SPAWN_ERROR_NOENT))
-    return nz_exec_fail (NZ_EXEC_EXIT_NOTFOUND, "not_found",
-                         "%s: command not found in the sandbox (%s)", command, e->message);
-  if (e->domain == G_SPAWN_ERROR)
-    return nz_exec_fail (NZ_EXEC_EXIT_NOEXEC, "permission_denied", "%s: cannot execute (%s)",
-                         command, e->message);
-  if (e->domain == NZ_ERROR && e->code == NZ_ERROR_INVALID_ARGS)
-    return nz_exec_fail (EXIT_NAMZU, "invalid_args", "%s", e->message);
-  if (e->domain == NZ_ERROR && e->code == NZ_ERROR_PROTOCOL)
-    return nz_exec_fail (EXIT_NAMZU, "protocol", "%s", e->message);
-  if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED) && target == NULL)
-    return nz_exec_fail (EXIT_NAMZU, "unreachable",
-                         "cannot reach %s; is namzu-agent running there? (namzu-ls lists the "
-                         "sandboxes)",
-                         e->message);
-  if (g_error_matches (e, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED))
-    return nz_exec_fail (EXIT_NAMZU, "unreachable",
-                         "cannot reach %s (%s); it may have stopped: check namzu-ls, or create a "
-                         "new sandbox with namzu-create",
-                         target, e->message);
-  /* Reserved, so it may have run: say the outcome is unknown and where to look. */
-  if (run->execution_id != NULL && target != NULL)
-    return nz_exec_fail (EXIT_NAMZU, nz_error_code_name (e),
-                         "%s; the command's outcome in %s is unknown (check it with namzu-ls)",
-                         e->message, target);
-  if (target != NULL)
-    return nz_exec_fail (EXIT_NAMZU, nz_error_code_name (e), "%s (%s; check it with namzu-ls)",
-                         e->message, target);
-  return nz_exec_fail (EXIT_NAMZU, nz_error_code_name (e), "%s", e->message);
+  msg = g_malloc (msg_size);
+  status = nz_lite_core_outcome (lite_kind (e), e->message, NULL, command, target,
+                                 run->execution_id != NULL, msg, msg_size, &code);
+  return nz_exec_fail (status, code != NULL ? code : nz_error_code_name (e), "%s", msg);
 }
