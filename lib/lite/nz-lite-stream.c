@@ -83,13 +83,12 @@ cancel_once (NzLiteWire *w, NzLiteCore *core)
 
 void
 nz_lite_stream_run (NzLiteWire *w, NzLiteCore *core, NzLiteCoreAction a,
-                    unsigned long long observation_ms, bool *broken_output)
+                    unsigned long long observation_ms)
 {
   int64_t deadline = nz_lite_wire_now_ms () + (int64_t)observation_ms;
   NzLiteConn k = { .fd = -1 };
   NzLiteErr e = { 0 };
 
-  *broken_output = false;
   while (a != NZ_LITE_CORE_DONE)
     switch (a)
       {
@@ -109,7 +108,6 @@ nz_lite_stream_run (NzLiteWire *w, NzLiteCore *core, NzLiteCoreAction a,
         else
           {
             /* Like SIGPIPE would, but the command is cancelled rather than left running. */
-            *broken_output = true;
             nz_lite_core_want_cancel (core);
             a = nz_lite_core_failed (core, NZ_LITE_ERR_FAILED, "output closed",
                                      nz_lite_wire_now_ms ());

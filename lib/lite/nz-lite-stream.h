@@ -10,7 +10,7 @@
 #include "nz-lite-wire.h"
 
 /* Runs @core from @action (what nz_lite_core_reserved returned) to NZ_LITE_CORE_DONE over @w;
- * the execute stream is observed for at most @observation_ms. *@broken_output is set when our
- * stdout or stderr could not be written (the run was then cancelled). */
+ * the execute stream is observed for at most @observation_ms. Output that cannot be written
+ * cancels the run like a signal would, so it ends CANCELLED with @w->signo still 0. */
 void nz_lite_stream_run (NzLiteWire *w, NzLiteCore *core, NzLiteCoreAction action,
-                         unsigned long long observation_ms, bool *broken_output);
+                         unsigned long long observation_ms);

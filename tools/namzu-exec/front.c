@@ -217,7 +217,7 @@ main (int argc, char **argv)
   NzJlValue reply;
   NzLiteCoreAction a;
   char target[64] = "";
-  bool broken_output = false;
+  double timeout_ms = 0;
   const char *id;
 
   saved_argv = argv;
@@ -266,12 +266,11 @@ main (int argc, char **argv)
   /* Only the id shape agents mint is the plain case. */
   id = core.id;
   if (a == NZ_LITE_CORE_DONE || strlen (id) > 64
-      || id[strspn (id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")] != '\0')
+      || id[strspn (id, "abcdefghijklmnopqrstuvwxyz" "ABCDEFGHIJKLMNOPQRSTUVWXYZ" "0123456789_-")]
+             != '\0')
     hand_over (NULL);
-  nz_lite_stream_run (&wire, &core, a,
-                      nz_lite_core_observation_ms (
-                          o.timeout != NULL ? (double)nz_lite_exec_parse_timeout_ms (o.timeout) : 0),
-                      &broken_output);
-  (void)broken_output;
+  if (o.timeout != NULL)
+    timeout_ms = (double)nz_lite_exec_parse_timeout_ms (o.timeout);
+  nz_lite_stream_run (&wire, &core, a, nz_lite_core_observation_ms (timeout_ms));
   return finish (&core, o.command[0], target[0] ? target : NULL);
 }
