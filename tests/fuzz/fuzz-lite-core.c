@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
 #define SEP "\n==\n"
 
-/* The next piece of the input into *@p/*@n; false when none is left. */
+/* The next piece of the input into *@p and *@n; false when none is left. */
 static bool
 next_piece (const char **rest, const char *end, const char **p, size_t *n)
 {
