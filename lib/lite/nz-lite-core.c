@@ -18,7 +18,9 @@ void
 nz_lite_core_init (NzLiteCore *c, const char *desc, const char *body, size_t len)
 {
   *c = (NzLiteCore){ .desc = desc };
-  nz_lite_buf_add (&c->body, body, len);
+  /* A stream the caller started (nz_lite_core_stream) has no body. */
+  if (body != NULL)
+    nz_lite_buf_add (&c->body, body, len);
 }
 
 void

@@ -60,6 +60,15 @@ START_TEST (test_happy_path)
                     NZ_LITE_CORE_EXECUTE);
   ck_assert_str_eq (c.request.data, "{\"executionId\":\"exec_1\"}");
   nz_lite_core_clear (&c);
+
+  /* A stream the caller started has no body and no id: frames only (UBSan saw a NULL). */
+  nz_lite_core_init (&c, DESC, NULL, 0);
+  nz_lite_core_stream (&c);
+  ck_assert_int_eq (feed (&c, "{\"type\":\"result\",\"exitCode\":0}"), NZ_LITE_CORE_READ);
+  ck_assert_int_eq (nz_lite_core_failed (&c, NZ_LITE_ERR_CANCELLED, "cancelled", 0),
+                    NZ_LITE_CORE_DONE);
+  ck_assert_int_eq (c.end, NZ_LITE_CORE_IO_FAILED);
+  nz_lite_core_clear (&c);
 }
 END_TEST
 
