@@ -75,113 +75,20 @@ nz_agent_endpoint_free (NzAgentEndpoint *ep)
 {
   if (ep == NULL)
     return;
-  g_free (ep->path);
-  g_free (ep->host);
+  nz_lite_endpoint_clear (ep);
   g_free (ep);
-}
-
-/* "HOST:PORT" (IPv6 hosts in brackets) into @ep->host and @ep->port. @form names the expected
- * shape in errors. */
-static gboolean
-parse_host_port (NzAgentEndpoint *ep, const char *endpoint, const char *hostport,
-                 const char *form, GError **error)
-{
-  const char *colon = strrchr (hostport, ':');
-  g_autofree char *host = NULL;
-  guint64 port = 0;
-
-  if (colon == NULL || colon == hostport
-      || !g_ascii_string_to_unsigned (colon + 1, 10, 1, 65535, &port, NULL))
-    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                     "agent endpoint \"%s\": expected %s with a port in [1, 65535]", endpoint,
-                     form);
-  host = g_strndup (hostport, colon - hostport);
-  /* IPv6 literals come bracketed so the port separator stays unambiguous. */
-  if (host[0] == '[')
-    {
-      gsize n = strlen (host);
-
-      if (n < 3 || host[n - 1] != ']')
-        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                         "agent endpoint \"%s\": unterminated [IPv6] host", endpoint);
-      ep->host = g_strndup (host + 1, n - 2);
-    }
-  else if (strchr (host, ':') != NULL)
-    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                     "agent endpoint \"%s\": write an IPv6 host in brackets, [::1]:PORT",
-                     endpoint);
-  else
-    ep->host = g_steal_pointer (&host);
-  ep->port = (guint16)port;
-  return TRUE;
 }
 
 NzAgentEndpoint *
 nz_agent_endpoint_parse (const char *endpoint, GError **error)
 {
   g_autoptr (NzAgentEndpoint) ep = g_new0 (NzAgentEndpoint, 1);
+  char why[PATH_MAX + 512];
 
   g_return_val_if_fail (endpoint != NULL, NULL);
-  if (g_str_has_prefix (endpoint, "unix:"))
+  if (!nz_lite_endpoint_parse (endpoint, ep, why, sizeof why))
     {
-      const char *path = endpoint + strlen ("unix:");
-
-      if (!g_path_is_absolute (path))
-        {
-          nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                    "agent endpoint \"%s\": a unix socket path must be absolute", endpoint);
-          return NULL;
-        }
-      ep->kind = NZ_AGENT_ENDPOINT_UNIX;
-      ep->path = g_strdup (path);
-    }
-  else if (g_str_has_prefix (endpoint, "tcp:"))
-    {
-      if (!parse_host_port (ep, endpoint, endpoint + strlen ("tcp:"), "tcp:HOST:PORT", error))
-        return NULL;
-      ep->kind = NZ_AGENT_ENDPOINT_TCP;
-    }
-  else if (nz_worker_endpoint_is_http (endpoint))
-    {
-      /* A namzu-worker: its base URL, as the docker backend records it (spec B.6). */
-      g_autofree char *hostport = g_strdup (endpoint + strlen ("http://"));
-      gsize n = strlen (hostport);
-
-      while (n > 0 && hostport[n - 1] == '/')
-        hostport[--n] = '\0';
-      if (strchr (hostport, '/') != NULL || strchr (hostport, '@') != NULL)
-        {
-          nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                    "agent endpoint \"%s\": a worker endpoint is http://HOST:PORT, with no "
-                    "path or credentials", endpoint);
-          return NULL;
-        }
-      if (!parse_host_port (ep, endpoint, hostport, "http://HOST:PORT", error))
-        return NULL;
-      ep->kind = NZ_AGENT_ENDPOINT_HTTP;
-    }
-  else if (g_str_has_prefix (endpoint, "vsock:"))
-    {
-      const char *uds = endpoint + strlen ("vsock:");
-      const char *hash = strrchr (uds, '#');
-      guint64 port = 0;
-
-      if (hash == NULL || !g_path_is_absolute (uds)
-          || !g_ascii_string_to_unsigned (hash + 1, 10, 0, G_MAXUINT32, &port, NULL))
-        {
-          nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                    "agent endpoint \"%s\": expected vsock:/ABSOLUTE/UDS#PORT", endpoint);
-          return NULL;
-        }
-      ep->kind = NZ_AGENT_ENDPOINT_VSOCK;
-      ep->path = g_strndup (uds, hash - uds);
-      ep->vsock_port = (guint32)port;
-    }
-  else
-    {
-      nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                "agent endpoint \"%s\": expected unix:/ABSOLUTE/PATH, tcp:HOST:PORT, "
-                "vsock:/ABSOLUTE/UDS#PORT or http://HOST:PORT", endpoint);
+      nz_throw (error, NZ_ERROR_INVALID_ARGS, "%s", why);
       return NULL;
     }
   return g_steal_pointer (&ep);
@@ -190,15 +97,7 @@ nz_agent_endpoint_parse (const char *endpoint, GError **error)
 char *
 nz_agent_endpoint_describe (const NzAgentEndpoint *ep)
 {
-  if (ep->kind == NZ_AGENT_ENDPOINT_UNIX)
-    return g_strdup_printf ("unix:%s", ep->path);
-  if (ep->kind == NZ_AGENT_ENDPOINT_VSOCK)
-    return g_strdup_printf ("vsock:%s#%u", ep->path, ep->vsock_port);
-  if (strchr (ep->host, ':') != NULL)
-    return g_strdup_printf ("%s[%s]:%u", ep->kind == NZ_AGENT_ENDPOINT_HTTP ? "http://" : "tcp:",
-                            ep->host, ep->port);
-  return g_strdup_printf ("%s%s:%u", ep->kind == NZ_AGENT_ENDPOINT_HTTP ? "http://" : "tcp:",
-                          ep->host, ep->port);
+  return g_strdup (ep->desc);
 }
 
 /* ---- client ------------------------------------------------------------------------------- */
@@ -471,7 +370,7 @@ conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable
    * proxy named by the environment; it also spares every call loading libproxy, the GNOME
    * proxy module and GSettings (about half of namzu-exec's start on this path). */
   g_socket_client_set_enable_proxy (sc, FALSE);
-  if (c->ep->kind == NZ_AGENT_ENDPOINT_UNIX || c->ep->kind == NZ_AGENT_ENDPOINT_VSOCK)
+  if (c->ep->kind == NZ_LITE_EP_UNIX || c->ep->kind == NZ_LITE_EP_VSOCK)
     {
       g_autoptr (GSocketAddress) addr = g_unix_socket_address_new (c->ep->path);
 
@@ -495,7 +394,7 @@ conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable
   /* Deadlines are ours (per phase, in µs), not the client's one-size socket timeout. */
   g_socket_set_timeout (k->sock, 0);
   g_socket_set_blocking (k->sock, FALSE);
-  if (c->ep->kind == NZ_AGENT_ENDPOINT_TCP || c->ep->kind == NZ_AGENT_ENDPOINT_HTTP)
+  if (c->ep->kind == NZ_LITE_EP_TCP || c->ep->kind == NZ_LITE_EP_HTTP)
     {
       int idle = TCP_KEEPALIVE_INITIAL_DELAY_S;
 
@@ -504,7 +403,7 @@ conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable
       (void)g_socket_set_option (k->sock, IPPROTO_TCP, TCP_KEEPIDLE, idle, NULL);
     }
   k->reader = nz_frame_reader_new (NZ_AGENT_REPLY_FRAME_LIMIT);
-  if (c->ep->kind == NZ_AGENT_ENDPOINT_VSOCK && !vsock_handshake (k, cancellable, error))
+  if (c->ep->kind == NZ_LITE_EP_VSOCK && !vsock_handshake (k, cancellable, error))
     {
       *transient = !g_error_matches (*error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
       return NULL;
@@ -757,7 +656,7 @@ conn_request_text (NzAgentClient *c, const char *op, const char *text, GCancella
 
   /* A worker takes the token in its bearer header instead (the upgrade below). */
   if (!nz_lite_frame_envelope (&frame, op, text, text != NULL ? strlen (text) : 0,
-                               c->ep == NULL || c->ep->kind != NZ_AGENT_ENDPOINT_HTTP ? c->token
+                               c->ep == NULL || c->ep->kind != NZ_LITE_EP_HTTP ? c->token
                                                                                      : NULL))
     {
       fail (c, error, NZ_ERROR_INVALID_ARGS, "%s request: the token or the op is not UTF-8", op);
@@ -766,7 +665,7 @@ conn_request_text (NzAgentClient *c, const char *op, const char *text, GCancella
   data = (const guint8 *)frame.data;
   len = frame.len;
   /* Refuse before dialling what a token-gated agent would refuse unread (spec D.2.4). */
-  if (c->ep != NULL && c->ep->kind == NZ_AGENT_ENDPOINT_TCP
+  if (c->ep != NULL && c->ep->kind == NZ_LITE_EP_TCP
       && len - NZ_FRAME_HEADER_BYTES > NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT)
     {
       fail (c, error, NZ_ERROR_INVALID_ARGS,
@@ -778,7 +677,7 @@ conn_request_text (NzAgentClient *c, const char *op, const char *text, GCancella
   k = conn_open (c, cancellable, error);
   if (k == NULL)
     return NULL;
-  if (c->ep->kind == NZ_AGENT_ENDPOINT_HTTP && !conn_upgrade (k, op, cancellable, error))
+  if (c->ep->kind == NZ_LITE_EP_HTTP && !conn_upgrade (k, op, cancellable, error))
     return NULL;
   if (!conn_send_all (k, data, len, cancellable, error))
     return NULL;
@@ -837,7 +736,7 @@ call_text (NzAgentClient *c, const char *op, const char *body, guint idle_ms,
   const char *data;
   GError *local = NULL;
 
-  if (c->ep != NULL && c->ep->kind == NZ_AGENT_ENDPOINT_HTTP && g_str_equal (op, "healthz"))
+  if (c->ep != NULL && c->ep->kind == NZ_LITE_EP_HTTP && g_str_equal (op, "healthz"))
     return http_healthz (c, idle_ms, cancellable, error);
   k = conn_request_text (c, op, body, cancellable, error);
   if (k == NULL)

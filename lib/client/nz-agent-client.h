@@ -17,6 +17,7 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "nz-lite-endpoint.h"
 #include "nz-transport.h"
 
 G_BEGIN_DECLS
@@ -50,27 +51,13 @@ JsonObject *nz_agent_reply_parse (const char *data, gsize len, GError **error);
  * integer in [0, 2^53] (a hostile 1e300 or -1 must not reach a cast). */
 gboolean nz_agent_reply_count (JsonObject *obj, const char *member, guint64 *out);
 
-typedef enum
-{
-  NZ_AGENT_ENDPOINT_UNIX,
-  NZ_AGENT_ENDPOINT_TCP,
-  NZ_AGENT_ENDPOINT_VSOCK, /* Firecracker hybrid vsock: host-side UDS + CONNECT <port> */
-  NZ_AGENT_ENDPOINT_HTTP,  /* a namzu-worker: GET /v1/agent upgraded to namzu-agent/2 */
-} NzAgentEndpointKind;
+/* An endpoint, as lib/lite parses it for both namzu-exec programs (nz-lite-endpoint.h):
+ * "unix:/abs/path", "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6), "vsock:/abs/uds#PORT" (spec
+ * D.2.1) or "http://HOST:PORT" (a namzu-worker: healthz is its unauthenticated GET /healthz,
+ * every other op goes over GET /v1/agent upgraded to namzu-agent/2 with the token as a bearer
+ * header, nz-worker-http.h). */
+typedef NzLiteEndpoint NzAgentEndpoint;
 
-typedef struct
-{
-  NzAgentEndpointKind kind;
-  char *path; /* UNIX: absolute socket path; VSOCK: absolute path of the host-side UDS */
-  char *host; /* TCP, HTTP: host name or address, without brackets */
-  guint16 port;
-  guint32 vsock_port; /* VSOCK: the guest port named in the CONNECT line */
-} NzAgentEndpoint;
-
-/* Parses "unix:/abs/path", "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6),
- * "vsock:/abs/uds#PORT" (spec D.2.1) or "http://HOST:PORT" (a namzu-worker: healthz is its
- * unauthenticated GET /healthz, every other op goes over GET /v1/agent upgraded to
- * namzu-agent/2 with the token as a bearer header, nz-worker-http.h). */
 NzAgentEndpoint *nz_agent_endpoint_parse (const char *endpoint, GError **error);
 void nz_agent_endpoint_free (NzAgentEndpoint *ep);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentEndpoint, nz_agent_endpoint_free)

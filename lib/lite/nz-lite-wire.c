@@ -42,70 +42,16 @@ nz_lite_wire_now_ms (void)
 
 /* ---- endpoints ------------------------------------------------------------------------------ */
 
-static bool
-parse_host_port (const char *hostport, NzLiteEndpoint *ep)
-{
-  const char *colon = strrchr (hostport, ':');
-  unsigned long port = 0;
-  struct in_addr addr;
-
-  if (colon == NULL || colon == hostport || colon[1] == '\0')
-    return false;
-  for (const char *p = colon + 1; *p != '\0'; p++)
-    if (*p < '0' || *p > '9' || (port = port * 10 + (unsigned)(*p - '0')) > 65535)
-      return false;
-  ep->host = strndup (hostport, (size_t)(colon - hostport));
-  if (port == 0 || inet_pton (AF_INET, ep->host, &addr) != 1)
-    return false;
-  ep->port = (unsigned)port;
-  return true;
-}
-
 bool
 nz_lite_wire_parse_endpoint (const char *text, NzLiteEndpoint *ep)
 {
-  size_t len = strlen (text);
+  struct in_addr addr;
+  char why[64]; /* the words are the full implementation's to give */
 
-  *ep = (NzLiteEndpoint){ 0 };
-  if (len > 5 && len - 5 < PATH_MAX && strncmp (text, "unix:/", 6) == 0)
-    {
-      ep->kind = NZ_LITE_EP_UNIX;
-      ep->path = strdup (text + 5);
-      snprintf (ep->desc, sizeof ep->desc, "unix:%s", ep->path);
-      return true;
-    }
-  if (strncmp (text, "tcp:", 4) == 0)
-    {
-      ep->kind = NZ_LITE_EP_TCP;
-      if (!parse_host_port (text + 4, ep))
-        return false;
-      snprintf (ep->desc, sizeof ep->desc, "tcp:%s:%u", ep->host, ep->port);
-      return true;
-    }
-  if (strncasecmp (text, "http://", 7) == 0)
-    {
-      char *hp = strdup (text + 7);
-      size_t n = strlen (hp);
-      bool ok;
-
-      while (n > 0 && hp[n - 1] == '/')
-        hp[--n] = '\0';
-      ep->kind = NZ_LITE_EP_HTTP;
-      ok = strpbrk (hp, "/@") == NULL && parse_host_port (hp, ep);
-      if (ok)
-        snprintf (ep->desc, sizeof ep->desc, "http://%s:%u", ep->host, ep->port);
-      free (hp);
-      return ok;
-    }
-  return false; /* vsock:, or a mistake the full implementation words */
-}
-
-void
-nz_lite_wire_endpoint_clear (NzLiteEndpoint *ep)
-{
-  free (ep->path);
-  free (ep->host);
-  *ep = (NzLiteEndpoint){ 0 };
+  if (!nz_lite_endpoint_parse (text, ep, why, sizeof why))
+    return false;
+  return ep->kind == NZ_LITE_EP_UNIX
+         || (ep->kind != NZ_LITE_EP_VSOCK && inet_pton (AF_INET, ep->host, &addr) == 1);
 }
 
 /* ---- frames --------------------------------------------------------------------------------- */

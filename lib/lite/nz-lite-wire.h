@@ -13,6 +13,7 @@
 
 #include "nz-jsonlite.h"
 #include "nz-lite-buf.h"
+#include "nz-lite-endpoint.h"
 #include "nz-lite-frame.h"
 
 /* lib/client's NZ_AGENT_REPLY_FRAME_LIMIT and NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT. */
@@ -41,16 +42,6 @@ typedef struct
   NzLiteErrKind kind;
   char msg[1024];
 } NzLiteErr;
-
-typedef enum { NZ_LITE_EP_UNIX, NZ_LITE_EP_TCP, NZ_LITE_EP_HTTP } NzLiteEpKind;
-
-typedef struct
-{
-  NzLiteEpKind kind;
-  char *path, *host; /* owned */
-  unsigned port;
-  char desc[PATH_MAX + 300]; /* nz_agent_endpoint_describe()'s text */
-} NzLiteEndpoint;
 
 /* One agent to talk to. @sigfd (or -1) is a signalfd whose signals end waits that watch
  * signals; the signal read is left in @signo. */
@@ -85,11 +76,10 @@ bool nz_lite_wire_fail (NzLiteErr *e, NzLiteErrKind kind, const char *fmt, ...)
 /* CLOCK_MONOTONIC in milliseconds: every deadline here is one. */
 int64_t nz_lite_wire_now_ms (void);
 
-/* Parses @text into *@ep. False for anything but the plain case: vsock:, host names and IPv6
- * (a static program cannot load NSS reliably), URLs with a path or user info, mistakes. */
+/* Parses @text into *@ep (nz_lite_endpoint_parse; clear it with nz_lite_endpoint_clear). False
+ * for anything but the plain case this wire dials: vsock:, host names and IPv6 (a static
+ * program cannot load NSS reliably), and mistakes, which the full implementation words. */
 bool nz_lite_wire_parse_endpoint (const char *text, NzLiteEndpoint *ep);
-
-void nz_lite_wire_endpoint_clear (NzLiteEndpoint *ep);
 
 /* nz_lite_frame_header_write, under its older name. */
 void nz_lite_wire_frame_header_write (char out[NZ_LITE_WIRE_FRAME_HEADER_LEN], size_t len);

@@ -364,6 +364,23 @@ START_TEST (test_endpoint_parse)
       ck_assert_msg (ep == NULL, "accepted \"%s\"", bad[i]);
       ck_assert (g_error_matches (error, NZ_ERROR, NZ_ERROR_INVALID_ARGS));
     }
+  /* The words, as both namzu-exec programs give them (lib/lite/nz-lite-endpoint.c). */
+  {
+    g_autoptr (GError) error = NULL;
+    g_autoptr (NzAgentEndpoint) ep = nz_agent_endpoint_parse ("tcp:127.0.0.1", &error);
+
+    ck_assert (ep == NULL);
+    ck_assert_str_eq (error->message, "agent endpoint \"tcp:127.0.0.1\": expected "
+                                      "tcp:HOST:PORT with a port in [1, 65535]");
+  }
+  {
+    g_autoptr (GError) error = NULL;
+    g_autoptr (NzAgentEndpoint) ep = nz_agent_endpoint_parse ("tcp:::1:80", &error);
+
+    ck_assert (ep == NULL);
+    ck_assert_str_eq (error->message, "agent endpoint \"tcp:::1:80\": write an IPv6 host in "
+                                      "brackets, [::1]:PORT");
+  }
 }
 END_TEST
 

@@ -74,14 +74,14 @@ START_TEST (test_endpoints)
 
       ck_assert_msg (nz_lite_wire_parse_endpoint (plain[i], &ep), "refused: %s", plain[i]);
       ck_assert_str_eq (ep.desc, descs[i]);
-      nz_lite_wire_endpoint_clear (&ep);
+      nz_lite_endpoint_clear (&ep);
     }
   for (size_t i = 0; i < G_N_ELEMENTS (other); i++)
     {
       NzLiteEndpoint ep;
 
       ck_assert_msg (!nz_lite_wire_parse_endpoint (other[i], &ep), "accepted: %s", other[i]);
-      nz_lite_wire_endpoint_clear (&ep);
+      nz_lite_endpoint_clear (&ep);
     }
 }
 END_TEST
