@@ -14,22 +14,6 @@
 
 /* ---- helpers shared by the stream ops ---- */
 
-JsonNode *
-nz_agent_body_member (NzEnvelope *env, const char *name)
-{
-  if (env->body == NULL || !json_object_has_member (env->body, name))
-    return NULL;
-  return json_object_get_member (env->body, name);
-}
-
-const char *
-nz_agent_node_string (JsonNode *n)
-{
-  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
-    return NULL;
-  return json_node_get_string (n);
-}
-
 gboolean
 nz_agent_node_safe_int (JsonNode *n, gint64 *out)
 {
@@ -211,8 +195,8 @@ void
 nz_agent_op_attach_execution (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = nz_agent_server_get_guest (nz_agent_conn_get_server (conn));
-  const char *id = nz_agent_node_string (nz_agent_body_member (env, "executionId"));
-  JsonNode *from_node = nz_agent_body_member (env, "fromOffset");
+  const char *id = nz_json_node_string (nz_json_member (env->body, "executionId"));
+  JsonNode *from_node = nz_json_member (env->body, "fromOffset");
   g_autoptr (GArray) chunks = NULL;
   g_autoptr (JsonObject) attached = NULL;
   guint64 dropped = 0, from = 0;

@@ -23,17 +23,15 @@ conn_guest (NzAgentConn *conn)
 /* ---- write-file parts ---- */
 
 void
-nz_agent_fileops_write_part (NzAgentConn *conn, NzEnvelope *env, const char *path,
-                             JsonObject *part)
+nz_agent_fileops_write_part (NzAgentConn *conn, const NzFileRequest *req)
 {
   NzGuest *guest = conn_guest (conn);
-  JsonNode *content = json_object_get_member (env->body, "content");
   g_autoptr (GError) error = NULL;
   g_autoptr (JsonObject) reply = json_object_new ();
   NzFilePartResult result;
 
-  if (!nz_fileparts_apply (guest, path, part, content,
-                           nz_json_get_string (env->body, "encoding"), &result, &error))
+  if (!nz_fileparts_apply (guest, req->path, req->part, req->content, req->encoding, &result,
+                           &error))
     {
       nz_agent_conn_reply_error (conn, error->message);
       return;
@@ -54,8 +52,9 @@ nz_agent_fileops_write_part (NzAgentConn *conn, NzEnvelope *env, const char *pat
 /* ---- ranges ---- */
 
 void
-nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const char *path)
+nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const NzFileRequest *req)
 {
+  const char *path = req->path;
   NzGuest *guest = conn_guest (conn);
   g_autoptr (GError) error = NULL;
   g_autofree char *root = NULL;
@@ -84,7 +83,7 @@ nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const char *pat
       return;
     }
   /* Ranges are byte slices: a UTF-8 decode could split a character at either edge. */
-  if (g_strcmp0 (nz_json_get_string (env->body, "encoding"), "base64") != 0)
+  if (!req->base64)
     {
       nz_agent_conn_reply_error (conn, RANGE_NEEDS_BASE64);
       return;

@@ -3,13 +3,14 @@
 #pragma once
 
 #include "nz-agent-conn.h"
+#include "nz-op-files.h"
 
 G_BEGIN_DECLS
 
-/* write-file with a valid `part` object; @path is body.path. Replies and ends. */
-void nz_agent_fileops_write_part (NzAgentConn *conn, NzEnvelope *env, const char *path,
-                                  JsonObject *part);
-/* read-file with offset or length present: the ranged read. Replies and ends. */
-void nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const char *path);
+/* write-file with a valid `part` object (@req->part). Replies and ends. */
+void nz_agent_fileops_write_part (NzAgentConn *conn, const NzFileRequest *req);
+/* read-file with offset or length present (@req->ranged): the ranged read of @env's body.
+ * Replies and ends. */
+void nz_agent_fileops_read_range (NzAgentConn *conn, NzEnvelope *env, const NzFileRequest *req);
 
 G_END_DECLS

@@ -9,6 +9,7 @@
 #include "nz-fileread.h"
 #include "nz-json.h"
 #include "nz-knobs.h"
+#include "nz-op-files.h"
 #include "nz-request.h"
 
 static NzGuest *
@@ -220,7 +221,7 @@ nz_agent_filestream_op (NzAgentConn *conn, NzEnvelope *env)
     }
   if (path == NULL)
     {
-      nz_agent_conn_stream_error (conn, "The \"path\" argument must be of type string");
+      nz_agent_conn_stream_error (conn, NZ_FILE_PATH_TYPE_WORDS);
       return;
     }
   if ((fd = nz_request_open_read (guest, path, &real, &error)) < 0

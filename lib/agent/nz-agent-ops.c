@@ -16,6 +16,7 @@
 #include "nz-knobs.h"
 #include "nz-request.h"
 #include "nz-op-execute.h"
+#include "nz-op-files.h"
 
 /* The one ordered feature table (spec A.6.1 order; both issue-3 lanes edit only the
  * `available` column here). A host tests membership and must never be promised a feature
@@ -58,14 +59,6 @@ ok_reply_with_boot_id (NzGuest *guest)
   return reply;
 }
 
-static JsonNode *
-body_member (NzEnvelope *env, const char *name)
-{
-  if (env->body == NULL || !json_object_has_member (env->body, name))
-    return NULL;
-  return json_object_get_member (env->body, name);
-}
-
 /* ---- healthz ---- */
 
 JsonArray *
@@ -102,34 +95,19 @@ static void
 op_reserve (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = conn_guest (conn);
-  JsonNode *id_node = body_member (env, "executionId");
-  const char *id = NULL;
+  /* The caller named the id (the op found or made the record under it). */
+  gboolean named = nz_json_js_truthy (nz_json_member (env->body, "executionId"));
   gint64 now = nz_guest_now_ms ();
   gboolean existing = FALSE;
-  g_autoptr (GError) error = NULL;
+  g_auto (NzRefusal) refusal = { 0 };
   g_autoptr (JsonObject) reply = NULL;
-  NzExecRecord *rec;
+  NzExecRecord *rec = nz_op_reserve (guest, env->body, NZ_WIRE_AGENT, now, &existing, &refusal);
 
-  nz_exec_registry_prune (guest->registry, now);
-  if (guest->retiring)
-    {
-      nz_agent_conn_reply_error (conn, "agent_retiring");
-      return;
-    }
-  /* "Provided" is JS-truthy: an absent, null or empty id lets the guest mint one. */
-  if (nz_json_js_truthy (id_node))
-    {
-      id = nz_json_node_string (id_node);
-      if (id == NULL || !nz_exec_id_is_valid (id))
-        {
-          nz_agent_conn_reply_error (conn, "invalid_execution_id");
-          return;
-        }
-    }
-  rec = nz_exec_registry_reserve (guest->registry, id, now, &existing, &error);
   if (rec == NULL)
     {
-      nz_agent_conn_reply_error (conn, error->message);
+      g_autofree char *msg = nz_refusal_agent_message (&refusal);
+
+      nz_agent_conn_reply_error (conn, msg);
       return;
     }
   reply = ok_reply_with_boot_id (guest);
@@ -138,7 +116,7 @@ op_reserve (NzAgentConn *conn, NzEnvelope *env)
   json_object_set_int_member (reply, "leaseExpiresAt",
                               rec->expires_at != 0 ? rec->expires_at : now);
   /* `state` only when the caller named the id (a test pins the minted reply's keys). */
-  if (id != NULL)
+  if (named)
     json_object_set_string_member (reply, "state", nz_exec_state_to_string (rec->state));
   if (existing && rec->log != NULL)
     {
@@ -158,20 +136,7 @@ exec_output (NzExecRecord *rec, NzExecStream stream, const guint8 *data, gsize l
   NzAgentConn *conn = user_data;
   g_autoptr (GString) frame = g_string_sized_new (len + 48);
 
-  /* Built by hand: the per-chunk lossy decode may contain U+0000, which a C-string JSON
-   * builder would cut short. */
-  g_string_append (frame, stream == NZ_EXEC_STREAM_STDOUT ? "{\"type\":\"stdout_delta\",\"data\":"
-                                                          : "{\"type\":\"stderr_delta\",\"data\":");
-  nz_jstext_append_json_lossy (frame, data, len);
-  /* Retained: the raw chunk's byte span in the ring (appended just before this call). */
-  if (rec->log != NULL)
-    {
-      guint64 next = nz_output_log_end_offset (rec->log);
-
-      g_string_append_printf (frame, ",\"offset\":%" G_GUINT64_FORMAT ",\"nextOffset\":%" G_GUINT64_FORMAT,
-                              next - len, next);
-    }
-  g_string_append_c (frame, '}');
+  nz_request_append_delta (frame, rec, stream, data, len, TRUE);
   nz_agent_conn_write_frame (conn, frame->str, frame->len);
 }
 
@@ -292,44 +257,37 @@ op_cancel (NzAgentConn *conn, NzEnvelope *env)
 
 /* ---- read-file / write-file (whole file) ---- */
 
-static const char *
-require_path (NzAgentConn *conn, NzEnvelope *env, const char *missing_error)
+/* The parsed file op, or NULL when it was refused (the refusal is the reply). */
+static gboolean
+file_request (NzAgentConn *conn, NzEnvelope *env, NzFileOp op, NzFileRequest *req)
 {
-  JsonNode *path_node = body_member (env, "path");
-  const char *path;
+  g_auto (NzRefusal) refusal = { 0 };
+  g_autofree char *msg = NULL;
 
-  if (!nz_json_js_truthy (path_node))
-    {
-      nz_agent_conn_reply_error (conn, missing_error);
-      return NULL;
-    }
-  path = nz_json_node_string (path_node);
-  if (path == NULL)
-    nz_agent_conn_reply_error (conn, "The \"path\" argument must be of type string");
-  return path;
+  if (nz_op_file_parse (env->body, op, NZ_WIRE_AGENT, req, &refusal))
+    return TRUE;
+  msg = nz_refusal_agent_message (&refusal);
+  nz_agent_conn_reply_error (conn, msg);
+  return FALSE;
 }
 
 static void
 op_read_file (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = conn_guest (conn);
-  const char *path = require_path (conn, env, "missing_path");
-  const char *encoding = env->body != NULL ? nz_json_get_string (env->body, "encoding") : NULL;
-  gboolean base64 = g_strcmp0 (encoding, "base64") == 0;
+  NzFileRequest req;
   g_autoptr (GError) error = NULL;
   g_autoptr (GBytes) content = NULL;
   g_autoptr (GString) reply = NULL;
 
-  if (path == NULL)
+  if (!file_request (conn, env, NZ_FILE_OP_READ, &req))
     return;
-  if ((body_member (env, "offset") != NULL && !JSON_NODE_HOLDS_NULL (body_member (env, "offset")))
-      || (body_member (env, "length") != NULL
-          && !JSON_NODE_HOLDS_NULL (body_member (env, "length"))))
+  if (req.ranged)
     {
-      nz_agent_fileops_read_range (conn, env, path);
+      nz_agent_fileops_read_range (conn, env, &req);
       return;
     }
-  if ((content = nz_request_read_file (guest, path, &error)) == NULL)
+  if ((content = nz_request_read_file (guest, req.path, &error)) == NULL)
     {
       nz_agent_conn_reply_error (conn, error->message);
       return;
@@ -338,7 +296,7 @@ op_read_file (NzAgentConn *conn, NzEnvelope *env)
   g_string_append (reply, "{\"ok\":true,\"guestBootId\":");
   nz_jstext_append_json_string (reply, guest->boot_id);
   g_string_append_c (reply, ',');
-  nz_request_append_content (reply, content, base64);
+  nz_request_append_content (reply, content, req.base64);
   nz_agent_conn_write_frame (conn, reply->str, reply->len);
   nz_agent_conn_end (conn);
 }
@@ -347,32 +305,19 @@ static void
 op_write_file (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = conn_guest (conn);
-  const char *path = require_path (conn, env, "missing_path_or_content");
-  JsonNode *part = body_member (env, "part");
-  JsonNode *content_node = body_member (env, "content");
-  const char *encoding = env->body != NULL ? nz_json_get_string (env->body, "encoding") : NULL;
+  NzFileRequest req;
   g_autoptr (GError) error = NULL;
   gsize len = 0;
   g_autoptr (JsonObject) reply = NULL;
 
-  if (path == NULL)
+  if (!file_request (conn, env, NZ_FILE_OP_WRITE, &req))
     return;
-  if (part != NULL && !JSON_NODE_HOLDS_NULL (part))
+  if (req.part != NULL)
     {
-      if (!JSON_NODE_HOLDS_OBJECT (part))
-        {
-          nz_agent_conn_reply_error (conn, "write_part_invalid_shape");
-          return;
-        }
-      nz_agent_fileops_write_part (conn, env, path, json_node_get_object (part));
+      nz_agent_fileops_write_part (conn, &req);
       return;
     }
-  if (content_node == NULL)
-    {
-      nz_agent_conn_reply_error (conn, "missing_path_or_content");
-      return;
-    }
-  if (!nz_request_write_file (guest, path, content_node, encoding, &len, &error))
+  if (!nz_request_write_file (guest, req.path, req.content, req.encoding, &len, &error))
     {
       nz_agent_conn_reply_error (conn, error->message);
       return;

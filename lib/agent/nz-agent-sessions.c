@@ -418,7 +418,7 @@ terminal_environ (JsonObject *body_env)
 static char *
 resolve_cwd (NzGuest *guest, JsonNode *cwd_node, GError **error)
 {
-  const char *cwd = nz_agent_node_string (cwd_node);
+  const char *cwd = nz_json_node_string (cwd_node);
   g_autofree char *resolved = NULL;
 
   if (cwd == NULL || *cwd == '\0')
@@ -473,7 +473,7 @@ nz_agent_op_terminal (NzAgentConn *conn, NzEnvelope *env)
       terminal_refuse (conn, "rows must be an integer in [1, 1000]");
       return;
     }
-  if ((cwd = resolve_cwd (guest, nz_agent_body_member (env, "cwd"), &error)) == NULL)
+  if ((cwd = resolve_cwd (guest, nz_json_member (env->body, "cwd"), &error)) == NULL)
     {
       terminal_refuse (conn, error->message);
       return;
@@ -482,7 +482,7 @@ nz_agent_op_terminal (NzAgentConn *conn, NzEnvelope *env)
   if (command == NULL || *command == '\0')
     command = "/bin/sh";
   args = string_args (nz_json_get_array (body, "args"));
-  heartbeat_ms = nz_stream_heartbeat_normalize (nz_agent_body_member (env, "heartbeatMs"));
+  heartbeat_ms = nz_stream_heartbeat_normalize (nz_json_member (env->body, "heartbeatMs"));
   persistent = nz_json_get_bool (body, "persistent", FALSE);
   envp = terminal_environ (nz_json_get_object (body, "env"));
 
@@ -577,13 +577,13 @@ nz_agent_op_attach_session (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = conn_guest (conn);
   NzSessionRegistry *reg = nz_session_registry_get (guest);
-  const char *id = nz_agent_node_string (nz_agent_body_member (env, "sessionId"));
-  JsonNode *from_node = nz_agent_body_member (env, "fromOffset");
-  JsonNode *follow_node = nz_agent_body_member (env, "follow");
+  const char *id = nz_json_node_string (nz_json_member (env->body, "sessionId"));
+  JsonNode *from_node = nz_json_member (env->body, "fromOffset");
+  JsonNode *follow_node = nz_json_member (env->body, "follow");
   gboolean follow = !(follow_node != NULL && JSON_NODE_HOLDS_VALUE (follow_node)
                       && json_node_get_value_type (follow_node) == G_TYPE_BOOLEAN
                       && !json_node_get_boolean (follow_node));
-  gint64 heartbeat_ms = nz_stream_heartbeat_normalize (nz_agent_body_member (env, "heartbeatMs"));
+  gint64 heartbeat_ms = nz_stream_heartbeat_normalize (nz_json_member (env->body, "heartbeatMs"));
   g_autoptr (GArray) chunks = NULL;
   g_autoptr (JsonObject) ready = NULL;
   guint64 dropped = 0, from = 0;
@@ -657,8 +657,8 @@ nz_agent_op_start_detached (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = conn_guest (conn);
   NzSessionRegistry *reg = nz_session_registry_get (guest);
-  const char *id = nz_agent_node_string (nz_agent_body_member (env, "sessionId"));
-  const char *command = nz_agent_node_string (nz_agent_body_member (env, "command"));
+  const char *id = nz_json_node_string (nz_json_member (env->body, "sessionId"));
+  const char *command = nz_json_node_string (nz_json_member (env->body, "command"));
   g_autofree char *cwd = NULL;
   g_auto (GStrv) args = NULL;
   g_auto (GStrv) envp = NULL;
@@ -687,7 +687,7 @@ nz_agent_op_start_detached (NzAgentConn *conn, NzEnvelope *env)
       nz_agent_conn_reply_error (conn, "session_capacity");
       return;
     }
-  if ((cwd = resolve_cwd (guest, nz_agent_body_member (env, "cwd"), &error)) == NULL
+  if ((cwd = resolve_cwd (guest, nz_json_member (env->body, "cwd"), &error)) == NULL
       || !nz_jail_mkdir_p_within (cwd, nz_jail_get_workspace (guest->jail), &error))
     {
       nz_agent_conn_reply_error (conn, error->message);
@@ -759,7 +759,7 @@ nz_agent_op_kill_session (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = conn_guest (conn);
   NzSessionRegistry *reg = nz_session_registry_get (guest);
-  const char *id = nz_agent_node_string (nz_agent_body_member (env, "sessionId"));
+  const char *id = nz_json_node_string (nz_json_member (env->body, "sessionId"));
   KillWait *k;
   NzSession *s;
 
@@ -790,6 +790,6 @@ nz_agent_op_kill_session (NzAgentConn *conn, NzEnvelope *env)
   /* SIGKILL by default here (a terminal `kill` event defaults to SIGTERM). */
   k->signalled = nz_session_signal (
       s,
-      nz_pty_allowed_signal (nz_agent_node_string (nz_agent_body_member (env, "signal")), SIGKILL));
+      nz_pty_allowed_signal (nz_json_node_string (nz_json_member (env->body, "signal")), SIGKILL));
   nz_session_wait_exit (s, guest->limits.session_kill_confirm_timeout_ms, kill_answer, k);
 }

@@ -18,10 +18,7 @@ void nz_agent_op_list_sessions (NzAgentConn *conn, NzEnvelope *env);
 void nz_agent_op_kill_session (NzAgentConn *conn, NzEnvelope *env);
 void nz_agent_op_tcp_connect (NzAgentConn *conn, NzEnvelope *env);
 
-/* Body helpers. */
-JsonNode *nz_agent_body_member (NzEnvelope *env, const char *name);
-/* The member as a string, or NULL when absent or not a string. */
-const char *nz_agent_node_string (JsonNode *n);
+/* Body helpers (members and strings: nz_json_member, nz_json_node_string). */
 /* TRUE and *@out when @n is a JSON number that is an integer (safe integer range). */
 gboolean nz_agent_node_safe_int (JsonNode *n, gint64 *out);
 /* A {type:"..."} frame parsed from a client frame payload, or NULL when it is not a JSON

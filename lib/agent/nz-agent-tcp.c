@@ -305,7 +305,7 @@ void
 nz_agent_op_tcp_connect (NzAgentConn *conn, NzEnvelope *env)
 {
   NzGuest *guest = nz_agent_server_get_guest (nz_agent_conn_get_server (conn));
-  JsonNode *host_node = nz_agent_body_member (env, "host");
+  JsonNode *host_node = nz_json_member (env->body, "host");
   const char *host = "127.0.0.1";
   gint64 port = 0;
   g_autoptr (GInetAddress) addr = NULL;
@@ -317,10 +317,10 @@ nz_agent_op_tcp_connect (NzAgentConn *conn, NzEnvelope *env)
   TcpStream *t;
 
   if (host_node != NULL && !JSON_NODE_HOLDS_NULL (host_node))
-    host = nz_agent_node_string (host_node);
+    host = nz_json_node_string (host_node);
   /* Loopback services inside the sandbox only: never a relay to anywhere else. */
   if ((g_strcmp0 (host, "127.0.0.1") != 0 && g_strcmp0 (host, "::1") != 0)
-      || !nz_agent_node_safe_int (nz_agent_body_member (env, "port"), &port) || port < 1
+      || !nz_agent_node_safe_int (nz_json_member (env->body, "port"), &port) || port < 1
       || port > 65535)
     {
       g_autoptr (JsonObject) frame = json_object_new ();
@@ -336,7 +336,7 @@ nz_agent_op_tcp_connect (NzAgentConn *conn, NzEnvelope *env)
   t->conn = nz_agent_conn_ref (conn);
   t->pending = g_byte_array_new ();
   t->target = g_strdup_printf ("%s:%" G_GINT64_FORMAT, host, port);
-  t->heartbeat_ms = nz_stream_heartbeat_normalize (nz_agent_body_member (env, "heartbeatMs"));
+  t->heartbeat_ms = nz_stream_heartbeat_normalize (nz_json_member (env->body, "heartbeatMs"));
   json_object_set_string_member (ready, "type", "ready");
   json_object_set_string_member (ready, "guestBootId", guest->boot_id);
   if (t->heartbeat_ms > 0)

@@ -455,16 +455,17 @@ nz_json_parse_object (const char *data, gssize len, GError **error)
   return json_object_ref (json_node_get_object (root));
 }
 
-static JsonNode *
-member (JsonObject *obj, const char *name)
+JsonNode *
+nz_json_member (JsonObject *obj, const char *name)
 {
+  /* json_object_get_member answers NULL for a missing member without a warning. */
   return obj != NULL ? json_object_get_member (obj, name) : NULL;
 }
 
 const char *
 nz_json_get_string (JsonObject *obj, const char *name)
 {
-  JsonNode *n = member (obj, name);
+  JsonNode *n = nz_json_member (obj, name);
 
   if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
     return NULL;
@@ -474,7 +475,7 @@ nz_json_get_string (JsonObject *obj, const char *name)
 gboolean
 nz_json_get_bool (JsonObject *obj, const char *name, gboolean fallback)
 {
-  JsonNode *n = member (obj, name);
+  JsonNode *n = nz_json_member (obj, name);
 
   if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
     return fallback;
@@ -484,7 +485,7 @@ nz_json_get_bool (JsonObject *obj, const char *name, gboolean fallback)
 gboolean
 nz_json_get_number (JsonObject *obj, const char *name, double *out)
 {
-  JsonNode *n = member (obj, name);
+  JsonNode *n = nz_json_member (obj, name);
   GType t;
 
   if (n == NULL || !JSON_NODE_HOLDS_VALUE (n))
@@ -502,7 +503,7 @@ nz_json_get_number (JsonObject *obj, const char *name, double *out)
 JsonObject *
 nz_json_get_object (JsonObject *obj, const char *name)
 {
-  JsonNode *n = member (obj, name);
+  JsonNode *n = nz_json_member (obj, name);
 
   return (n != NULL && JSON_NODE_HOLDS_OBJECT (n)) ? json_node_get_object (n) : NULL;
 }
@@ -510,7 +511,7 @@ nz_json_get_object (JsonObject *obj, const char *name)
 JsonArray *
 nz_json_get_array (JsonObject *obj, const char *name)
 {
-  JsonNode *n = member (obj, name);
+  JsonNode *n = nz_json_member (obj, name);
 
   return (n != NULL && JSON_NODE_HOLDS_ARRAY (n)) ? json_node_get_array (n) : NULL;
 }

@@ -62,6 +62,9 @@ double nz_json_js_number (JsonNode *node);
 /* The string a node holds, or NULL when it is absent or not a JSON string (never warns). */
 const char *nz_json_node_string (JsonNode *node);
 
+/* @obj's member @name (borrowed), or NULL when @obj is NULL or has no such member. */
+JsonNode *nz_json_member (JsonObject *obj, const char *name);
+
 /* Appends byte @c as JSON.stringify writes it inside a string: the short escapes (\" \\ \b \f
  * \n \r \t), \u00XX for the other control bytes, any other byte as is. Callers that must
  * match the reference byte for byte (digests, lossy text) build their strings from it. */

@@ -38,12 +38,7 @@ nz_exec_request_free (NzExecRequest *req)
   g_free (req);
 }
 
-static JsonNode *
-member (JsonObject *body, const char *name)
-{
-  return body != NULL && json_object_has_member (body, name) ? json_object_get_member (body, name)
-                                                             : NULL;
-}
+#define member nz_json_member
 
 /* FALSE with *@refusal set; @detail is taken. */
 static gboolean
@@ -225,5 +220,39 @@ nz_op_cancel_target (NzGuest *guest, JsonObject *body, NzWire wire, NzRefusal *r
   rec = nz_exec_registry_lookup (guest->registry, id);
   if (rec == NULL)
     return (refuse (refusal, "unknown_execution", 404, NULL), NULL);
+  return rec;
+}
+
+NzExecRecord *
+nz_op_reserve (NzGuest *guest, JsonObject *body, NzWire wire, gint64 now_ms, gboolean *existing,
+               NzRefusal *refusal)
+{
+  JsonNode *id_node = wire == NZ_WIRE_AGENT ? member (body, "executionId") : NULL;
+  const char *id = NULL;
+  NzExecRecord *rec;
+
+  *refusal = (NzRefusal){ 0 };
+  if (existing != NULL)
+    *existing = FALSE;
+  nz_exec_registry_prune (guest->registry, now_ms);
+  /* The worker's gate answered worker_retiring before routing. */
+  if (wire == NZ_WIRE_AGENT && guest->retiring)
+    return (refuse (refusal, "agent_retiring", 503, NULL), NULL);
+  /* "Provided" is JS-truthy: an absent, null or empty id lets the guest mint one. */
+  if (nz_json_js_truthy (id_node))
+    {
+      id = nz_json_node_string (id_node);
+      if (id == NULL || !nz_exec_id_is_valid (id))
+        return (refuse (refusal, "invalid_execution_id", 400, NULL), NULL);
+    }
+  rec = nz_exec_registry_reserve (guest->registry, id, now_ms, existing, NULL);
+  if (rec == NULL)
+    return (refuse (refusal, "execution_capacity", 503,
+                    wire == NZ_WIRE_WORKER
+                        ? g_strdup_printf ("worker already tracks %" G_GINT64_FORMAT
+                                           " execution leases",
+                                           guest->limits.max_tracked_executions)
+                        : NULL),
+            NULL);
   return rec;
 }

@@ -61,4 +61,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzExecRequest, nz_exec_request_free)
 NzExecRecord *nz_op_cancel_target (NzGuest *guest, JsonObject *body, NzWire wire,
                                    NzRefusal *refusal);
 
+/* reserve-execution and POST /reserve-execution (spec A.6.2, C.4), after expired records are
+ * pruned at @now_ms: the record reserved (or, on the agent, the one @body's executionId names
+ * already: *@existing, may be NULL), or NULL with agent_retiring (503), invalid_execution_id
+ * (400) or execution_capacity (503; the worker's detail says how many it tracks). The worker
+ * takes no id from the host: it always mints one. Borrowed. */
+NzExecRecord *nz_op_reserve (NzGuest *guest, JsonObject *body, NzWire wire, gint64 now_ms,
+                             gboolean *existing, NzRefusal *refusal);
+
 G_END_DECLS

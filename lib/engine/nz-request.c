@@ -11,6 +11,8 @@
 #include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-knobs.h"
+#include "nz-op-files.h"
+#include "nz-output-log.h"
 
 char *
 nz_request_resolve_cwd (NzGuest *guest, JsonNode *cwd_node, GError **error)
@@ -21,7 +23,7 @@ nz_request_resolve_cwd (NzGuest *guest, JsonNode *cwd_node, GError **error)
     return g_strdup (nz_jail_get_workspace (guest->jail));
   if (nz_json_node_string (cwd_node) == NULL)
     {
-      nz_throw (error, NZ_ERROR_INVALID_ARGS, "The \"path\" argument must be of type string");
+      nz_throw (error, NZ_ERROR_INVALID_ARGS, NZ_FILE_PATH_TYPE_WORDS);
       return NULL;
     }
   return nz_jail_resolve_cwd (guest->jail, nz_json_node_string (cwd_node), error);
@@ -44,6 +46,23 @@ nz_request_max_output (JsonNode *node)
   if (isnan (max_output) || max_output == 0)
     return (double)NZ_GUEST_DEFAULT_MAX_OUTPUT_BYTES;
   return max_output;
+}
+
+void
+nz_request_append_delta (GString *out, NzExecRecord *rec, NzExecStream stream, const guint8 *data,
+                         gsize len, gboolean offsets)
+{
+  g_string_append (out, stream == NZ_EXEC_STREAM_STDOUT ? "{\"type\":\"stdout_delta\",\"data\":"
+                                                        : "{\"type\":\"stderr_delta\",\"data\":");
+  nz_jstext_append_json_lossy (out, data, len);
+  if (offsets && rec->log != NULL)
+    {
+      guint64 next = nz_output_log_end_offset (rec->log);
+
+      g_string_append_printf (out, ",\"offset\":%" G_GUINT64_FORMAT ",\"nextOffset\":%" G_GUINT64_FORMAT,
+                              next - len, next);
+    }
+  g_string_append_c (out, '}');
 }
 
 void

@@ -25,6 +25,14 @@ double nz_request_max_output (JsonNode *node);
 /* exitCode, timedOut, durationMs, signal?, stdoutTruncated, stderrTruncated. */
 void nz_request_set_result_members (JsonObject *obj, const NzExecResult *r);
 
+/* Appends the execute stream's output event for a chunk of @stream, as both wires send it:
+ * {"type":"stdout_delta"|"stderr_delta","data":<lossy UTF-8 of @data>}, and with @offsets
+ * (the agent, a retained record) the chunk's byte span in @rec's output log, which the chunk
+ * was just appended to: "offset", "nextOffset". Built by hand: the lossy decode may hold
+ * U+0000, which a C-string JSON builder would cut short. */
+void nz_request_append_delta (GString *out, NzExecRecord *rec, NzExecStream stream,
+                              const guint8 *data, gsize len, gboolean offsets);
+
 /* terminalPayload: {ok:true, guestBootId?, state:<outcome>, started, result?, error?}
  * (spec C.2); @boot_id NULL leaves guestBootId out, as the reference worker does. Returns a
  * new reference. */

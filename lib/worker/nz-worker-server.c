@@ -20,6 +20,7 @@
 #include "nz-worker-agent.h"
 #include "nz-worker-body.h"
 #include "nz-op-execute.h"
+#include "nz-op-files.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 #define NDJSON_TYPE "application/x-ndjson; charset=utf-8"
@@ -515,12 +516,6 @@ read_body (NzWorkerServer *server, SoupServerMessage *msg)
   return obj;
 }
 
-static JsonNode *
-member (JsonObject *obj, const char *name)
-{
-  return json_object_has_member (obj, name) ? json_object_get_member (obj, name) : NULL;
-}
-
 /* ---- GET /healthz, POST /executions/reserve ---- */
 
 static void
@@ -545,21 +540,14 @@ route_healthz (NzWorkerServer *server, SoupServerMessage *msg)
 static void
 route_reserve (NzWorkerServer *server, SoupServerMessage *msg)
 {
-  NzGuest *guest = server->guest;
-  gint64 now = nz_guest_now_ms ();
-  g_autoptr (GError) error = NULL;
+  g_auto (NzRefusal) refusal = { 0 };
   g_autoptr (JsonObject) reply = NULL;
-  NzExecRecord *rec;
+  NzExecRecord *rec = nz_op_reserve (server->guest, NULL, NZ_WIRE_WORKER, nz_guest_now_ms (),
+                                     NULL, &refusal);
 
-  nz_exec_registry_prune (guest->registry, now);
-  rec = nz_exec_registry_reserve (guest->registry, NULL, now, NULL, &error);
   if (rec == NULL)
     {
-      g_autofree char *m
-          = g_strdup_printf ("worker already tracks %" G_GINT64_FORMAT " execution leases",
-                             guest->limits.max_tracked_executions);
-
-      reply_error (msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "execution_capacity", m);
+      reply_error (msg, refusal.http_status, refusal.code, refusal.detail);
       return;
     }
   reply = json_object_new ();
@@ -627,12 +615,8 @@ exec_output (NzExecRecord *rec, NzExecStream stream, const guint8 *data, gsize l
 {
   g_autoptr (GString) line = g_string_sized_new (len + 48);
 
-  /* Built by hand: the per-chunk lossy decode may hold U+0000, which a C-string JSON builder
-   * would cut short. */
-  g_string_append (line, stream == NZ_EXEC_STREAM_STDOUT ? "{\"type\":\"stdout_delta\",\"data\":"
-                                                         : "{\"type\":\"stderr_delta\",\"data\":");
-  nz_jstext_append_json_lossy (line, data, len);
-  g_string_append_c (line, '}');
+  /* The reference worker's events carry no offsets. */
+  nz_request_append_delta (line, rec, stream, data, len, FALSE);
   stream_write (user_data, line, FALSE);
 }
 
@@ -792,29 +776,33 @@ route_cancel (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 
 /* ---- POST /read-file, POST /write-file (spec C.4, C.5) ---- */
 
+/* The parsed file op, or FALSE when it was refused (the refusal is the reply). */
+static gboolean
+file_request (SoupServerMessage *msg, JsonObject *body, NzFileOp op, NzFileRequest *req)
+{
+  g_auto (NzRefusal) refusal = { 0 };
+
+  if (nz_op_file_parse (body, op, NZ_WIRE_WORKER, req, &refusal))
+    return TRUE;
+  if (refusal.code != NULL)
+    reply_error (msg, refusal.http_status, refusal.code, refusal.detail);
+  else
+    reply_file_error (msg, refusal.detail);
+  return FALSE;
+}
+
 static void
 route_read_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 {
-  NzGuest *guest = server->guest;
-  JsonNode *path_node = member (body, "path");
-  const char *path = nz_json_node_string (path_node);
-  gboolean base64 = g_strcmp0 (nz_json_get_string (body, "encoding"), "base64") == 0;
+  NzFileRequest req;
   g_autoptr (GError) error = NULL;
   g_autoptr (GBytes) content = NULL;
   GString *reply;
   gsize len;
 
-  if (!nz_json_js_truthy (path_node))
-    {
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "missing_path", NULL);
-      return;
-    }
-  if (path == NULL)
-    {
-      reply_file_error (msg, "The \"path\" argument must be of type string");
-      return;
-    }
-  if ((content = nz_request_read_file (guest, path, &error)) == NULL)
+  if (!file_request (msg, body, NZ_FILE_OP_READ, &req))
+    return;
+  if ((content = nz_request_read_file (server->guest, req.path, &error)) == NULL)
     {
       reply_file_error (msg, error->message);
       return;
@@ -822,7 +810,7 @@ route_read_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bod
   /* The reference worker's reply carries no guestBootId. */
   reply = g_string_sized_new (g_bytes_get_size (content) + 96);
   g_string_append (reply, "{\"ok\":true,");
-  nz_request_append_content (reply, content, base64);
+  nz_request_append_content (reply, content, req.base64);
   len = reply->len;
   reply_raw (msg, SOUP_STATUS_OK, g_string_free (reply, FALSE), len);
 }
@@ -830,26 +818,14 @@ route_read_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bod
 static void
 route_write_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 {
-  NzGuest *guest = server->guest;
-  JsonNode *path_node = member (body, "path");
-  JsonNode *content_node = member (body, "content");
-  const char *path = nz_json_node_string (path_node);
+  NzFileRequest req;
   g_autoptr (GError) error = NULL;
   g_autoptr (JsonObject) reply = NULL;
   gsize len = 0;
 
-  if (!nz_json_js_truthy (path_node) || content_node == NULL)
-    {
-      reply_error (msg, SOUP_STATUS_BAD_REQUEST, "missing_path_or_content", NULL);
-      return;
-    }
-  if (path == NULL)
-    {
-      reply_file_error (msg, "The \"path\" argument must be of type string");
-      return;
-    }
-  if (!nz_request_write_file (guest, path, content_node, nz_json_get_string (body, "encoding"),
-                              &len, &error))
+  if (!file_request (msg, body, NZ_FILE_OP_WRITE, &req))
+    return;
+  if (!nz_request_write_file (server->guest, req.path, req.content, req.encoding, &len, &error))
     {
       reply_file_error (msg, error->message);
       return;

@@ -1,6 +1,7 @@
 /* The execute op parsed once for both wires (lib/engine/nz-op-execute.c): every refusal in the
  * spec's words for the agent (A.6.3: "code[: detail]") and the worker (C.4: code, message,
- * status), in the references' order, and a request that parses into what nz_exec_start takes. */
+ * status), in the references' order, and a request that parses into what nz_exec_start takes.
+ * Reserve, cancel's target and the file ops (nz-op-files.c) likewise. */
 #include <glib/gstdio.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "nz-exec-registry.h"
 #include "nz-json.h"
 #include "nz-op-execute.h"
+#include "nz-op-files.h"
 #include "../nz-test.h"
 
 static char *ws;
@@ -179,6 +181,124 @@ START_TEST (test_cancel_target)
 }
 END_TEST
 
+/* reserve, once for both wires: the agent takes a named id (idempotently) and refuses a bad
+ * one or any while retiring; the worker mints whatever the body says; both refuse at capacity
+ * with the worker's count in its message. */
+START_TEST (test_reserve)
+{
+  g_autoptr (JsonObject) named = nz_json_parse_object ("{\"executionId\":\"" RESERVED "\"}", -1,
+                                                       NULL);
+  g_autoptr (JsonObject) bad = nz_json_parse_object ("{\"executionId\":7}", -1, NULL);
+  g_autoptr (JsonObject) empty = nz_json_parse_object ("{\"executionId\":\"\"}", -1, NULL);
+  g_auto (NzRefusal) r = { 0 };
+  gboolean existing = TRUE;
+  NzExecRecord *rec, *again;
+  NzGuestLimits limits = config->limits;
+  NzGuest *small;
+
+  rec = nz_op_reserve (guest, named, NZ_WIRE_AGENT, nz_guest_now_ms (), &existing, &r);
+  ck_assert (rec != NULL && !existing);
+  ck_assert_str_eq (rec->id, RESERVED);
+  again = nz_op_reserve (guest, named, NZ_WIRE_AGENT, nz_guest_now_ms (), &existing, &r);
+  ck_assert (again == rec && existing);
+  /* An empty id is no id: minted. */
+  rec = nz_op_reserve (guest, empty, NZ_WIRE_AGENT, nz_guest_now_ms (), &existing, &r);
+  ck_assert (rec != NULL && !existing && g_str_has_prefix (rec->id, "exec_"));
+  ck_assert (nz_op_reserve (guest, bad, NZ_WIRE_AGENT, nz_guest_now_ms (), NULL, &r) == NULL);
+  ck_assert_str_eq (r.code, "invalid_execution_id");
+  ck_assert_uint_eq (r.http_status, 400);
+  /* The worker takes no id from the host. */
+  rec = nz_op_reserve (guest, named, NZ_WIRE_WORKER, nz_guest_now_ms (), NULL, &r);
+  ck_assert (rec != NULL);
+  ck_assert_str_ne (rec->id, RESERVED);
+  ck_assert (nz_op_reserve (guest, bad, NZ_WIRE_WORKER, nz_guest_now_ms (), NULL, &r) != NULL);
+
+  limits.max_tracked_executions = 1;
+  small = nz_guest_new (&limits, config->workspace, config->read_roots, config->write_roots);
+  ck_assert (nz_op_reserve (small, NULL, NZ_WIRE_WORKER, nz_guest_now_ms (), NULL, &r) != NULL);
+  ck_assert (nz_op_reserve (small, NULL, NZ_WIRE_WORKER, nz_guest_now_ms (), NULL, &r) == NULL);
+  ck_assert_str_eq (r.code, "execution_capacity");
+  ck_assert_uint_eq (r.http_status, 503);
+  ck_assert_str_eq (r.detail, "worker already tracks 1 execution leases");
+  nz_refusal_clear (&r);
+  ck_assert (nz_op_reserve (small, named, NZ_WIRE_AGENT, nz_guest_now_ms (), NULL, &r) == NULL);
+  ck_assert_str_eq (r.code, "execution_capacity");
+  ck_assert (r.detail == NULL);
+  nz_guest_retire (small, "test");
+  ck_assert (nz_op_reserve (small, named, NZ_WIRE_AGENT, nz_guest_now_ms (), NULL, &r) == NULL);
+  ck_assert_str_eq (r.code, "agent_retiring");
+  nz_guest_free (small);
+}
+END_TEST
+
+static const struct
+{
+  NzWire wire;
+  NzFileOp op;
+  const char *body;
+  const char *code;   /* NULL: accepted, or (with @detail) the type refusal */
+  const char *detail;
+} file_cases[] = {
+  { NZ_WIRE_AGENT, NZ_FILE_OP_READ, "{}", "missing_path" },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"path\":\"\"}", "missing_path" },
+  { NZ_WIRE_AGENT, NZ_FILE_OP_READ, "{\"path\":false}", "missing_path" },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"path\":7}", NULL, NZ_FILE_PATH_TYPE_WORDS },
+  { NZ_WIRE_AGENT, NZ_FILE_OP_READ, "{\"path\":[1]}", NULL, NZ_FILE_PATH_TYPE_WORDS },
+  { NZ_WIRE_AGENT, NZ_FILE_OP_WRITE, "{\"content\":\"x\"}", "missing_path_or_content" },
+  /* The worker asks for the content with the path; the agent checks the path's type first. */
+  { NZ_WIRE_WORKER, NZ_FILE_OP_WRITE, "{\"path\":7}", "missing_path_or_content" },
+  { NZ_WIRE_AGENT, NZ_FILE_OP_WRITE, "{\"path\":7}", NULL, NZ_FILE_PATH_TYPE_WORDS },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_WRITE, "{\"path\":7,\"content\":\"\"}", NULL,
+    NZ_FILE_PATH_TYPE_WORDS },
+  { NZ_WIRE_AGENT, NZ_FILE_OP_WRITE, "{\"path\":\"a\"}", "missing_path_or_content" },
+  { NZ_WIRE_AGENT, NZ_FILE_OP_WRITE, "{\"path\":\"a\",\"part\":[]}", "write_part_invalid_shape" },
+  /* The worker has no parts: a part is no content. */
+  { NZ_WIRE_WORKER, NZ_FILE_OP_WRITE, "{\"path\":\"a\",\"part\":{}}", "missing_path_or_content" },
+};
+
+START_TEST (test_file_refusals)
+{
+  g_autoptr (JsonObject) body = nz_json_parse_object (file_cases[_i].body, -1, NULL);
+  g_auto (NzRefusal) r = { 0 };
+  NzFileRequest req;
+
+  ck_assert (body != NULL);
+  ck_assert_msg (!nz_op_file_parse (body, file_cases[_i].op, file_cases[_i].wire, &req, &r),
+                 "accepted %s", file_cases[_i].body);
+  ck_assert_uint_eq (r.http_status, 400);
+  ck_assert_msg (g_strcmp0 (r.code, file_cases[_i].code) == 0, "%s: %s", file_cases[_i].body,
+                 r.code);
+  ck_assert_msg (g_strcmp0 (r.detail, file_cases[_i].detail) == 0, "%s", r.detail);
+}
+END_TEST
+
+/* What each wire reads of an accepted file op: the agent's ranges and parts, the encoding. */
+START_TEST (test_file_accepted)
+{
+  g_autoptr (JsonObject) ranged = nz_json_parse_object (
+      "{\"path\":\"a\",\"offset\":null,\"length\":3,\"encoding\":\"base64\"}", -1, NULL);
+  g_autoptr (JsonObject) whole = nz_json_parse_object (
+      "{\"path\":\"a\",\"offset\":null,\"encoding\":\"utf8\"}", -1, NULL);
+  g_autoptr (JsonObject) part = nz_json_parse_object (
+      "{\"path\":\"a\",\"part\":{\"index\":0},\"content\":\"x\"}", -1, NULL);
+  g_auto (NzRefusal) r = { 0 };
+  NzFileRequest req;
+
+  ck_assert (nz_op_file_parse (ranged, NZ_FILE_OP_READ, NZ_WIRE_AGENT, &req, &r));
+  ck_assert (req.ranged && req.base64);
+  ck_assert_str_eq (req.path, "a");
+  ck_assert (nz_op_file_parse (ranged, NZ_FILE_OP_READ, NZ_WIRE_WORKER, &req, &r));
+  ck_assert (!req.ranged);
+  ck_assert (nz_op_file_parse (whole, NZ_FILE_OP_READ, NZ_WIRE_AGENT, &req, &r));
+  ck_assert (!req.ranged && !req.base64);
+  ck_assert_str_eq (req.encoding, "utf8");
+  ck_assert (nz_op_file_parse (part, NZ_FILE_OP_WRITE, NZ_WIRE_AGENT, &req, &r));
+  ck_assert (req.part != NULL && req.content != NULL);
+  ck_assert (nz_op_file_parse (part, NZ_FILE_OP_WRITE, NZ_WIRE_WORKER, &req, &r));
+  ck_assert (req.part == NULL && req.content != NULL);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -189,6 +309,9 @@ main (void)
   tcase_add_loop_test (tc, test_refusals, 0, G_N_ELEMENTS (cases));
   tcase_add_test (tc, test_reserved_and_accepted);
   tcase_add_test (tc, test_cancel_target);
+  tcase_add_test (tc, test_reserve);
+  tcase_add_loop_test (tc, test_file_refusals, 0, G_N_ELEMENTS (file_cases));
+  tcase_add_test (tc, test_file_accepted);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
