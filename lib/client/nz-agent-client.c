@@ -411,13 +411,29 @@ conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable
   return g_steal_pointer (&k);
 }
 
-typedef enum
+/* How a read ended: lib/lite's NzLiteReadStatus, which words a read's failure for both
+ * namzu-exec programs (nz_lite_frame_read_failed). */
+typedef NzLiteReadStatus ReadStatus;
+#define READ_FRAME NZ_LITE_READ_FRAME
+#define READ_EOF NZ_LITE_READ_EOF
+#define READ_TIMEOUT NZ_LITE_READ_TIMEOUT
+#define READ_ERROR NZ_LITE_READ_ERROR
+
+/* Whether @st, how a read of @k that waited for @await ended, is a failure: TRUE with @error
+ * set (READ_ERROR's as the read set it). */
+static gboolean
+read_failed (Conn *k, NzLiteAwait await, ReadStatus st, const char *what, guint64 window_ms,
+             GError **error)
 {
-  READ_FRAME,
-  READ_EOF,
-  READ_TIMEOUT,
-  READ_ERROR,
-} ReadStatus;
+  char words[512];
+  bool timed_out;
+
+  if (!nz_lite_frame_read_failed (await, st, nz_frame_reader_buffered (k->reader) > 0, what,
+                                  window_ms, &timed_out, words, sizeof words))
+    return st == READ_ERROR;
+  fail (k->client, error, timed_out ? NZ_ERROR_TIMED_OUT : NZ_ERROR_PROTOCOL, "%s", words);
+  return TRUE;
+}
 
 /* Next frame (an empty GBytes is the terminator), or EOF, or @deadline passing. */
 static ReadStatus
@@ -700,28 +716,11 @@ conn_expect_close (Conn *k, const char *what, gboolean control, GCancellable *ca
                    GError **error)
 {
   g_autoptr (GBytes) extra = NULL;
+  ReadStatus st = conn_read_frame (k, deadline_after (POST_RESPONSE_CLOSE_TIMEOUT_MS),
+                                   cancellable, &extra, error);
 
-  switch (conn_read_frame (k, deadline_after (POST_RESPONSE_CLOSE_TIMEOUT_MS), cancellable,
-                           &extra, error))
-    {
-    case READ_EOF:
-      if (nz_frame_reader_buffered (k->reader) > 0)
-        return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s has trailing partial data", what);
-      return TRUE;
-    case READ_FRAME:
-      if (control)
-        return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s emitted multiple frames", what);
-      return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s emitted data after its terminator",
-                   what);
-    case READ_TIMEOUT:
-      if (nz_frame_reader_buffered (k->reader) > 0)
-        return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s has trailing partial data", what);
-      return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s peer did not close after %s",
-                   control ? "control" : what, control ? "reply" : "terminator");
-    case READ_ERROR:
-    default:
-      return FALSE;
-    }
+  return !read_failed (k, control ? NZ_LITE_AWAIT_CLOSE_CONTROL : NZ_LITE_AWAIT_CLOSE, st, what,
+                       POST_RESPONSE_CLOSE_TIMEOUT_MS, error);
 }
 
 /* One reply op on its own connection: the reply, and its text in *@out_text (may be NULL). */
@@ -741,23 +740,10 @@ call_text (NzAgentClient *c, const char *op, const char *body, guint idle_ms,
   k = conn_request_text (c, op, body, cancellable, error);
   if (k == NULL)
     return NULL;
-  switch (conn_read_frame (k, deadline_after (idle_ms), cancellable, &payload, error))
-    {
-    case READ_FRAME:
-      break;
-    case READ_EOF:
-      if (nz_frame_reader_buffered (k->reader) > 0)
-        fail (c, error, NZ_ERROR_PROTOCOL, "control reply has trailing partial data");
-      else
-        fail (c, error, NZ_ERROR_PROTOCOL, "socket closed before reply");
-      return NULL;
-    case READ_TIMEOUT:
-      fail (c, error, NZ_ERROR_TIMED_OUT, "read idle timeout after %ums", idle_ms);
-      return NULL;
-    case READ_ERROR:
-    default:
-      return NULL;
-    }
+  if (read_failed (k, NZ_LITE_AWAIT_REPLY,
+                   conn_read_frame (k, deadline_after (idle_ms), cancellable, &payload, error),
+                   "control reply", idle_ms, error))
+    return NULL;
   data = g_bytes_get_data (payload, &len);
   if (len == 0)
     {
@@ -902,24 +888,6 @@ nz_agent_client_wait_ready (NzAgentClient *c, guint timeout_ms, GError **error)
 
 /* ---- streams ------------------------------------------------------------------------------ */
 
-/* A stream's read that brought no frame (EOF, the observation window passing) in the
- * reference's words; READ_ERROR has set @error already. @what names the stream ("exec stream",
- * "stream"). */
-static gboolean
-stream_read_failed (Conn *k, const char *what, ReadStatus st, guint64 observation_ms,
-                    GError **error)
-{
-  if (st == READ_EOF && nz_frame_reader_buffered (k->reader) > 0)
-    return fail (k->client, error, NZ_ERROR_PROTOCOL, "%s has trailing partial data", what);
-  if (st == READ_EOF)
-    return fail (k->client, error, NZ_ERROR_PROTOCOL, "socket closed before %s terminator",
-                 what);
-  if (st == READ_TIMEOUT)
-    return fail (k->client, error, NZ_ERROR_TIMED_OUT,
-                 "%s observation exceeded %" G_GUINT64_FORMAT "ms", what, observation_ms);
-  return FALSE;
-}
-
 /* Reads frames until the terminator. */
 static gboolean
 run_stream (Conn *k, guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer user_data,
@@ -936,8 +904,8 @@ run_stream (Conn *k, guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer
       const char *data;
       ReadStatus st = conn_read_frame (k, deadline, cancellable, &payload, error);
 
-      if (st != READ_FRAME)
-        return stream_read_failed (k, "stream", st, observation_ms, error);
+      if (read_failed (k, NZ_LITE_AWAIT_FRAME, st, "stream", observation_ms, error))
+        return FALSE;
       data = g_bytes_get_data (payload, &len);
       if (len == 0)
         return conn_expect_close (k, "stream", FALSE, cancellable, error);
@@ -1084,11 +1052,8 @@ exec_read (ExecRun *r, Conn *k, gint64 deadline, guint64 observation_ms)
   const char *data;
 
   st = conn_read_frame (k, deadline, r->cancellable, &payload, &local);
-  if (st != READ_FRAME)
-    {
-      stream_read_failed (k, "exec stream", st, observation_ms, &local);
-      return exec_failed (r, local);
-    }
+  if (read_failed (k, NZ_LITE_AWAIT_FRAME, st, "exec stream", observation_ms, &local))
+    return exec_failed (r, local);
   data = g_bytes_get_data (payload, &len);
   a = nz_lite_core_frame (&r->core, data, len, now_ms ());
   /* json-glib's words for a frame that is no JSON, as before the core read the frames. */

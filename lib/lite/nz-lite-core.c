@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "nz-lite-core.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "nz-host-timing.h"
 #include "nz-jsonlite.h"
 #include "nz-lite-exec.h"
+#include "nz-signame.h"
 
 /* The guest agent protocol this host speaks (lib/client's NZ_AGENT_PROTOCOL_VERSION). */
 #define PROTOCOL_VERSION 2
@@ -361,4 +363,18 @@ nz_lite_core_outcome (NzLiteErrKind kind, const char *what, const char *desc, co
   else
     snprintf (msg, msg_size, "%s", what);
   return NZ_LITE_EXIT_NAMZU;
+}
+
+int
+nz_lite_core_cancelled (int signo, const char *what, char *msg, size_t msg_size)
+{
+  const char *name = nz_signame (signo);
+
+  if (signo == 0)
+    {
+      snprintf (msg, msg_size, "%s", "");
+      return 128 + SIGPIPE;
+    }
+  snprintf (msg, msg_size, "%s: %s", name != NULL ? name : "signal", what);
+  return 128 + signo;
 }

@@ -109,6 +109,12 @@ unsigned long long nz_lite_core_observation_ms (double timeout_ms);
 #define NZ_LITE_CORE_NO_RETIRE_FORMAT                                                              \
   "%s; no sandbox to retire with --endpoint: stop that agent yourself"
 
+/* A run whose cancellation the agent confirmed, for both namzu-exec programs: the exit status,
+ * 128 + @signo for a signal we took, or 128 + SIGPIPE when our output went away (@signo 0);
+ * @msg gets the line to say, "SIGNAME: @what", or "" when there is nothing to say (a reader
+ * that went away hears nothing). */
+int nz_lite_core_cancelled (int signo, const char *what, char *msg, size_t msg_size);
+
 /* The one table from a failure to the exit status and the line that says so, for both
  * namzu-exec programs: @kind and @what (the failure's words) of a run of @command in @target
  * ("sandbox ID", or NULL with --endpoint). @desc names the agent when @what does not (the

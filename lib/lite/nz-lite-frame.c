@@ -93,3 +93,39 @@ nz_lite_frame_envelope (NzLiteBuf *b, const char *op, const char *body, size_t b
   nz_lite_frame_header_write (b->data + start, b->len - start - NZ_LITE_FRAME_HEADER_LEN);
   return ok;
 }
+
+bool
+nz_lite_frame_read_failed (NzLiteAwait await, NzLiteReadStatus st, bool partial,
+                           const char *what, unsigned long long window_ms, bool *timed_out,
+                           char *words, size_t words_size)
+{
+  bool closing = await == NZ_LITE_AWAIT_CLOSE || await == NZ_LITE_AWAIT_CLOSE_CONTROL;
+  bool control = await == NZ_LITE_AWAIT_CLOSE_CONTROL;
+
+  *timed_out = false;
+  if (st == NZ_LITE_READ_ERROR || (st == NZ_LITE_READ_FRAME && !closing)
+      || (st == NZ_LITE_READ_EOF && closing && !partial))
+    return false;
+  if (st == NZ_LITE_READ_FRAME)
+    snprintf (words, words_size, "%s emitted %s", what,
+              control ? "multiple frames" : "data after its terminator");
+  else if (partial && (closing || st == NZ_LITE_READ_EOF))
+    snprintf (words, words_size, "%s has trailing partial data",
+              await == NZ_LITE_AWAIT_REPLY ? "control reply" : what);
+  else if (closing)
+    snprintf (words, words_size, "%s peer did not close after %s", control ? "control" : what,
+              control ? "reply" : "terminator");
+  else if (st == NZ_LITE_READ_EOF && await == NZ_LITE_AWAIT_REPLY)
+    snprintf (words, words_size, "socket closed before reply");
+  else if (st == NZ_LITE_READ_EOF)
+    snprintf (words, words_size, "socket closed before %s terminator", what);
+  else
+    {
+      *timed_out = true;
+      if (await == NZ_LITE_AWAIT_REPLY)
+        snprintf (words, words_size, "read idle timeout after %llums", window_ms);
+      else
+        snprintf (words, words_size, "%s observation exceeded %llums", what, window_ms);
+    }
+  return true;
+}

@@ -40,3 +40,31 @@ void nz_lite_frame_header_write (char out[NZ_LITE_FRAME_HEADER_LEN], size_t len)
  * is in @b: wipe it with explicit_bzero before freeing. */
 bool nz_lite_frame_envelope (NzLiteBuf *b, const char *op, const char *body, size_t body_len,
                              const char *token);
+
+/* How a read of the next frame ended: lib/client and nz-lite-wire read this way. */
+typedef enum
+{
+  NZ_LITE_READ_FRAME,
+  NZ_LITE_READ_EOF,
+  NZ_LITE_READ_TIMEOUT,
+  NZ_LITE_READ_ERROR, /* the reader has worded it */
+} NzLiteReadStatus;
+
+/* What a reader waited for. */
+typedef enum
+{
+  NZ_LITE_AWAIT_REPLY,         /* a reply op's one frame */
+  NZ_LITE_AWAIT_FRAME,         /* a stream's next frame, until its terminator */
+  NZ_LITE_AWAIT_CLOSE,         /* the agent's close after a stream's terminator */
+  NZ_LITE_AWAIT_CLOSE_CONTROL, /* the agent's close after a reply */
+} NzLiteAwait;
+
+/* Whether a read that waited for @await and ended as @st is a protocol failure, and its words
+ * in the reference's strings (spec D.2.4), naming no peer: false when it brought what was
+ * awaited (a frame; for a close, EOF with nothing left over) or when it is READ_ERROR, else
+ * true with @words and *@timed_out (a reply's idle timeout, a stream's observation window:
+ * TIMED_OUT rather than PROTOCOL). @what names the stream or reply ("exec stream", "control
+ * reply"); @partial: bytes of an unfinished frame are left; @window_ms: the wait that passed. */
+bool nz_lite_frame_read_failed (NzLiteAwait await, NzLiteReadStatus st, bool partial,
+                                const char *what, unsigned long long window_ms, bool *timed_out,
+                                char *words, size_t words_size);

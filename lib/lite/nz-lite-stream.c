@@ -41,25 +41,11 @@ read_next (NzLiteWire *w, NzLiteConn *k, NzLiteCore *core, int64_t deadline,
 {
   NzLiteErr e = { 0 };
   NzJlValue raw;
+  NzLiteReadStatus st = nz_lite_wire_read_frame (w, k, deadline, true, &raw, &e);
 
-  switch (nz_lite_wire_read_frame (w, k, deadline, true, &raw, &e))
-    {
-    case NZ_LITE_READ_FRAME:
-      return nz_lite_core_frame (core, raw.start, raw.len, nz_lite_wire_now_ms ());
-    case NZ_LITE_READ_EOF:
-      nz_lite_wire_fail (&e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s", w->ep.desc,
-                         k->in.len > k->pos ? "exec stream has trailing partial data"
-                                            : "socket closed before exec stream terminator");
-      break;
-    case NZ_LITE_READ_TIMEOUT:
-      nz_lite_wire_fail (&e, NZ_LITE_ERR_TIMED_OUT,
-                         "agent %s: exec stream observation exceeded %llums", w->ep.desc,
-                         observation_ms);
-      break;
-    case NZ_LITE_READ_ERROR:
-    default:
-      break;
-    }
+  if (st == NZ_LITE_READ_FRAME)
+    return nz_lite_core_frame (core, raw.start, raw.len, nz_lite_wire_now_ms ());
+  nz_lite_wire_read_failed (w, k, NZ_LITE_AWAIT_FRAME, st, "exec stream", observation_ms, &e);
   return nz_lite_core_failed (core, e.kind, e.msg, nz_lite_wire_now_ms ());
 }
 

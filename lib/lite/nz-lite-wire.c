@@ -339,34 +339,31 @@ nz_lite_wire_read_frame (NzLiteWire *w, NzLiteConn *k, int64_t deadline, bool wa
 }
 
 bool
+nz_lite_wire_read_failed (NzLiteWire *w, NzLiteConn *k, NzLiteAwait await, NzLiteReadStatus st,
+             const char *what, unsigned long long window_ms, NzLiteErr *e)
+{
+  char words[512];
+  bool timed_out;
+
+  if (!nz_lite_frame_read_failed (await, st, k->in.len > k->pos, what, window_ms, &timed_out,
+                                  words, sizeof words))
+    return st == NZ_LITE_READ_ERROR;
+  nz_lite_wire_fail (e, timed_out ? NZ_LITE_ERR_TIMED_OUT : NZ_LITE_ERR_PROTOCOL, "agent %s: %s",
+                     w->ep.desc, words);
+  return true;
+}
+
+bool
 nz_lite_wire_expect_close (NzLiteWire *w, NzLiteConn *k, const char *what, bool control,
                            bool watch_signals, NzLiteErr *e)
 {
   NzJlValue extra;
+  NzLiteReadStatus st = nz_lite_wire_read_frame (
+      w, k, nz_lite_wire_now_ms () + NZ_HOST_POST_RESPONSE_CLOSE_TIMEOUT_MS, watch_signals,
+      &extra, e);
 
-  switch (nz_lite_wire_read_frame (w, k,
-                                   nz_lite_wire_now_ms () + NZ_HOST_POST_RESPONSE_CLOSE_TIMEOUT_MS,
-                                   watch_signals, &extra, e))
-    {
-    case NZ_LITE_READ_EOF:
-      if (k->in.len > k->pos)
-        return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s has trailing partial data",
-                                  w->ep.desc, what);
-      return true;
-    case NZ_LITE_READ_FRAME:
-      return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s emitted %s", w->ep.desc,
-                                what, control ? "multiple frames" : "data after its terminator");
-    case NZ_LITE_READ_TIMEOUT:
-      if (k->in.len > k->pos)
-        return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s has trailing partial data",
-                                  w->ep.desc, what);
-      return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s peer did not close after %s",
-                                w->ep.desc, control ? "control" : what,
-                                control ? "reply" : "terminator");
-    case NZ_LITE_READ_ERROR:
-    default:
-      return false;
-    }
+  return !nz_lite_wire_read_failed (w, k, control ? NZ_LITE_AWAIT_CLOSE_CONTROL : NZ_LITE_AWAIT_CLOSE, st,
+                       what, NZ_HOST_POST_RESPONSE_CLOSE_TIMEOUT_MS, e);
 }
 
 /* Reads the one reply of a reply op on @k, copied to *@out (free it). */
@@ -376,21 +373,11 @@ read_reply (NzLiteWire *w, NzLiteConn *k, unsigned idle_ms, bool watch_signals, 
 {
   size_t len;
 
-  switch (nz_lite_wire_read_frame (w, k, nz_lite_wire_now_ms () + idle_ms, watch_signals, reply, e))
-    {
-    case NZ_LITE_READ_FRAME:
-      break;
-    case NZ_LITE_READ_EOF:
-      return nz_lite_wire_fail (e, NZ_LITE_ERR_PROTOCOL, "agent %s: %s", w->ep.desc,
-                                k->in.len > k->pos ? "control reply has trailing partial data"
-                                                   : "socket closed before reply");
-    case NZ_LITE_READ_TIMEOUT:
-      return nz_lite_wire_fail (e, NZ_LITE_ERR_TIMED_OUT, "agent %s: read idle timeout after %ums",
-                                w->ep.desc, idle_ms);
-    case NZ_LITE_READ_ERROR:
-    default:
-      return false;
-    }
+  if (nz_lite_wire_read_failed (w, k, NZ_LITE_AWAIT_REPLY,
+                   nz_lite_wire_read_frame (w, k, nz_lite_wire_now_ms () + idle_ms, watch_signals,
+                                            reply, e),
+                   "control reply", idle_ms, e))
+    return false;
   len = reply->len;
   *out = strndup (reply->start, len);
   if (len == 0 || !nz_jl_parse (*out, len, reply) || reply->type != NZ_JL_OBJECT)

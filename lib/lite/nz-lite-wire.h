@@ -61,14 +61,6 @@ typedef struct
   bool eof;
 } NzLiteConn;
 
-typedef enum
-{
-  NZ_LITE_READ_FRAME,
-  NZ_LITE_READ_EOF,
-  NZ_LITE_READ_TIMEOUT,
-  NZ_LITE_READ_ERROR,
-} NzLiteReadStatus;
-
 /* Sets *@e and returns false, for "return nz_lite_wire_fail (...);". */
 bool nz_lite_wire_fail (NzLiteErr *e, NzLiteErrKind kind, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
@@ -102,6 +94,12 @@ bool nz_lite_wire_request (NzLiteWire *w, NzLiteConn *k, const char *op, const c
  * until the next read), or EOF, or @deadline passing. */
 NzLiteReadStatus nz_lite_wire_read_frame (NzLiteWire *w, NzLiteConn *k, int64_t deadline,
                                           bool watch_signals, NzJlValue *frame, NzLiteErr *e);
+
+/* Whether @st, how a read of @k that waited for @await ended, is a failure: true with *@e set
+ * (READ_ERROR's as the read set it; else nz_lite_frame_read_failed's words, naming the agent). */
+bool nz_lite_wire_read_failed (NzLiteWire *w, NzLiteConn *k, NzLiteAwait await,
+                               NzLiteReadStatus st, const char *what,
+                               unsigned long long window_ms, NzLiteErr *e);
 
 /* After the last frame the agent closes its side (spec D.2.4's strings). @what names the
  * stream; @control: a reply op rather than the exec stream. */

@@ -145,6 +145,64 @@ START_TEST (test_exit_status_rule)
 }
 END_TEST
 
+/* How a read ended, in the reference's words (spec D.2.4), as both namzu-exec programs say it. */
+START_TEST (test_read_end_words)
+{
+  static const struct
+  {
+    NzLiteAwait await;
+    NzLiteReadStatus st;
+    bool partial;
+    const char *what;
+    const char *words; /* NULL: not a failure */
+    bool timed_out;
+  } cases[] = {
+    { NZ_LITE_AWAIT_REPLY, NZ_LITE_READ_FRAME, false, "control reply", NULL },
+    { NZ_LITE_AWAIT_REPLY, NZ_LITE_READ_ERROR, false, "control reply", NULL },
+    { NZ_LITE_AWAIT_REPLY, NZ_LITE_READ_EOF, false, "control reply", "socket closed before reply" },
+    { NZ_LITE_AWAIT_REPLY, NZ_LITE_READ_EOF, true, "control reply",
+      "control reply has trailing partial data" },
+    { NZ_LITE_AWAIT_REPLY, NZ_LITE_READ_TIMEOUT, true, "control reply",
+      "read idle timeout after 250ms", true },
+    { NZ_LITE_AWAIT_FRAME, NZ_LITE_READ_FRAME, true, "exec stream", NULL },
+    { NZ_LITE_AWAIT_FRAME, NZ_LITE_READ_EOF, false, "exec stream",
+      "socket closed before exec stream terminator" },
+    { NZ_LITE_AWAIT_FRAME, NZ_LITE_READ_EOF, true, "exec stream",
+      "exec stream has trailing partial data" },
+    { NZ_LITE_AWAIT_FRAME, NZ_LITE_READ_TIMEOUT, true, "exec stream",
+      "exec stream observation exceeded 250ms", true },
+    { NZ_LITE_AWAIT_CLOSE, NZ_LITE_READ_EOF, false, "stream", NULL },
+    { NZ_LITE_AWAIT_CLOSE, NZ_LITE_READ_EOF, true, "stream", "stream has trailing partial data" },
+    { NZ_LITE_AWAIT_CLOSE, NZ_LITE_READ_TIMEOUT, true, "stream",
+      "stream has trailing partial data" },
+    { NZ_LITE_AWAIT_CLOSE, NZ_LITE_READ_FRAME, false, "stream",
+      "stream emitted data after its terminator" },
+    { NZ_LITE_AWAIT_CLOSE, NZ_LITE_READ_TIMEOUT, false, "stream",
+      "stream peer did not close after terminator" },
+    { NZ_LITE_AWAIT_CLOSE_CONTROL, NZ_LITE_READ_FRAME, false, "control reply",
+      "control reply emitted multiple frames" },
+    { NZ_LITE_AWAIT_CLOSE_CONTROL, NZ_LITE_READ_TIMEOUT, false, "control reply",
+      "control peer did not close after reply" },
+    { NZ_LITE_AWAIT_CLOSE_CONTROL, NZ_LITE_READ_ERROR, false, "control reply", NULL },
+  };
+
+  for (size_t i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      char words[256] = "";
+      bool timed_out = !cases[i].timed_out;
+      bool failed = nz_lite_frame_read_failed (cases[i].await, cases[i].st, cases[i].partial,
+                                               cases[i].what, 250, &timed_out, words,
+                                               sizeof words);
+
+      ck_assert_msg (failed == (cases[i].words != NULL), "case %zu: %s", i, words);
+      if (!failed)
+        continue;
+      ck_assert_str_eq (words, cases[i].words);
+      ck_assert_msg (timed_out == cases[i].timed_out, "case %zu", i);
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -157,6 +215,7 @@ main (void)
   tcase_add_test (tc, test_endpoints);
   tcase_add_test (tc, test_timeouts);
   tcase_add_test (tc, test_body);
+  tcase_add_test (tc, test_read_end_words);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

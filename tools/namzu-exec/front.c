@@ -45,7 +45,6 @@
 #include "nz-lite-handle.h"
 #include "nz-lite-stream.h"
 #include "nz-lite-wire.h"
-#include "nz-signame.h"
 
 #define EXIT_NAMZU NZ_LITE_EXIT_NAMZU
 
@@ -186,10 +185,10 @@ finish (NzLiteCore *core, const char *command, const char *target)
         return say (NZ_LITE_CORE_NO_STATUS_WORDS), EXIT_NAMZU;
       return status;
     case NZ_LITE_CORE_CANCELLED:
-      if (wire.signo == 0)
-        return 128 + SIGPIPE;
-      say ("%s: %s", nz_signame (wire.signo), core->err.msg);
-      return 128 + wire.signo;
+      status = nz_lite_core_cancelled (wire.signo, core->err.msg, msg, sizeof msg);
+      if (*msg != '\0')
+        say ("%s", msg);
+      return status;
     case NZ_LITE_CORE_UNCONFIRMED:
       if (target == NULL)
         return say (NZ_LITE_CORE_NO_RETIRE_FORMAT, core->err.msg), EXIT_NAMZU;
@@ -254,10 +253,14 @@ main (int argc, char **argv)
   if (!nz_lite_wire_call (&wire, "reserve-execution", NULL, NZ_HOST_READ_IDLE_TIMEOUT_MS, true,
                           &reserved, &reply, &e))
     {
+      char line[sizeof e.msg + 64];
+      int status;
+
       if (e.kind != NZ_LITE_ERR_CANCELLED)
         hand_over (NULL);
-      say ("%s: %s", nz_signame (wire.signo), e.msg);
-      return 128 + wire.signo;
+      status = nz_lite_core_cancelled (wire.signo, e.msg, line, sizeof line);
+      say ("%s", line);
+      return status;
     }
   /* A signal while reserving: the record is cancelled too, so it can never start later. */
   if (nz_lite_wire_signal_pending (&wire))

@@ -111,15 +111,12 @@ nz_exec_finish (NzExecRun *run, NzHandle *handle, const char *target, const char
     return nz_exec_retire_unconfirmed (handle, e);
   /* Room for the longest line of the table: the message, the target and the command. */
   msg_size = strlen (e->message) + (target ? strlen (target) : 0) + strlen (command) + 256;
+  msg = g_malloc (msg_size);
   if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     {
-      int signo = run->signo != 0 ? run->signo : SIGPIPE;
-
-      if (run->signo != 0)
-        nz_exec_fail (128 + signo, "cancelled", "%s: %s", nz_signal_name (signo), e->message);
-      return 128 + signo;
+      status = nz_lite_core_cancelled (run->signo, e->message, msg, msg_size);
+      return *msg != '\0' ? nz_exec_fail (status, "cancelled", "%s", msg) : status;
     }
-  msg = g_malloc (msg_size);
   status = nz_lite_core_outcome (lite_kind (e), e->message, NULL, command, target,
                                  run->execution_id != NULL, msg, msg_size, &code);
   return nz_exec_fail (status, code != NULL ? code : nz_error_code_name (e), "%s", msg);
