@@ -653,19 +653,27 @@ static const NzExecCallbacks exec_callbacks = {
   .finished = exec_finished,
 };
 
+/* A 200 NDJSON response written chunk by chunk as events come (nothing accumulated), paused
+ * until the first. */
 static void
-stream_begin (Stream *s, SoupServerMessage *msg)
+ndjson_begin (SoupServerMessage *msg)
 {
   SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
 
-  s->msg = g_object_ref (msg);
-  s->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (stream_on_finished), s);
   soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
   soup_message_headers_replace (headers, "Content-Type", NDJSON_TYPE);
   soup_message_headers_replace (headers, "Cache-Control", "no-store");
   soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
   soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
   soup_server_message_pause (msg);
+}
+
+static void
+stream_begin (Stream *s, SoupServerMessage *msg)
+{
+  s->msg = g_object_ref (msg);
+  s->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (stream_on_finished), s);
+  ndjson_begin (msg);
 }
 
 static void
@@ -925,7 +933,6 @@ static void
 route_agent (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 {
   const char *op = g_uri_get_path (soup_server_message_get_uri (msg)) + strlen (AGENT_ROUTE_PREFIX);
-  SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
   AgentStream *as;
 
   if (server->agent == NULL)
@@ -935,12 +942,7 @@ route_agent (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
     }
   as = g_new0 (AgentStream, 1);
   as->msg = g_object_ref (msg);
-  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
-  soup_message_headers_replace (headers, "Content-Type", NDJSON_TYPE);
-  soup_message_headers_replace (headers, "Cache-Control", "no-store");
-  soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
-  soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
-  soup_server_message_pause (msg);
+  ndjson_begin (msg);
   as->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (agent_peer_gone), as);
   as->wrote_id = g_signal_connect (msg, "wrote-body-data", G_CALLBACK (agent_wrote), as);
   /* The agent sees exactly the request a host would have framed (minus the token, which the
