@@ -188,14 +188,17 @@ nz_exec_unwatch_child (GPid pid)
     g_hash_table_remove (reaper_watches, GINT_TO_POINTER (pid));
 }
 
-/* The group is alive iff kill(-pgid, 0) succeeds or fails with anything but ESRCH. */
+/* The group is alive iff kill(-pgid, 0) succeeds or fails with anything but ESRCH. Nothing is
+ * reaped first, as the reference checks right after signalling (spec C.4): a member that died
+ * of the signal but is not reaped yet still counts, so a zero confirmation window never
+ * confirms, whichever way the race between its death and our check goes. The main loop's
+ * reaper (and the next poll) sees it gone. */
 static gboolean
 group_alive (GPid pgid)
 {
   /* Never probe or signal pgid 0/1: -1 would mean "every process we may signal". */
   if (pgid <= 1)
     return FALSE;
-  reap_now ();
   return kill (-pgid, 0) == 0 || errno != ESRCH;
 }
 

@@ -302,8 +302,8 @@ nz_worker_config_new_from_env (GError **error)
     c->idle_timeout_ms = clamp_ms (v);
   if (c->limits.max_tracked_executions < 1)
     c->limits.max_tracked_executions = 1;
-  if (c->limits.cancel_confirm_timeout_ms < 1)
-    c->limits.cancel_confirm_timeout_ms = 1;
+  /* A confirmation window of 0 stays 0 (Number('0') in the reference): the group is checked
+   * once right after each signal, so nothing is ever confirmed and the worker retires. */
   /* A zero bound would refuse every connection; the smallest is one. */
   c->max_preauth_connections = MAX (c->max_preauth_connections, 1);
   c->preauth_deadline_ms = MAX (c->preauth_deadline_ms, 1);
