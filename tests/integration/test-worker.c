@@ -820,114 +820,86 @@ END_TEST
  * it runs many rounds: reaping before the check confirmed a quick death in some of them. */
 #define RETIRE_ROUNDS 200
 
-START_TEST (test_unconfirmed_retires_every_time)
+typedef enum
+{
+  RETIRE_BY_CANCEL, /* POST /cancel */
+  RETIRE_BY_AGENT,  /* POST /v1/agent/cancel-execution */
+  RETIRE_BY_TIMEOUT,
+} RetireBy;
+
+/* One round on a fresh worker: a running `exec sleep 100` (no handler: the first SIGTERM ends
+ * it at once) ended @by, which the worker cannot confirm: it must refuse and exit 1. */
+static void
+retire_round (RetireBy by, int round)
 {
   const char *extra[] = { "NAMZU_SANDBOX_CANCEL_CONFIRM_TIMEOUT_MS", "0", NULL };
+  Worker *w = worker_start (extra);
+  g_autofree char *id = NULL;
+  g_autofree char *marker = g_build_filename (w->workspace, "started", NULL);
+  g_autofree char *cancel = NULL;
+  g_autofree char *err = NULL;
+  ExecJob job = { w->port, NULL, NULL, by == RETIRE_BY_AGENT ? "/v1/agent/execute" : NULL };
+  g_autoptr (Reply) r = NULL;
+  GThread *t;
+  int status;
 
-  for (int round = 0; round < RETIRE_ROUNDS; round++)
+  if (by == RETIRE_BY_AGENT)
     {
-      Worker *w = worker_start (extra);
-      g_autofree char *id = reserve (w->port);
-      g_autofree char *marker = g_build_filename (w->workspace, "started", NULL);
-      g_autofree char *cancel = g_strdup_printf ("{\"executionId\":\"%s\"}", id);
-      g_autofree char *err = NULL;
-      ExecJob job = { w->port, NULL, NULL };
-      g_autoptr (Reply) r = NULL;
-      GThread *t;
-      int status;
+      g_autoptr (Reply) res = http (w->port, "POST", "/v1/agent/reserve-execution", AUTH, "{}");
+      g_autoptr (JsonObject) o = (g_strchomp (res->body), parse (res->body));
 
-      /* No handler: the first SIGTERM ends it at once. */
-      job.body = g_strdup_printf ("{\"executionId\":\"%s\",\"command\":\"sh\",\"args\":[\"-c\","
-                                  "\"touch started; exec sleep 100\"]}",
-                                  id);
-      t = g_thread_new ("exec", exec_thread, &job);
+      id = g_strdup (str (o, "executionId"));
+    }
+  else
+    id = reserve (w->port);
+  cancel = g_strdup_printf ("{\"executionId\":\"%s\"}", id);
+  job.body = g_strdup_printf ("{\"executionId\":\"%s\",\"command\":\"sh\",\"args\":[\"-c\","
+                              "\"touch started; exec sleep 100\"]%s}",
+                              id, by == RETIRE_BY_TIMEOUT ? ",\"timeoutMs\":50" : "");
+  t = g_thread_new ("exec", exec_thread, &job);
+  if (by != RETIRE_BY_TIMEOUT)
+    {
       for (int i = 0; i < 1000 && !g_file_test (marker, G_FILE_TEST_EXISTS); i++)
         g_usleep (2000);
       ck_assert (g_file_test (marker, G_FILE_TEST_EXISTS));
       /* The shell has exec'd sleep once the marker exists and sleep's image is in place. */
       g_usleep (2000);
-      r = http (w->port, "POST", "/cancel", AUTH, cancel);
-      ck_assert_msg (r->status == 504, "round %d: cancel answered %d %s", round, r->status,
-                     r->body);
-      assert_error (r, 504, "cancellation_unconfirmed");
-      status = worker_wait (w, &err);
-      ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 1,
-                     "round %d: a retiring worker exits 1 (status %d)", round, status);
-      ck_assert_msg (strstr (err, "termination could not be confirmed; retiring worker: ") != NULL,
-                     "round %d: %s", round, err);
-      /* The execute stream ends with the worker (the reference may still settle it first). */
-      g_thread_join (t);
-      if (job.reply != NULL)
-        reply_free (job.reply);
-      g_free (job.body);
-      g_unlink (marker);
-      g_rmdir (w->workspace);
-      worker_stop (w);
-    }
-  /* The agent's ops through POST /v1/agent/<op> share the termination: the same refusal, in the
-   * agent's reply shape, and the same retirement. */
-  for (int round = 0; round < RETIRE_ROUNDS / 10; round++)
-    {
-      Worker *w = worker_start (extra);
-      g_autoptr (Reply) res = http (w->port, "POST", "/v1/agent/reserve-execution", AUTH, "{}");
-      g_autoptr (JsonObject) o = NULL;
-      g_autofree char *marker = g_build_filename (w->workspace, "started", NULL);
-      g_autofree char *cancel = NULL;
-      g_autofree char *err = NULL;
-      ExecJob job = { w->port, NULL, NULL };
-      g_autoptr (Reply) r = NULL;
-      GThread *t;
-      int status;
-
-      ck_assert_int_eq (res->status, 200);
-      g_strchomp (res->body);
-      o = parse (res->body);
-      cancel = g_strdup_printf ("{\"executionId\":\"%s\"}", str (o, "executionId"));
-      job.body = g_strdup_printf ("{\"executionId\":\"%s\",\"command\":\"sh\",\"args\":[\"-c\","
-                                  "\"touch started; exec sleep 100\"]}",
-                                  str (o, "executionId"));
-      job.path = "/v1/agent/execute";
-      t = g_thread_new ("exec", exec_thread, &job);
-      for (int i = 0; i < 1000 && !g_file_test (marker, G_FILE_TEST_EXISTS); i++)
-        g_usleep (2000);
-      ck_assert (g_file_test (marker, G_FILE_TEST_EXISTS));
-      g_usleep (2000);
-      r = http (w->port, "POST", "/v1/agent/cancel-execution", AUTH, cancel);
+      r = http (w->port, "POST", by == RETIRE_BY_AGENT ? "/v1/agent/cancel-execution" : "/cancel",
+                AUTH, cancel);
       ck_assert_msg (strstr (r->body, "\"error\":\"cancellation_unconfirmed\"") != NULL,
-                     "agent round %d: %d %s", round, r->status, r->body);
-      status = worker_wait (w, &err);
-      ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 1,
-                     "agent round %d: a retiring worker exits 1 (status %d)", round, status);
-      g_thread_join (t);
-      if (job.reply != NULL)
-        reply_free (job.reply);
-      g_free (job.body);
-      g_unlink (marker);
-      g_rmdir (w->workspace);
-      worker_stop (w);
+                     "round %d (%d): cancel answered %d %s", round, by, r->status, r->body);
+      if (by == RETIRE_BY_CANCEL)
+        assert_error (r, 504, "cancellation_unconfirmed");
     }
-  /* A timeout takes the same termination path: unconfirmed, it retires the worker too. */
+  status = worker_wait (w, &err);
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 1,
+                 "round %d (%d): a retiring worker exits 1 (status %d): %s", round, by, status,
+                 err);
+  ck_assert_msg (strstr (err, "termination could not be confirmed; retiring worker: ") != NULL,
+                 "round %d (%d): %s", round, by, err);
+  /* The execute stream ends with the worker (the reference may still settle it first). */
+  g_thread_join (t);
+  if (job.reply != NULL)
+    reply_free (job.reply);
+  g_free (job.body);
+  g_unlink (marker);
+  g_rmdir (w->workspace);
+  worker_stop (w);
+}
+
+START_TEST (test_unconfirmed_retires_every_time)
+{
+  for (int round = 0; round < RETIRE_ROUNDS; round++)
+    retire_round (RETIRE_BY_CANCEL, round);
+  /* The agent's ops through POST /v1/agent/<op> share the termination, and a timeout takes the
+   * same path. */
   for (int round = 0; round < RETIRE_ROUNDS / 10; round++)
     {
-      Worker *w = worker_start (extra);
-      g_autoptr (Reply) r = http (w->port, "POST", "/execute", AUTH,
-                                  "{\"command\":\"sh\",\"args\":[\"-c\",\"exec sleep 100\"],"
-                                  "\"timeoutMs\":50}");
-      g_autofree char *err = NULL;
-      int status = worker_wait (w, &err);
-
-      ck_assert_int_eq (r->status, 200);
-      ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 1,
-                     "timeout round %d: a retiring worker exits 1 (status %d): %s", round,
-                     status, err);
-      ck_assert_msg (strstr (err, "termination could not be confirmed; retiring worker: ") != NULL,
-                     "timeout round %d: %s", round, err);
-      g_rmdir (w->workspace);
-      worker_stop (w);
+      retire_round (RETIRE_BY_AGENT, round);
+      retire_round (RETIRE_BY_TIMEOUT, round);
     }
 }
 END_TEST
-
 
 START_TEST (test_poison_on_leftover_descendant)
 {
