@@ -19,6 +19,7 @@
 #include "nz-token.h"
 #include "nz-worker-agent.h"
 #include "nz-worker-body.h"
+#include "nz-fileread.h"
 #include "nz-op-execute.h"
 #include "nz-op-files.h"
 
@@ -799,6 +800,60 @@ file_request (SoupServerMessage *msg, JsonObject *body, NzFileOp op, NzFileReque
   return FALSE;
 }
 
+/* POST /read-file with a `range` (spec C.5, post-23.0.0): exactly those bytes of a regular
+ * file, opened race-free, never more than NZ_FILE_RANGE_MAX_BYTES; past EOF is empty. */
+static void
+read_file_range (NzWorkerServer *server, SoupServerMessage *msg, const NzFileRequest *req)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *real = NULL;
+  g_autofree guint8 *buf = NULL;
+  g_autoptr (NzFileReader) r = NULL;
+  g_autoptr (GBytes) content = NULL;
+  GString *reply;
+  gint64 wanted;
+  gssize n = 0;
+  gsize len;
+  int fd;
+
+  if ((fd = nz_request_open_read (server->guest, req->path, &real, &error)) < 0
+      || (r = nz_file_reader_new (fd, real, &error)) == NULL)
+    {
+      reply_file_error (msg, error->message);
+      return;
+    }
+  wanted = nz_file_reader_wanted (r, req->range_offset, req->range_length);
+  /* A range without a length is the remainder, bounded like any other. */
+  if (wanted > NZ_FILE_RANGE_MAX_BYTES)
+    {
+      g_autofree char *words = nz_op_file_range_too_large (wanted);
+
+      reply_file_error (msg, words);
+      return;
+    }
+  buf = g_malloc (MAX (wanted, 1));
+  if (wanted > 0 && (n = nz_file_reader_pread (r, buf, (gsize)wanted, req->range_offset, &error)) < 0)
+    {
+      reply_file_error (msg, error->message);
+      return;
+    }
+  content = g_bytes_new_take (g_steal_pointer (&buf), (gsize)n);
+  reply = g_string_sized_new ((gsize)n * 4 / 3 + 160);
+  g_string_append (reply, "{\"ok\":true,");
+  nz_request_append_content (reply, content, req->base64);
+  /* The content's object stays open for the range it served. */
+  g_string_truncate (reply, reply->len - 1);
+  g_string_append_printf (reply, ",\"range\":{\"version\":%d,\"offset\":%" G_GINT64_FORMAT
+                                 ",\"length\":",
+                          NZ_FILE_RANGE_VERSION, req->range_offset);
+  if (req->range_length >= 0)
+    g_string_append_printf (reply, "%" G_GINT64_FORMAT "}}", req->range_length);
+  else
+    g_string_append (reply, "null}}");
+  len = reply->len;
+  reply_raw (msg, SOUP_STATUS_OK, g_string_free (reply, FALSE), len);
+}
+
 static void
 route_read_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *body)
 {
@@ -810,6 +865,20 @@ route_read_file (NzWorkerServer *server, SoupServerMessage *msg, JsonObject *bod
 
   if (!file_request (msg, body, NZ_FILE_OP_READ, &req))
     return;
+  if (req.capabilities_only)
+    {
+      char *probe = g_strdup_printf ("{\"ok\":true,\"readFileRanges\":{\"version\":%d,"
+                                     "\"maxBytes\":%d}}",
+                                     NZ_FILE_RANGE_VERSION, NZ_FILE_RANGE_MAX_BYTES);
+
+      reply_raw (msg, SOUP_STATUS_OK, probe, strlen (probe));
+      return;
+    }
+  if (req.has_range)
+    {
+      read_file_range (server, msg, &req);
+      return;
+    }
   if ((content = nz_request_read_file (server->guest, req.path, &error)) == NULL)
     {
       reply_file_error (msg, error->message);

@@ -811,6 +811,102 @@ START_TEST (test_cancel_sigterm_ignoring)
 }
 END_TEST
 
+/* Ranged reads and the capability probe (spec C.5, post-23.0.0): authenticated like every
+ * route, exactly the bytes asked with the range served, every malformed range refused with a
+ * 400 (never the whole file), a remainder over 32 MiB bounded, whole-file reads unchanged. */
+static JsonObject *
+read_file (Worker *w, const char *body, int want_status)
+{
+  g_autoptr (Reply) r = http (w->port, "POST", "/read-file", AUTH, body);
+
+  ck_assert_msg (r->status == want_status, "%s: %d %s", body, r->status, r->body);
+  return parse (r->body);
+}
+
+START_TEST (test_read_file_ranges)
+{
+  Worker *w = worker_start (NULL);
+  g_autofree char *path = g_build_filename (w->workspace, "r.txt", NULL);
+  g_autofree char *sparse = g_build_filename (w->workspace, "big", NULL);
+  g_autofree char *dir = g_build_filename (w->workspace, "dir", NULL);
+  static const char *const bad[] = {
+    "{\"path\":\"r.txt\",\"range\":null}",
+    "{\"path\":\"r.txt\",\"range\":[]}",
+    "{\"path\":\"r.txt\",\"range\":{\"version\":2}}",
+    "{\"path\":\"r.txt\",\"range\":{\"version\":1,\"offset\":-1}}",
+    "{\"path\":\"r.txt\",\"range\":{\"version\":1,\"offset\":1.5}}",
+    "{\"path\":\"r.txt\",\"range\":{\"version\":1,\"length\":-1}}",
+    "{\"path\":\"r.txt\",\"range\":{\"version\":1,\"length\":33554433}}",
+    /* The remainder of a 32 MiB + 1 file, with no length: bounded, not sent whole. */
+    "{\"path\":\"big\",\"range\":{\"version\":1}}",
+    "{\"path\":\"dir\",\"range\":{\"version\":1,\"length\":1}}",
+  };
+  g_autoptr (Reply) r = NULL;
+  JsonObject *o, *range;
+  int fd;
+
+  ck_assert (g_file_set_contents (path, "0123456789", -1, NULL));
+  fd = open (sparse, O_CREAT | O_WRONLY, 0644);
+  ck_assert (fd >= 0 && ftruncate (fd, 33554433) == 0);
+  close (fd);
+  ck_assert (g_mkdir (dir, 0755) == 0);
+
+  r = http (w->port, "POST", "/read-file", NULL, "{\"capabilitiesOnly\":true}");
+  assert_unauthorized (r);
+  o = read_file (w, "{\"capabilitiesOnly\":true}", 200);
+  ck_assert (json_object_get_boolean_member (o, "ok"));
+  range = json_object_get_object_member (o, "readFileRanges");
+  ck_assert_int_eq (json_object_get_int_member (range, "version"), 1);
+  ck_assert_int_eq (json_object_get_int_member (range, "maxBytes"), 33554432);
+  json_object_unref (o);
+
+  o = read_file (w, "{\"path\":\"r.txt\",\"range\":{\"version\":1,\"offset\":2,\"length\":3}}",
+                 200);
+  ck_assert_str_eq (str (o, "content"), "234");
+  ck_assert_str_eq (str (o, "encoding"), "utf8");
+  ck_assert_int_eq (json_object_get_int_member (o, "sizeBytes"), 3);
+  range = json_object_get_object_member (o, "range");
+  ck_assert_int_eq (json_object_get_int_member (range, "version"), 1);
+  ck_assert_int_eq (json_object_get_int_member (range, "offset"), 2);
+  ck_assert_int_eq (json_object_get_int_member (range, "length"), 3);
+  json_object_unref (o);
+  o = read_file (w, "{\"path\":\"r.txt\",\"encoding\":\"base64\",\"range\":{\"version\":1,"
+                    "\"offset\":8}}",
+                 200);
+  ck_assert_str_eq (str (o, "content"), "ODk=");
+  ck_assert (json_node_is_null (
+      json_object_get_member (json_object_get_object_member (o, "range"), "length")));
+  json_object_unref (o);
+  /* Past EOF: empty. */
+  o = read_file (w, "{\"path\":\"r.txt\",\"range\":{\"version\":1,\"offset\":99,\"length\":4}}",
+                 200);
+  ck_assert_str_eq (str (o, "content"), "");
+  ck_assert_int_eq (json_object_get_int_member (o, "sizeBytes"), 0);
+  json_object_unref (o);
+  /* A range inside the big file is fine; only its unbounded remainder is refused. */
+  o = read_file (w, "{\"path\":\"big\",\"range\":{\"version\":1,\"offset\":33554430}}", 200);
+  ck_assert_int_eq (json_object_get_int_member (o, "sizeBytes"), 3);
+  json_object_unref (o);
+
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      o = read_file (w, bad[i], 400);
+      ck_assert (!json_object_get_boolean_member (o, "ok"));
+      ck_assert_msg (str (o, "content") == NULL && str (o, "error") != NULL, "%s", bad[i]);
+      json_object_unref (o);
+    }
+  /* The whole-file read is what it was. */
+  o = read_file (w, "{\"path\":\"r.txt\"}", 200);
+  ck_assert_str_eq (str (o, "content"), "0123456789");
+  ck_assert (!json_object_has_member (o, "range"));
+  json_object_unref (o);
+  g_unlink (path);
+  g_unlink (sparse);
+  g_rmdir (dir);
+  worker_stop (w);
+}
+END_TEST
+
 /* ---- poisoning ---- */
 
 /* Retirement when termination cannot be confirmed, every time (spec C.4's terminateAndConfirm):
@@ -1769,6 +1865,7 @@ main (void)
   tcase_add_test (tc, test_preauth_bounds);
   tcase_add_test (tc, test_body_nesting_and_nul);
   tcase_add_test (tc, test_token_whole_bytes);
+  tcase_add_test (tc, test_read_file_ranges);
   suite_add_tcase (s, tc);
   {
     TCase *race = tcase_create ("retire-race");

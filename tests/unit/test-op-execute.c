@@ -252,6 +252,27 @@ static const struct
     NZ_FILE_PATH_TYPE_WORDS },
   { NZ_WIRE_AGENT, NZ_FILE_OP_WRITE, "{\"path\":\"a\"}", "missing_path_or_content" },
   { NZ_WIRE_AGENT, NZ_FILE_OP_WRITE, "{\"path\":\"a\",\"part\":[]}", "write_part_invalid_shape" },
+  /* The worker's ranges (post-23.0.0): never read whole instead. */
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"path\":\"a\",\"range\":null}", NULL,
+    NZ_FILE_RANGE_SHAPE_WORDS },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"path\":\"a\",\"range\":[]}", NULL,
+    NZ_FILE_RANGE_SHAPE_WORDS },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"path\":\"a\",\"range\":{\"version\":2}}", NULL,
+    NZ_FILE_RANGE_VERSION_WORDS },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"path\":\"a\",\"range\":{\"version\":\"1\"}}", NULL,
+    NZ_FILE_RANGE_VERSION_WORDS },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"path\":\"a\",\"range\":{\"version\":1,\"offset\":-1}}",
+    NULL, NZ_FILE_RANGE_NUMBER_WORDS },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"path\":\"a\",\"range\":{\"version\":1,\"offset\":1.5}}",
+    NULL, NZ_FILE_RANGE_NUMBER_WORDS },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"path\":\"a\",\"range\":{\"version\":1,\"length\":-1}}",
+    NULL, NZ_FILE_RANGE_NUMBER_WORDS },
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ,
+    "{\"path\":\"a\",\"range\":{\"version\":1,\"length\":33554433}}", NULL,
+    "read_file_range_too_large: the range asks 33554433 bytes, over the 33554432-byte limit "
+    "(readFileRanges.maxBytes)" },
+  /* A probe is only the literal true. */
+  { NZ_WIRE_WORKER, NZ_FILE_OP_READ, "{\"capabilitiesOnly\":\"true\"}", "missing_path" },
   /* The worker has no parts: a part is no content. */
   { NZ_WIRE_WORKER, NZ_FILE_OP_WRITE, "{\"path\":\"a\",\"part\":{}}", "missing_path_or_content" },
 };
@@ -296,6 +317,27 @@ START_TEST (test_file_accepted)
   ck_assert (req.part != NULL && req.content != NULL);
   ck_assert (nz_op_file_parse (part, NZ_FILE_OP_WRITE, NZ_WIRE_WORKER, &req, &r));
   ck_assert (req.part == NULL && req.content != NULL);
+  {
+    g_autoptr (JsonObject) probe = nz_json_parse_object ("{\"capabilitiesOnly\":true}", -1, NULL);
+    g_autoptr (JsonObject) range = nz_json_parse_object (
+        "{\"path\":\"a\",\"range\":{\"version\":1,\"offset\":7,\"length\":33554432}}", -1, NULL);
+    g_autoptr (JsonObject) rest = nz_json_parse_object (
+        "{\"path\":\"a\",\"range\":{\"version\":1}}", -1, NULL);
+
+    ck_assert (nz_op_file_parse (probe, NZ_FILE_OP_READ, NZ_WIRE_WORKER, &req, &r));
+    ck_assert (req.capabilities_only);
+    /* The agent has no probe: it asks for a path. */
+    ck_assert (!nz_op_file_parse (probe, NZ_FILE_OP_READ, NZ_WIRE_AGENT, &req, &r));
+    nz_refusal_clear (&r);
+    ck_assert (nz_op_file_parse (range, NZ_FILE_OP_READ, NZ_WIRE_WORKER, &req, &r));
+    ck_assert (req.has_range && !req.capabilities_only);
+    ck_assert_int_eq (req.range_offset, 7);
+    ck_assert_int_eq (req.range_length, 33554432);
+    ck_assert (nz_op_file_parse (rest, NZ_FILE_OP_READ, NZ_WIRE_WORKER, &req, &r));
+    ck_assert (req.has_range && req.range_offset == 0 && req.range_length == -1);
+    ck_assert (nz_op_file_parse (whole, NZ_FILE_OP_READ, NZ_WIRE_WORKER, &req, &r));
+    ck_assert (!req.has_range);
+  }
 }
 END_TEST
 
