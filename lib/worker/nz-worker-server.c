@@ -446,6 +446,12 @@ early_handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHash
   goffset length;
   Request *req;
 
+  /* libsoup keeps a connection alive only for a server with listeners of its own; ours come
+   * from our socket service (the pre-auth bounds see them at accept), so it closes each after
+   * one response. Say so, so a pooled client never reuses a connection that is going away
+   * (RFC 9112 9.6); the upgrade replaces it with "Upgrade". */
+  soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Connection",
+                                "close");
   /* 1. The gate: first, before the retiring check and before routing (incl. the 404). */
   if (route != ROUTE_HEALTHZ && !is_authorized (server, msg))
     {

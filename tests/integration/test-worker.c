@@ -907,6 +907,38 @@ START_TEST (test_read_file_ranges)
 }
 END_TEST
 
+/* A connection is closed after one response, and every response says so first (RFC 9112 9.6),
+ * so a pooled client never reuses one that is going away; the requests here ask to keep it. */
+START_TEST (test_connection_close_is_announced)
+{
+  Worker *w = worker_start (NULL);
+  static const char *const requests[] = {
+    "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n",
+    "GET /healthz HTTP/1.1\r\nHost: x\r\n" AUTH "\r\n",
+    "POST /executions/reserve HTTP/1.1\r\nHost: x\r\n" AUTH "\r\n",
+    "POST /nope HTTP/1.1\r\nHost: x\r\n" AUTH "\r\n",
+    "POST /executions/reserve HTTP/1.1\r\nHost: x\r\n\r\n",
+    "POST /execute HTTP/1.1\r\nHost: x\r\n" AUTH "Content-Length: 2\r\n\r\n{}",
+  };
+  static const int want[] = { 200, 200, 201, 404, 401, 400 };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (requests); i++)
+    {
+      g_autoptr (GSocketConnection) conn = dial (w->port);
+      g_autoptr (Reply) r = NULL;
+
+      send_raw (conn, requests[i], strlen (requests[i]));
+      /* read_reply reads to the end: the worker closes after this one response. */
+      r = read_reply (conn);
+      ck_assert_msg (r->status == want[i], "request %zu: %d %s", i, r->status, r->body);
+      ck_assert_msg (strstr (r->head, "\r\nConnection: close\r\n") != NULL
+                         || g_str_has_suffix (r->head, "\r\nConnection: close"),
+                     "request %zu: %s", i, r->head);
+    }
+  worker_stop (w);
+}
+END_TEST
+
 /* ---- poisoning ---- */
 
 /* Retirement when termination cannot be confirmed, every time (spec C.4's terminateAndConfirm):
@@ -1866,6 +1898,7 @@ main (void)
   tcase_add_test (tc, test_body_nesting_and_nul);
   tcase_add_test (tc, test_token_whole_bytes);
   tcase_add_test (tc, test_read_file_ranges);
+  tcase_add_test (tc, test_connection_close_is_announced);
   suite_add_tcase (s, tc);
   {
     TCase *race = tcase_create ("retire-race");
