@@ -18,6 +18,7 @@
 #include "nz-request.h"
 #include "nz-token.h"
 #include "nz-worker-agent.h"
+#include "nz-worker-head.h"
 #include "nz-worker-body.h"
 #include "nz-fileread.h"
 #include "nz-op-execute.h"
@@ -39,6 +40,7 @@ struct _NzWorkerServer
   GPtrArray *upgraded;  /* live upgraded connections (weak), each holding an activity lease */
   guint activity; /* held leases: requests in flight and running commands (spec C.6) */
   NzWorkerPreauth *preauth; /* connections that have not sent an authorised request yet */
+  GCancellable *cancellable; /* cancelled when the server goes: pending heads let go */
   guint idle_id;
   guint exit_id;
   gboolean stopped;
@@ -391,16 +393,28 @@ steal_connection (SoupServerMessage *msg, GIOStream **stream)
   return socket;
 }
 
+/* Answers @response on @stream (taken, with @socket under it, taken too, or NULL), lets the
+ * peer's remaining input drain unread for a while, and closes. */
+static void
+answer_raw (GIOStream *stream, GSocket *socket, const char *response)
+{
+  Taken *t = g_new0 (Taken, 1);
+
+  t->stream = stream;
+  t->socket = socket;
+  g_output_stream_write_all_async (g_io_stream_get_output_stream (t->stream), response,
+                                   strlen (response), G_PRIORITY_DEFAULT, NULL, taken_written,
+                                   t);
+}
+
 /* Answers @response on the raw connection, which libsoup gives up. */
 static void
 refuse_raw (SoupServerMessage *msg, const char *response)
 {
-  Taken *t = g_new0 (Taken, 1);
+  GIOStream *stream = NULL;
+  GSocket *socket = steal_connection (msg, &stream);
 
-  t->socket = steal_connection (msg, &t->stream);
-  g_output_stream_write_all_async (g_io_stream_get_output_stream (t->stream), response,
-                                   strlen (response), G_PRIORITY_DEFAULT, NULL, taken_written,
-                                   t);
+  answer_raw (stream, socket, response);
 }
 
 /* GET /v1/agent must ask for exactly our protocol, and carry no body (the agent's first frame
@@ -1153,21 +1167,44 @@ handler (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable 
 
 /* ---- listener ---- */
 
+static void
+head_arrived (GSocketConnection *connection, const char *refused, gpointer user_data)
+{
+  NzWorkerServer *server = user_data;
+  g_autoptr (GSocketAddress) local = NULL;
+  g_autoptr (GSocketAddress) remote = NULL;
+  g_autoptr (GError) error = NULL;
+
+  /* Stopped (retiring) still serves what was accepted before: its answer is worker_retiring. */
+  if (connection == NULL)
+    return;
+  if (refused != NULL)
+    {
+      g_debug ("worker connection: refused before parsing: %s", refused);
+      answer_raw (G_IO_STREAM (g_object_ref (connection)),
+                  g_object_ref (g_socket_connection_get_socket (connection)),
+                  NZ_WORKER_HEAD_REFUSAL);
+      return;
+    }
+  local = g_socket_connection_get_local_address (connection, NULL);
+  remote = g_socket_connection_get_remote_address (connection, NULL);
+  if (!soup_server_accept_iostream (server->soup, G_IO_STREAM (connection), local, remote,
+                                    &error))
+    g_debug ("accept: %s", error->message);
+}
+
 static gboolean
 on_incoming (GSocketService *service, GSocketConnection *connection, GObject *source,
              gpointer user_data)
 {
   NzWorkerServer *server = user_data;
-  g_autoptr (GSocketAddress) local = g_socket_connection_get_local_address (connection, NULL);
   g_autoptr (GSocketAddress) remote = g_socket_connection_get_remote_address (connection, NULL);
-  g_autoptr (GError) error = NULL;
 
   if (server->stopped)
     return TRUE;
   nz_worker_preauth_start (server->preauth, server->config, connection, remote);
-  if (!soup_server_accept_iostream (server->soup, G_IO_STREAM (connection), local, remote,
-                                    &error))
-    g_debug ("accept: %s", error->message);
+  /* libsoup gets the connection once its head passed the checks libsoup does not make. */
+  nz_worker_head_wait (connection, server->cancellable, head_arrived, server);
   return TRUE;
 }
 
@@ -1192,6 +1229,7 @@ nz_worker_server_new (const NzWorkerConfig *config, NzGuest *guest, NzWorkerExit
   server->agent = nz_worker_agent_new (guest, NULL);
   server->upgraded = g_ptr_array_new ();
   server->preauth = nz_worker_preauth_new (config);
+  server->cancellable = g_cancellable_new ();
   return server;
 }
 
@@ -1214,6 +1252,8 @@ nz_worker_server_free (NzWorkerServer *server)
   if (server == NULL)
     return;
   nz_worker_server_stop (server);
+  g_cancellable_cancel (server->cancellable);
+  g_clear_object (&server->cancellable);
   g_clear_handle_id (&server->idle_id, g_source_remove);
   g_clear_handle_id (&server->exit_id, g_source_remove);
   nz_guest_set_retire_func (server->guest, NULL, NULL);

@@ -939,6 +939,85 @@ START_TEST (test_connection_close_is_announced)
 }
 END_TEST
 
+/* The request heads RFC 9112 says a server must refuse, and the reference's parser refuses,
+ * refused before libsoup (which unfolds, blanks a bare CR and drops NULs) parses them: raw
+ * sockets, since a client would normalise them. A folded Authorization never authorises. */
+START_TEST (test_smuggling_heads_refused)
+{
+  Worker *w = worker_start (NULL);
+  static const char *const bad[] = {
+    /* obs-fold: a folded credential, and any other folded header */
+    "POST /executions/reserve HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer\r\n " TOKEN "\r\n\r\n",
+    "POST /executions/reserve HTTP/1.1\r\nHost: x\r\n" AUTH "X-A: 1\r\n\t2\r\n\r\n",
+    "GET /healthz HTTP/1.1\r\nHost: x\r\n y\r\n\r\n",
+    /* framing */
+    "POST /execute HTTP/1.1\r\nHost: x\r\n" AUTH "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}x",
+    "POST /execute HTTP/1.1\r\nHost: x\r\n" AUTH "Content-Length: 2\r\n"
+    "Transfer-Encoding: chunked\r\n\r\n{}",
+    "POST /execute HTTP/1.1\r\nHost: x\r\n" AUTH "Content-Length: +2\r\n\r\n{}",
+    /* a bare CR, a line with no name, a name with whitespace */
+    "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n",
+    "GET /healthz HTTP/1.1\r\nHost: x\r\nGarbage\r\n\r\n",
+    "POST /executions/reserve HTTP/1.1\r\nHost: x\r\nAuthorization : Bearer " TOKEN "\r\n\r\n",
+  };
+  /* What stays accepted: one value twice, a head that trickles in, a body right behind it. */
+  static const char *const good[] = {
+    "POST /executions/reserve HTTP/1.1\r\nHost: x\r\n" AUTH
+    "Content-Length: 0\r\nContent-Length: 0\r\n\r\n",
+    "POST /executions/reserve HTTP/1.1\r\nHost: x\r\n" AUTH "X-Tab:\tv\r\n\r\n",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (bad) + 1; i++)
+    {
+      g_autoptr (GSocketConnection) conn = dial (w->port);
+      GInputStream *in = g_io_stream_get_input_stream (G_IO_STREAM (conn));
+      g_autoptr (GString) got = g_string_new (NULL);
+      char buf[4096];
+      gssize n;
+
+      if (i < G_N_ELEMENTS (bad))
+        send_raw (conn, bad[i], strlen (bad[i]));
+      else
+        {
+          /* Over libsoup's 64 KiB head bound, with no end. */
+          g_autofree char *big = g_strnfill (70000, 'a');
+          g_autofree char *req = g_strdup_printf ("GET /healthz HTTP/1.1\r\nX-Big: %s", big);
+
+          send_raw (conn, req, strlen (req));
+        }
+      while ((n = g_input_stream_read (in, buf, sizeof buf, NULL, NULL)) > 0)
+        g_string_append_len (got, buf, n);
+      ck_assert_msg (g_str_equal (got->str, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"),
+                     "request %zu answered: %s", i, got->str);
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (good); i++)
+    {
+      g_autoptr (GSocketConnection) conn = dial (w->port);
+      g_autoptr (Reply) r = NULL;
+
+      send_raw (conn, good[i], strlen (good[i]));
+      r = read_reply (conn);
+      ck_assert_msg (r->status == 201, "good %zu: %d %s", i, r->status, r->body);
+    }
+  {
+    const char *req = "POST /write-file HTTP/1.1\r\nHost: x\r\n" AUTH
+                      "Content-Length: 31\r\n\r\n{\"path\":\"t.txt\",\"content\":\"ok\"}";
+    g_autoptr (GSocketConnection) conn = dial (w->port);
+    g_autoptr (Reply) r = NULL;
+    gsize len = strlen (req);
+
+    for (gsize off = 0; off < len; off += 7)
+      {
+        send_raw (conn, req + off, MIN (7, len - off));
+        g_usleep (2000);
+      }
+    r = read_reply (conn);
+    ck_assert_msg (r->status == 200, "trickled: %d %s", r->status, r->body);
+  }
+  worker_stop (w);
+}
+END_TEST
+
 /* ---- poisoning ---- */
 
 /* Retirement when termination cannot be confirmed, every time (spec C.4's terminateAndConfirm):
@@ -1899,6 +1978,7 @@ main (void)
   tcase_add_test (tc, test_token_whole_bytes);
   tcase_add_test (tc, test_read_file_ranges);
   tcase_add_test (tc, test_connection_close_is_announced);
+  tcase_add_test (tc, test_smuggling_heads_refused);
   suite_add_tcase (s, tc);
   {
     TCase *race = tcase_create ("retire-race");
