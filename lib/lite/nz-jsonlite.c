@@ -127,6 +127,12 @@ utf8_len (const unsigned char *p, const unsigned char *end)
   return n;
 }
 
+size_t
+nz_jl_utf8_len (const char *p, size_t avail)
+{
+  return utf8_len ((const unsigned char *)p, (const unsigned char *)p + avail);
+}
+
 static bool
 scan_string (Cur *c)
 {

@@ -52,5 +52,9 @@ bool nz_jl_number (const NzJlValue *v, double *out);
 /* The boolean member @name, or @fallback when it is missing or not a boolean. */
 bool nz_jl_member_bool (const NzJlValue *obj, const char *name, bool fallback);
 
+/* The length of the well-formed UTF-8 sequence at @p (@avail bytes there, at least 1): 1 for
+ * ASCII, 0 for a byte that starts none (no overlongs, no surrogates, at most U+10FFFF). */
+size_t nz_jl_utf8_len (const char *p, size_t avail);
+
 /* The value of the hex digit @ch (either case), or -1: \uXXXX here, frame headers elsewhere. */
 int nz_jl_hex_value (unsigned char ch);
