@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "nz-host-timing.h"
+#include "nz-lite-upgrade.h"
 #include "nz-lite-wire.h"
 
 bool
@@ -219,44 +220,58 @@ conn_fill (NzLiteWire *w, NzLiteConn *k, int64_t deadline, bool watch_signals, N
 }
 
 /* A worker: GET /v1/agent upgraded to namzu-agent/2 with the bearer token; what follows the
- * 101 head is agent framing (lib/client/nz-worker-http.c). */
+ * 101 head is agent framing. nz-lite-upgrade reads the head and words the refusals, as for
+ * lib/client/nz-worker-http.c. */
 static bool
 http_upgrade (NzLiteWire *w, NzLiteConn *k, const char *what, NzLiteErr *e)
 {
+  static const NzLiteErrKind kinds[] = {
+    [NZ_LITE_UPGRADE_ERR_FAILED] = NZ_LITE_ERR_FAILED,
+    [NZ_LITE_UPGRADE_ERR_PROTOCOL] = NZ_LITE_ERR_PROTOCOL,
+    /* As namzu-exec's report.c maps the client's codes: the outcome table has no row for
+     * these, they are failures. */
+    [NZ_LITE_UPGRADE_ERR_PERMISSION_DENIED] = NZ_LITE_ERR_FAILED,
+    [NZ_LITE_UPGRADE_ERR_UNSUPPORTED] = NZ_LITE_ERR_FAILED,
+  };
   int64_t deadline = nz_lite_wire_now_ms () + NZ_HOST_CONNECT_TIMEOUT_MS;
-  NzLiteBuf req = { 0 };
-  char *end, *up;
+  NzLiteBuf req = { 0 }, words = { 0 };
+  NzLiteUpgradeHead h;
+  NzLiteUpgradeErrKind kind;
   bool sent;
 
-  nz_lite_buf_printf (&req, "GET /v1/agent HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: namzu\r\n"
-                            "Connection: Upgrade\r\nUpgrade: namzu-agent/2\r\n",
-                      w->ep.host, w->ep.port);
-  if (w->token != NULL && *w->token != '\0')
-    nz_lite_buf_printf (&req, "Authorization: Bearer %s\r\n", w->token);
-  nz_lite_buf_str (&req, "\r\n");
+  nz_lite_upgrade_request (&req, w->ep.host, w->ep.port, w->token);
   sent = send_all (w, k, req.data, req.len, true, e);
   explicit_bzero (req.data, req.len);
   free (req.data);
   if (!sent)
     return false;
-  while (k->in.data == NULL || (end = strstr (k->in.data, "\r\n\r\n")) == NULL)
+  while (nz_lite_upgrade_parse (k->in.data ?: "", k->in.len, k->eof, &h) == NZ_LITE_UPGRADE_MORE)
+    if (!conn_fill (w, k, deadline, true, e))
+      return false;
+  if (h.step == NZ_LITE_UPGRADE_UPGRADED)
     {
-      if (k->in.len > NZ_LITE_WIRE_HTTP_HEAD_LIMIT || k->eof
-          || memchr (k->in.data ?: "", '\0', k->in.len))
-        return nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED,
-                                  "agent %s: %s failed: no HTTP/1.1 101 response", w->ep.desc,
-                                  what);
-      if (!conn_fill (w, k, deadline, true, e))
-        return false;
+      k->pos = h.head_len;
+      return true;
     }
-  *end = '\0';
-  up = strcasestr (k->in.data, "\r\nUpgrade:");
-  if (strncmp (k->in.data, "HTTP/1.", 7) != 0 || strncmp (k->in.data + 8, " 101", 4) != 0
-      || up == NULL || strstr (up, "namzu-agent/2") == NULL)
-    return nz_lite_wire_fail (e, NZ_LITE_ERR_FAILED, "agent %s: %s failed: HTTP %.3s",
-                              w->ep.desc, what, k->in.len > 12 ? k->in.data + 9 : "???");
-  k->pos = (size_t)(end + 4 - k->in.data);
-  return true;
+  /* A refusal's body says why: what of it arrives before the deadline, and no more than the
+   * head announced (bounded). A signal still cancels, so that it is not lost. */
+  while (h.step == NZ_LITE_UPGRADE_REFUSED && k->in.len < h.head_len + h.body_len && !k->eof)
+    {
+      NzLiteErr late = { 0 };
+
+      if (conn_fill (w, k, deadline, true, &late))
+        continue;
+      if (late.kind == NZ_LITE_ERR_CANCELLED)
+        {
+          *e = late;
+          return false;
+        }
+      break;
+    }
+  kind = nz_lite_upgrade_words (&h, k->in.data ?: "", k->in.len, what, &words);
+  nz_lite_wire_fail (e, kinds[kind], "agent %s: %s", w->ep.desc, words.data);
+  free (words.data);
+  return false;
 }
 
 bool

@@ -15,12 +15,13 @@
 #include "nz-lite-buf.h"
 #include "nz-lite-endpoint.h"
 #include "nz-lite-frame.h"
+#include "nz-lite-upgrade.h"
 
 /* lib/client's NZ_AGENT_REPLY_FRAME_LIMIT and NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT. */
 #define NZ_LITE_WIRE_REPLY_FRAME_LIMIT (256u * 1024 * 1024)
 #define NZ_LITE_WIRE_TCP_PREAUTH_FRAME_LIMIT (8u * 1024 * 1024)
-/* nz-worker-http.c's bound on a worker's response head. */
-#define NZ_LITE_WIRE_HTTP_HEAD_LIMIT 16384
+/* The bound on a worker's response head, under its older name. */
+#define NZ_LITE_WIRE_HTTP_HEAD_LIMIT NZ_LITE_UPGRADE_HEAD_LIMIT
 #define NZ_LITE_WIRE_FRAME_HEADER_LEN NZ_LITE_FRAME_HEADER_LEN
 
 typedef enum
