@@ -602,9 +602,13 @@ conn_open (NzAgentClient *c, GCancellable *cancellable, GError **error)
 static char *
 http_authority (const NzAgentEndpoint *ep)
 {
-  if (strchr (ep->host, ':') != NULL)
-    return g_strdup_printf ("[%s]:%u", ep->host, ep->port);
-  return g_strdup_printf ("%s:%u", ep->host, ep->port);
+  NzLiteBuf b = { 0 };
+  char *text;
+
+  nz_lite_upgrade_authority (&b, ep->host, ep->port);
+  text = g_strdup (b.data);
+  free (b.data);
+  return text;
 }
 
 /* A namzu-worker: GET /v1/agent upgraded to namzu-agent/2 (its bearer gate runs first), after
@@ -612,11 +616,11 @@ http_authority (const NzAgentEndpoint *ep)
 static gboolean
 conn_upgrade (Conn *k, const char *op, GCancellable *cancellable, GError **error)
 {
-  g_autofree char *authority = http_authority (k->client->ep);
   g_autoptr (GByteArray) rest = g_byte_array_new ();
   GError *local = NULL;
 
-  if (!nz_worker_http_upgrade (k->sock, authority, k->client->token, op,
+  if (!nz_worker_http_upgrade (k->sock, k->client->ep->host, k->client->ep->port,
+                               k->client->token, op,
                                deadline_after (CONNECT_TIMEOUT_S * 1000), rest, cancellable,
                                &local))
     {

@@ -10,12 +10,13 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 
+#include "nz-lite-upgrade.h"
+
 G_BEGIN_DECLS
 
-/* The protocol named in the Upgrade header: the agent's framing at protocol version 2. */
-#define NZ_WORKER_UPGRADE_PROTOCOL "namzu-agent/2"
-/* The upgrade route. */
-#define NZ_WORKER_UPGRADE_PATH "/v1/agent"
+/* The protocol named in the Upgrade header, and the upgrade route (nz-lite-upgrade.h). */
+#define NZ_WORKER_UPGRADE_PROTOCOL NZ_LITE_UPGRADE_PROTOCOL
+#define NZ_WORKER_UPGRADE_PATH NZ_LITE_UPGRADE_PATH
 
 /* Waits for @cond on @sock until @deadline (monotonic µs, G_MAXINT64 for none); FALSE with
  * G_IO_ERROR_TIMED_OUT once it passed. Shared with nz-agent-client.c. */
@@ -26,14 +27,16 @@ gboolean nz_socket_wait_until (GSocket *sock, GIOCondition cond, gint64 deadline
 gboolean nz_worker_endpoint_is_http (const char *endpoint);
 
 /* GET /v1/agent with Connection: Upgrade, Upgrade: namzu-agent/2 and, when @token is set,
- * `Authorization: Bearer <token>`. TRUE on 101; bytes that arrived after the response head
- * are appended to @rest (they already belong to the agent). @authority is the Host header;
- * @what names the op in errors. Refusals:
+ * `Authorization: Bearer <token>` (nz_lite_upgrade_request; @host and @port make the Host
+ * header). TRUE on 101; bytes that arrived after the response head are appended to @rest (they
+ * already belong to the agent). @what names the op in errors, which nz_lite_upgrade_words
+ * words, the same as namzu-exec's front does:
  *   401 -> NZ_ERROR_PERMISSION_DENIED "<what> failed: HTTP 401 <body> (<hint>)";
  *   503 worker_retiring -> NZ_ERROR_FAILED (the worker fenced itself: recreate the sandbox);
  *   404 -> NZ_ERROR_UNSUPPORTED (a worker without the upgrade route);
+ *   a 101 to another protocol, a head that is not HTTP or too large -> NZ_ERROR_PROTOCOL;
  *   anything else -> NZ_ERROR_FAILED "<what> failed: HTTP <status> <body>". */
-gboolean nz_worker_http_upgrade (GSocket *sock, const char *authority, const char *token,
+gboolean nz_worker_http_upgrade (GSocket *sock, const char *host, guint port, const char *token,
                                  const char *what, gint64 deadline, GByteArray *rest,
                                  GCancellable *cancellable, GError **error);
 
