@@ -238,6 +238,30 @@ nz_worker_http_upgrade (GSocket *sock, const char *host, guint port, const char 
   return throw_words (error, &r.h, r.buf, what);
 }
 
+/* The worker's additive features come in a header of their own, so that its healthz body
+ * stays exactly the reference's: they join @obj as "features", the agent's healthz member the
+ * client reads (spec A.9). A body that lists them itself (an older namzu-worker) keeps its. */
+static void
+add_features (JsonObject *obj, Response *r)
+{
+  const char *value, *end;
+  g_autofree char *list = NULL;
+  g_auto (GStrv) items = NULL;
+  JsonArray *features;
+
+  if (json_object_has_member (obj, "features")
+      || !nz_lite_upgrade_header ((const char *)r->buf->data, r->h.head_len,
+                                  NZ_LITE_UPGRADE_FEATURES_HEADER, &value, &end))
+    return;
+  list = g_strndup (value, (gsize)(end - value));
+  items = g_strsplit (list, ",", -1);
+  features = json_array_new ();
+  for (guint i = 0; items[i] != NULL; i++)
+    if (*g_strstrip (items[i]) != '\0' && g_utf8_validate (items[i], -1, NULL))
+      json_array_add_string_element (features, items[i]);
+  json_object_set_array_member (obj, "features", features);
+}
+
 JsonObject *
 nz_worker_http_healthz (GSocket *sock, const char *authority, gint64 deadline,
                         GCancellable *cancellable, GError **error)
@@ -270,6 +294,8 @@ nz_worker_http_healthz (GSocket *sock, const char *authority, gint64 deadline,
                 local->message);
       g_error_free (local);
     }
+  else
+    add_features (obj, &r);
   free (shown.data);
   return obj;
 }

@@ -28,11 +28,9 @@ strip (const char **p, const char **end)
     (*end)--;
 }
 
-/* The value of the first header @name in @head[0..@len) (lines after the status line, split at
- * CRLF), stripped; false without one. */
-static bool
-header_value (const char *head, size_t len, const char *name, const char **value,
-              const char **value_end)
+bool
+nz_lite_upgrade_header (const char *head, size_t len, const char *name, const char **value,
+                        const char **value_end)
 {
   const char *end = head + len, *line = head, *eol;
   size_t name_len = strlen (name);
@@ -62,7 +60,7 @@ header_has_token (const char *head, size_t len, const char *name, const char *to
 {
   const char *value, *end, *item, *comma;
 
-  if (!header_value (head, len, name, &value, &end))
+  if (!nz_lite_upgrade_header (head, len, name, &value, &end))
     return false;
   for (item = value; item <= end; item = comma + 1)
     {
@@ -87,7 +85,7 @@ content_length (const char *head, size_t len, size_t *out)
   const char *value, *end;
   unsigned long long n = 0;
 
-  if (!header_value (head, len, "Content-Length", &value, &end) || value == end)
+  if (!nz_lite_upgrade_header (head, len, "Content-Length", &value, &end) || value == end)
     return false;
   for (const char *p = value; p < end; p++)
     {

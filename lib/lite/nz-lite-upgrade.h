@@ -73,6 +73,16 @@ NzLiteUpgradeStep nz_lite_upgrade_parse (const char *data, size_t len, bool eof,
 NzLiteUpgradeErrKind nz_lite_upgrade_words (const NzLiteUpgradeHead *h, const char *data,
                                             size_t len, const char *what, NzLiteBuf *out);
 
+/* The value of the first header @name in @head[0..@len) (lines after the status line, split at
+ * CRLF), stripped of spaces and tabs, in [*@value, *@value_end); false without one. */
+bool nz_lite_upgrade_header (const char *head, size_t len, const char *name, const char **value,
+                             const char **value_end);
+
+/* The header in which a namzu-worker lists, beside GET /healthz's exact reference body, what
+ * it serves beyond the reference (its agent's features and "agent-upgrade"), comma-separated
+ * (docs/worker.md). */
+#define NZ_LITE_UPGRADE_FEATURES_HEADER "Namzu-Features"
+
 /* Appends the first NZ_LITE_UPGRADE_SHOWN_BODY bytes of @data[0..@len) as one line for a
  * message: up to a NUL, each byte that starts no well-formed UTF-8 as U+FFFD, CR, LF and tab as
  * spaces (what g_strndup, g_utf8_make_valid and g_strdelimit made of it). */

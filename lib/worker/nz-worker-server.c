@@ -23,6 +23,7 @@
 #include "nz-fileread.h"
 #include "nz-op-execute.h"
 #include "nz-op-files.h"
+#include "nz-lite-upgrade.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 #define NDJSON_TYPE "application/x-ndjson; charset=utf-8"
@@ -544,16 +545,21 @@ route_healthz (NzWorkerServer *server, SoupServerMessage *msg)
 {
   g_autoptr (JsonObject) reply = json_object_new ();
 
+  /* Exactly the reference's body (spec C.4): a strict host compares it. */
   json_object_set_boolean_member (reply, "ok", TRUE);
   json_object_set_int_member (reply, "protocolVersion", NZ_GUEST_PROTOCOL_VERSION);
-  /* Additive (a reference host reads only ok and protocolVersion, spec D.3): what this worker
-   * serves through GET /v1/agent, named as the agent names it (spec A.9). */
+  /* What this worker serves beyond it, through GET /v1/agent, named as the agent names it
+   * (spec A.9), goes in a header of its own (docs/worker.md). */
   if (server->agent != NULL)
     {
-      JsonArray *features = nz_agent_ops_features (server->guest);
+      g_autoptr (JsonArray) features = nz_agent_ops_features (server->guest);
+      g_autoptr (GString) list = g_string_new (NULL);
 
-      json_array_add_string_element (features, UPGRADE_FEATURE);
-      json_object_set_array_member (reply, "features", features);
+      for (guint i = 0; i < json_array_get_length (features); i++)
+        g_string_append_printf (list, "%s, ", json_array_get_string_element (features, i));
+      g_string_append (list, UPGRADE_FEATURE);
+      soup_message_headers_replace (soup_server_message_get_response_headers (msg),
+                                    NZ_LITE_UPGRADE_FEATURES_HEADER, list->str);
     }
   reply_object (msg, SOUP_STATUS_OK, reply);
 }

@@ -246,13 +246,18 @@ http_peer_free (HttpPeer *p)
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HttpPeer, http_peer_free)
 
+/* An older namzu-worker listed its features in the body, ... */
 #define HEALTHZ_BODY "{\"ok\":true,\"protocolVersion\":2,\"features\":[\"sessions\",\"agent-upgrade\"]}"
+/* ... today's keeps the reference's exact body and lists them in a header of its own. */
+#define HEALTHZ_EXACT                                                                              \
+  "HTTP/1.1 200 OK\r\nNamzu-Features: sessions ,agent-upgrade, \r\nContent-Length: 31\r\n\r\n"       \
+  "{\"ok\":true,\"protocolVersion\":2}"
 
 /* The upgrade's refusals, mapped to errors a tool can act on, and never the token. */
 START_TEST (test_worker_upgrade_refusals)
 {
   static const char *const replies[] = {
-    "HTTP/1.1 200 OK\r\nContent-Length: 71\r\n\r\n" HEALTHZ_BODY,
+    HEALTHZ_EXACT,
     "HTTP/1.1 401 Unauthorized\r\nContent-Length: 24\r\n\r\n{\"error\":\"unauthorized\"}",
     "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 27\r\n\r\n{\"error\":\"worker_retiring\"}",
     "HTTP/1.1 404 Not Found\r\nContent-Length: 21\r\n\r\n{\"error\":\"not_found\"}",
@@ -276,6 +281,8 @@ START_TEST (test_worker_upgrade_refusals)
   h = nz_agent_client_healthz (c, NULL, &error);
   ck_assert_msg (h != NULL, "%s", error ? error->message : "");
   ck_assert (nz_agent_client_has_feature (c, "agent-upgrade"));
+  ck_assert (nz_agent_client_has_feature (c, "sessions"));
+  ck_assert (!nz_agent_client_has_feature (c, ""));
   for (gsize i = 0; i < G_N_ELEMENTS (want); i++)
     {
       g_autoptr (GError) e = NULL;
