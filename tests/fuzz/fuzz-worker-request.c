@@ -2,9 +2,12 @@
  * lib/worker that reads what an HTTP client sent before any route acts on it: the
  * Authorization header's bearer token (nz_worker_presented_token) and the JSON body
  * (nz_worker_body_parse: size cap, nesting bound, NUL refusal, readBody's shapes). The input
- * is split at its first newline: the header value before it, the body after it. A crash, a
- * sanitizer report or a leak is a finding, and so is a refusal without a status and code, a
- * body with a \u0000 escape that is accepted, or a token that is not a suffix of its header.
+ * is split at its first newline: the header value before it, the body after it. The whole
+ * input is also a raw request head for the check libsoup does not make (nz_worker_head_check).
+ * A crash, a sanitizer report or a leak is a finding, and so is a refusal without a status
+ * and code, a body with a \u0000 escape that is accepted, a token that is not a suffix of its
+ * header, a head length past the input, or an accepted head holding a NUL, a bare CR or a
+ * folded line.
  * Build: scripts/fuzz (clang, -Dfuzz=true, the worker enabled). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include "nz-agent-ops.h"
 #include "nz-worker-body.h"
 #include "nz-worker-config.h"
+#include "nz-worker-head.h"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
@@ -38,5 +42,17 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     abort ();
   if (obj != NULL && nz_agent_ops_has_nul_escape (body, body_len))
     abort ();
+  {
+    gsize head = nz_worker_head_length (text, size);
+    const char *why = NULL;
+
+    if (head > size)
+      abort ();
+    if (head > 0 && nz_worker_head_check (text, head, &why))
+      for (gsize i = 0; i < head; i++)
+        if (text[i] == '\0' || (text[i] == '\r' && (i + 1 == head || text[i + 1] != '\n'))
+            || (text[i] == '\n' && i + 1 < head && (text[i + 1] == ' ' || text[i + 1] == '\t')))
+          abort ();
+  }
   return 0;
 }
