@@ -141,10 +141,15 @@ nz_lite_upgrade_request (NzLiteBuf *b, const char *host, unsigned port, const ch
 NzLiteUpgradeStep
 nz_lite_upgrade_parse (const char *data, size_t len, bool eof, NzLiteUpgradeHead *h)
 {
-  const char *end = len >= 4 ? memmem (data, len, "\r\n\r\n", 4) : NULL;
-  size_t head = end != NULL ? (size_t)(end - data) : len;
+  const char *end;
+  size_t head;
 
   *h = (NzLiteUpgradeHead){ .step = NZ_LITE_UPGRADE_MORE };
+  /* Nothing yet (a caller's empty buffer may have no storage at all). */
+  if (data == NULL || len == 0)
+    return h->step = eof ? NZ_LITE_UPGRADE_CLOSED : NZ_LITE_UPGRADE_MORE;
+  end = len >= 4 ? memmem (data, len, "\r\n\r\n", 4) : NULL;
+  head = end != NULL ? (size_t)(end - data) : len;
   /* Only the bytes within the limit are looked at, so how the head was cut into reads does
    * not change the answer. */
   if (memchr (data, '\0', head < NZ_LITE_UPGRADE_HEAD_LIMIT ? head : NZ_LITE_UPGRADE_HEAD_LIMIT)
