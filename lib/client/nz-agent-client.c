@@ -411,18 +411,13 @@ conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable
   return g_steal_pointer (&k);
 }
 
-/* How a read ended: lib/lite's NzLiteReadStatus, which words a read's failure for both
+/* How a read ended is lib/lite's NzLiteReadStatus, which words a read's failure for both
  * namzu-exec programs (nz_lite_frame_read_failed). */
-typedef NzLiteReadStatus ReadStatus;
-#define READ_FRAME NZ_LITE_READ_FRAME
-#define READ_EOF NZ_LITE_READ_EOF
-#define READ_TIMEOUT NZ_LITE_READ_TIMEOUT
-#define READ_ERROR NZ_LITE_READ_ERROR
 
 /* Whether @st, how a read of @k that waited for @await ended, is a failure: TRUE with @error
- * set (READ_ERROR's as the read set it). */
+ * set (NZ_LITE_READ_ERROR's as the read set it). */
 static gboolean
-read_failed (Conn *k, NzLiteAwait await, ReadStatus st, const char *what, guint64 window_ms,
+read_failed (Conn *k, NzLiteAwait await, NzLiteReadStatus st, const char *what, guint64 window_ms,
              GError **error)
 {
   char words[512];
@@ -430,13 +425,13 @@ read_failed (Conn *k, NzLiteAwait await, ReadStatus st, const char *what, guint6
 
   if (!nz_lite_frame_read_failed (await, st, nz_frame_reader_buffered (k->reader) > 0, what,
                                   window_ms, &timed_out, words, sizeof words))
-    return st == READ_ERROR;
+    return st == NZ_LITE_READ_ERROR;
   fail (k->client, error, timed_out ? NZ_ERROR_TIMED_OUT : NZ_ERROR_PROTOCOL, "%s", words);
   return TRUE;
 }
 
 /* Next frame (an empty GBytes is the terminator), or EOF, or @deadline passing. */
-static ReadStatus
+static NzLiteReadStatus
 conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **out,
                  GError **error)
 {
@@ -449,11 +444,11 @@ conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **o
       switch (nz_frame_reader_next (k->reader, out, &local))
         {
         case NZ_FRAME_OK:
-          return READ_FRAME;
+          return NZ_LITE_READ_FRAME;
         case NZ_FRAME_MALFORMED:
           fail (k->client, error, NZ_ERROR_PROTOCOL, "%s", local->message);
           g_error_free (local);
-          return READ_ERROR;
+          return NZ_LITE_READ_ERROR;
         case NZ_FRAME_OVERFLOW:
           {
             guint64 announced, limit;
@@ -462,23 +457,23 @@ conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **o
             nz_frame_reader_get_overflow (k->reader, &announced, &limit);
             nz_lite_frame_header_overflow_words (announced, limit, why, sizeof why);
             fail (k->client, error, NZ_ERROR_PROTOCOL, "%s", why);
-            return READ_ERROR;
+            return NZ_LITE_READ_ERROR;
           }
         case NZ_FRAME_NONE:
         default:
           break;
         }
       if (k->eof)
-        return READ_EOF;
+        return NZ_LITE_READ_EOF;
       if (!conn_wait (k, G_IO_IN, deadline, cancellable, &local))
         {
           if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_TIMED_OUT))
             {
               g_error_free (local);
-              return READ_TIMEOUT;
+              return NZ_LITE_READ_TIMEOUT;
             }
           fail_io (k->client, error, local);
-          return READ_ERROR;
+          return NZ_LITE_READ_ERROR;
         }
       n = g_socket_receive (k->sock, (char *)buf, sizeof buf, cancellable, &local);
       if (n < 0)
@@ -497,7 +492,7 @@ conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **o
               continue;
             }
           fail_io (k->client, error, local);
-          return READ_ERROR;
+          return NZ_LITE_READ_ERROR;
         }
       if (n == 0)
         k->eof = TRUE;
@@ -720,7 +715,7 @@ conn_expect_close (Conn *k, const char *what, gboolean control, GCancellable *ca
                    GError **error)
 {
   g_autoptr (GBytes) extra = NULL;
-  ReadStatus st = conn_read_frame (k, deadline_after (POST_RESPONSE_CLOSE_TIMEOUT_MS),
+  NzLiteReadStatus st = conn_read_frame (k, deadline_after (POST_RESPONSE_CLOSE_TIMEOUT_MS),
                                    cancellable, &extra, error);
 
   return !read_failed (k, control ? NZ_LITE_AWAIT_CLOSE_CONTROL : NZ_LITE_AWAIT_CLOSE, st, what,
@@ -906,7 +901,7 @@ run_stream (Conn *k, guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer
       GError *local = NULL;
       gsize len = 0;
       const char *data;
-      ReadStatus st = conn_read_frame (k, deadline, cancellable, &payload, error);
+      NzLiteReadStatus st = conn_read_frame (k, deadline, cancellable, &payload, error);
 
       if (read_failed (k, NZ_LITE_AWAIT_FRAME, st, "stream", observation_ms, error))
         return FALSE;
@@ -1051,7 +1046,7 @@ exec_read (ExecRun *r, Conn *k, gint64 deadline, guint64 observation_ms)
   g_autoptr (JsonObject) frame = NULL;
   GError *local = NULL;
   NzLiteCoreAction a;
-  ReadStatus st;
+  NzLiteReadStatus st;
   gsize len = 0;
   const char *data;
 
