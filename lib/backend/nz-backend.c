@@ -80,11 +80,21 @@ nz_backend_lookup (const char *name, GError **error)
   for (gsize i = 0; i < G_N_ELEMENTS (backend_table); i++)
     if (strcmp (backend_table[i].name, name) == 0)
       {
-        if (backend_table[i].impl == NULL)
-          return (nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                            "backend '%s' is not available in this build yet (available: %s)",
-                            name, NZ_BACKEND_DEFAULT), NULL);
-        return backend_table[i].impl;
+        g_autoptr (GStrvBuilder) avail = NULL;
+        g_auto (GStrv) names = NULL;
+
+        if (backend_table[i].impl != NULL)
+          return backend_table[i].impl;
+        /* What the user can pick instead, so the refusal is also the way forward. */
+        avail = g_strv_builder_new ();
+        for (gsize j = 0; j < G_N_ELEMENTS (backend_table); j++)
+          if (backend_table[j].impl != NULL)
+            g_strv_builder_add (avail, backend_table[j].name);
+        names = g_strv_builder_end (avail);
+        known = g_strjoinv (", ", names);
+        return (nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                          "backend '%s' is not available in this build yet (available: %s)", name,
+                          known), NULL);
       }
   known = g_strjoinv (", ", (char **)nz_backend_names ());
   return (nz_throw (error, NZ_ERROR_INVALID_ARGS, "unknown backend '%s' (known: %s)", name, known),
