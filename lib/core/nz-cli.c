@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <glib-unix.h>
 
@@ -288,4 +289,27 @@ nz_cli_run_cancellable (const char *name, GThreadFunc func, gpointer data,
   for (gsize i = 0; i < G_N_ELEMENTS (ids); i++)
     g_source_remove (ids[i]);
   return run.signo;
+}
+
+void
+nz_cli_strip_dashdash (char **command)
+{
+  if (command != NULL && command[0] != NULL && strcmp (command[0], "--") == 0)
+    {
+      g_free (command[0]);
+      memmove (command, command + 1, g_strv_length (command) * sizeof (char *));
+    }
+}
+
+void
+nz_cli_trap_stop_signals (void (*handler) (int sig, siginfo_t *info, void *ctx))
+{
+  struct sigaction sa = { 0 };
+  const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+
+  sa.sa_sigaction = handler;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset (&sa.sa_mask);
+  for (gsize i = 0; i < G_N_ELEMENTS (sigs); i++)
+    sigaction (sigs[i], &sa, NULL);
 }

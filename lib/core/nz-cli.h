@@ -5,6 +5,7 @@
 #include <gio/gio.h>
 #include <glib.h>
 #include <json-glib/json-glib.h>
+#include <signal.h>
 
 G_BEGIN_DECLS
 
@@ -70,6 +71,14 @@ void nz_cli_warn (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
 /* Writes one JSON document and a newline to stdout, flushed (never half a document). */
 gboolean nz_cli_print_json (JsonNode *node);
 gboolean nz_cli_print_object (JsonObject *obj);
+
+/* A tool that wraps a command (strict POSIX parsing) gets "--" as the remaining arguments'
+ * first element when the user wrote one: drops it, so COMMAND is (*@command)[0]. */
+void nz_cli_strip_dashdash (char **command);
+
+/* sigaction(@handler, SA_SIGINFO) for SIGINT, SIGTERM and SIGHUP: a tool that must finish
+ * something (roll a sandbox back, destroy it) before it exits on them. */
+void nz_cli_trap_stop_signals (void (*handler) (int sig, siginfo_t *info, void *ctx));
 
 /* Runs @func (@data) on a worker thread while the calling thread waits in a main loop that turns
  * SIGINT, SIGTERM and SIGHUP into g_cancellable_cancel (@cancellable): @func notices, finishes

@@ -92,11 +92,7 @@ nz_tool_attach (int argc, char **argv, GCancellable *cancellable, GError **error
   g_option_context_set_description (ctx, description);
   if (!nz_cli_parse_args (ctx, &argc, &argv, error))
     return FALSE;
-  if (opt_command != NULL && opt_command[0] != NULL && g_str_equal (opt_command[0], "--"))
-    {
-      g_free (opt_command[0]);
-      memmove (opt_command, opt_command + 1, g_strv_length (opt_command) * sizeof (char *));
-    }
+  nz_cli_strip_dashdash (opt_command);
   for (int i = 0; opt_command != NULL && opt_command[i] != NULL; i++)
     if (!nz_cli_check_utf8 (opt_command[i], error, "%s %d", i == 0 ? "COMMAND" : "argument", i))
       return FALSE;

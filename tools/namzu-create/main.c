@@ -16,23 +16,11 @@ static const char summary[] =
 
 static volatile sig_atomic_t interrupted;
 
-static void
-on_signal (int sig)
-{
-  interrupted = sig;
-}
-
 /* SIGINT/SIGTERM/SIGHUP while the sandbox starts: roll it back instead of orphaning it. */
 static void
-catch_signals (void)
+on_signal (int sig, siginfo_t *info, void *ctx)
 {
-  struct sigaction sa = { 0 };
-  const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
-
-  sa.sa_handler = on_signal;
-  sigemptyset (&sa.sa_mask);
-  for (gsize i = 0; i < G_N_ELEMENTS (sigs); i++)
-    sigaction (sigs[i], &sa, NULL);
+  interrupted = sig;
 }
 
 gboolean
@@ -55,7 +43,7 @@ nz_tool_create (int argc, char **argv, GCancellable *cancellable, GError **error
   if (!nz_create_build_options (opts, error))
     return FALSE;
   opts->interrupted = &interrupted;
-  catch_signals ();
+  nz_cli_trap_stop_signals (on_signal);
   h = nz_backend_create (opts, error);
   if (h == NULL)
     return FALSE;

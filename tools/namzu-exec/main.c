@@ -221,11 +221,7 @@ nz_tool_exec (int argc, char **argv, GCancellable *cancellable, GError **error)
   if (!nz_cli_parse_args (ctx, &argc, &argv, error))
     return FALSE;
   nz_exec_report_json (opt_json);
-  if (opt_command != NULL && opt_command[0] != NULL && g_str_equal (opt_command[0], "--"))
-    {
-      g_free (opt_command[0]);
-      memmove (opt_command, opt_command + 1, g_strv_length (opt_command) * sizeof (char *));
-    }
+  nz_cli_strip_dashdash (opt_command);
   if (opt_command == NULL || opt_command[0] == NULL || *opt_command[0] == '\0')
     return nz_cli_usage (error, "no COMMAND given");
 
