@@ -129,7 +129,7 @@ main (int argc, char **argv)
   g_autofree char *dir = NULL, *exec = NULL, *endpoint = NULL, *sandbox = NULL, *how = NULL;
   const char *baseline[] = { opt_bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/",
                              "/", "--dev", "/dev", "--proc", "/proc", "true", NULL };
-  double warm, fresh, start_ms, inproc_ms = -1, create_ms = -1;
+  double warm, fresh, start_ms, inproc_ms = -1, create_ms = -1, run_ms = -1, run_warm = -1;
   long rss;
   GPid pid;
 
@@ -228,6 +228,16 @@ main (int argc, char **argv)
     start_ms = bench_run_median_ms (version_argv, opt_iterations);
     if (client != NULL)
       inproc_ms = inprocess_ms (client, opt_iterations);
+    /* namzu-run pays a create and a destroy per command: fewer samples, against the warm
+     * namzu-exec again, interleaved so both see the same load. */
+    if (sandbox != NULL)
+      {
+        g_autofree char *run = tool ("namzu-run");
+        const char *run_argv[] = { run, "--", "true", NULL };
+
+        bench_interleaved (run_argv, sandbox_argv, MAX (opt_iterations / 5, 5), &run_ms,
+                           &run_warm);
+      }
   }
 
   printf ("measured: %s\n", how);
@@ -253,6 +263,12 @@ main (int argc, char **argv)
             "%.2f ms\n", start_ms);
   if (create_ms >= 0)
     printf ("namzu-create to ready (container:bwrap):  %8.2f ms\n", create_ms);
+  if (run_ms > 0 && run_warm > 0)
+    {
+      printf ("namzu-run -- true (create, run, destroy): %8.2f ms\n", run_ms);
+      printf ("  against a warm namzu-exec -- true:      %8.2f ms (overhead %.2f ms, ratio %.2f)\n",
+              run_warm, run_ms - run_warm, run_ms / run_warm);
+    }
   if (rss >= 0)
     printf ("namzu-agent idle VmRSS after healthz:     %8ld KiB (target <= 6144 KiB: %s)\n", rss,
             rss <= 6144 ? "met" : "over");

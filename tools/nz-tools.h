@@ -15,6 +15,7 @@ gboolean nz_tool_egress (int argc, char **argv, GCancellable *cancellable, GErro
 gboolean nz_tool_exec (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_ls (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_quiesce (int argc, char **argv, GCancellable *cancellable, GError **error);
+gboolean nz_tool_run (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_seed (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_worker (int argc, char **argv, GCancellable *cancellable, GError **error);
 

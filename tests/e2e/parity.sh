@@ -2,7 +2,8 @@
 # parity.sh BACKEND: the same end-to-end run on any backend, through the tools only:
 #   namzu-create -> namzu-exec (echo, exit codes, stderr, env, cwd) -> a file written and read
 #   back -> a multi-MiB namzu-cp round trip (parts up, streamed down) -> an interactive
-#   terminal and a detached session through namzu-attach -> namzu-quiesce -> namzu-destroy.
+#   terminal and a detached session through namzu-attach -> namzu-quiesce -> namzu-destroy,
+#   then namzu-run (create, run, destroy in one).
 # Needs NZ_TOOLS_DIR (the built tools); NZ_PARITY_IMAGE for image backends (default
 # namzu-worker:latest). Prints "parity: ok" last; exits non-zero at the first difference.
 # Docker backends run on the bridge network with allow-all egress (a published port needs a
@@ -94,4 +95,13 @@ case $q in *'"ok":true'*'"stopped":'*sleep*) ;; *) fail "quiesce result: $q" ;; 
 "$tools/namzu-destroy" --sandbox "$id" >/dev/null || fail "namzu-destroy"
 rc=0; x -- true 2>/dev/null || rc=$?; [ $rc -ne 0 ] || fail "exec after destroy succeeded"
 id=
+# namzu-run: a sandbox of its own for one command, its output and status, stdin, a timeout,
+# and nothing left in the state directory afterwards
+run() { "$tools/namzu-run" --backend "$backend" --outputs "$work/out" "$@"; }
+rc=0; out=$(run "$@" -- sh -c 'echo one-shot; exit 6') || rc=$?
+[ $rc -eq 6 ] && [ "$out" = "one-shot" ] || fail "namzu-run gave $rc: $out"
+[ "$(echo piped-in | run "$@" -i -- cat)" = "piped-in" ] || fail "namzu-run -i"
+rc=0; run "$@" --timeout 1s -- sleep 60 2>/dev/null || rc=$?
+[ $rc -eq 124 ] || fail "namzu-run --timeout gave $rc"
+[ -z "$(ls "$work/state" | grep '^nz-' || true)" ] || fail "namzu-run left $(ls "$work/state")"
 echo "parity: ok ($backend)"

@@ -267,3 +267,39 @@ harness_end (void)
   g_clear_pointer (&harness.state, g_free);
   g_clear_pointer (&harness.tmp, g_free);
 }
+
+gboolean
+pid_gone (pid_t pid)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", (int)pid);
+  g_autofree char *text = NULL;
+  char *p;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return TRUE;
+  p = strrchr (text, ')');
+  return p != NULL && (p[2] == 'Z' || p[2] == 'X');
+}
+
+gboolean
+host_process_mentions (const char *needle)
+{
+  g_autoptr (GDir) d = g_dir_open ("/proc", 0, NULL);
+  const char *name;
+
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_strdup_printf ("/proc/%s/cmdline", name);
+      g_autofree char *text = NULL;
+      gsize len = 0;
+
+      if (!g_ascii_isdigit (*name) || !g_file_get_contents (path, &text, &len, NULL))
+        continue;
+      for (gsize i = 0; i + 1 < len; i++)
+        if (text[i] == '\0')
+          text[i] = ' ';
+      if (strstr (text, needle) != NULL && !pid_gone ((pid_t)atoi (name)))
+        return TRUE;
+    }
+  return FALSE;
+}

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <sys/types.h>
 #include <json-glib/json-glib.h>
 
 #include "../nz-test.h"
@@ -58,6 +59,12 @@ void sh_in_ok (const char *script);
 char *sh_in_out (const char *script);
 /* `test @test_expr` in the sandbox. */
 gboolean sandbox_has (const char *test_expr);
+
+/* @pid has exited (no /proc entry, or a zombie). */
+gboolean pid_gone (pid_t pid);
+/* A live process in the host's pid namespace (which sees every sandbox's) whose command line
+ * holds @needle. */
+gboolean host_process_mentions (const char *needle);
 
 /* Check runs a checked teardown only when the case passed: a failed assertion _exits the
  * forked case. So harness_start_reaper() starts a process in its own session (out of reach of

@@ -82,19 +82,6 @@ priv_pid (JsonObject *h, const char *member)
 }
 
 /* Gone, or a zombie nobody has reaped yet. */
-static gboolean
-pid_gone (pid_t pid)
-{
-  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", (int)pid);
-  g_autofree char *text = NULL;
-  char *p;
-
-  if (!g_file_get_contents (path, &text, NULL, NULL))
-    return TRUE;
-  p = strrchr (text, ')');
-  return p != NULL && (p[2] == 'Z' || p[2] == 'X');
-}
-
 START_TEST (test_lifecycle_and_confinement)
 {
   g_autoptr (JsonObject) pub = create_handle (NULL, NULL);
@@ -407,30 +394,6 @@ START_TEST (test_path_without_bwrap)
 }
 END_TEST
 
-static gboolean
-some_process_mentions (const char *needle)
-{
-  g_autoptr (GDir) d = g_dir_open ("/proc", 0, NULL);
-  const char *name;
-
-  while ((name = g_dir_read_name (d)) != NULL)
-    {
-      g_autofree char *path = g_strdup_printf ("/proc/%s/cmdline", name);
-      g_autofree char *stat_path = g_strdup_printf ("/proc/%s/stat", name);
-      g_autofree char *text = NULL;
-      gsize len = 0;
-
-      if (!g_ascii_isdigit (*name) || !g_file_get_contents (path, &text, &len, NULL))
-        continue;
-      for (gsize i = 0; i + 1 < len; i++)
-        if (text[i] == '\0')
-          text[i] = ' ';
-      if (strstr (text, needle) != NULL && !pid_gone ((pid_t)atoi (name)))
-        return TRUE;
-    }
-  return FALSE;
-}
-
 static guint
 count_cgroups (void)
 {
@@ -463,7 +426,7 @@ START_TEST (test_failed_create_leaves_nothing)
   assert_cli_failure (rc, 1, out, err, "agent exploded");
   ck_assert_uint_eq (count_sandboxes (), 0);
   ck_assert_uint_eq (count_cgroups (), cgroups_before);
-  ck_assert (!some_process_mentions (crash));
+  ck_assert (!host_process_mentions (crash));
   g_free (out), g_free (err);
 
   g_setenv ("NAMZU_AGENT_BIN", silent, TRUE);
@@ -473,7 +436,7 @@ START_TEST (test_failed_create_leaves_nothing)
   ck_assert (strstr (out, "timed_out") != NULL);
   ck_assert_uint_eq (count_sandboxes (), 0);
   ck_assert_uint_eq (count_cgroups (), cgroups_before);
-  ck_assert (!some_process_mentions (silent));
+  ck_assert (!host_process_mentions (silent));
 }
 END_TEST
 
@@ -512,7 +475,7 @@ START_TEST (test_interrupted_create_leaves_nothing)
   ck_assert (g_file_get_contents (err_path, &err, NULL, NULL));
   assert_cli_failure (g_subprocess_get_exit_status (p), 1, out, err, "interrupted");
   ck_assert_uint_eq (count_sandboxes (), 0);
-  ck_assert (!some_process_mentions (silent));
+  ck_assert (!host_process_mentions (silent));
 }
 END_TEST
 
