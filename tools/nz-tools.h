@@ -14,6 +14,8 @@ gboolean nz_tool_destroy (int argc, char **argv, GCancellable *cancellable, GErr
 gboolean nz_tool_egress (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_exec (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_ls (int argc, char **argv, GCancellable *cancellable, GError **error);
+gboolean nz_tool_port_forward (int argc, char **argv, GCancellable *cancellable,
+                               GError **error);
 gboolean nz_tool_quiesce (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_run (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_seed (int argc, char **argv, GCancellable *cancellable, GError **error);

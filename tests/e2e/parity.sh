@@ -2,7 +2,8 @@
 # parity.sh BACKEND: the same end-to-end run on any backend, through the tools only:
 #   namzu-create -> namzu-exec (echo, exit codes, stderr, env, cwd) -> a file written and read
 #   back -> a multi-MiB namzu-cp round trip (parts up, streamed down) -> an interactive
-#   terminal and a detached session through namzu-attach -> namzu-quiesce -> namzu-destroy,
+#   terminal and a detached session through namzu-attach -> a namzu-port-forward connection ->
+#   namzu-quiesce -> namzu-destroy,
 #   then namzu-run (create, run, destroy in one).
 # Needs NZ_TOOLS_DIR (the built tools); NZ_PARITY_IMAGE for image backends (default
 # namzu-worker:latest). Prints "parity: ok" last; exits non-zero at the first difference.
@@ -86,6 +87,33 @@ case $out in *in-the-42*) ;; *) fail "terminal output: $out" ;; esac
 rc=0; out=$("$tools/namzu-attach" --session job) || rc=$?
 [ $rc -eq 3 ] || fail "session follow exited $rc"
 case $out in *from-the-session*) ;; *) fail "session output: $out" ;; esac
+# namzu-port-forward: a loopback server inside, reached from the host's loopback; the host's
+# half-close reaches it and its answer still comes back
+"$tools/namzu-attach" --start-detached pf -- python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8300)); s.listen()
+while True:
+    c, _ = s.accept(); n = 0
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        n += len(b)
+    c.sendall(b"got %d" % n); c.close()' >/dev/null || fail "start-detached pf"
+for i in $(seq 50); do
+  x -- python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8300))' 2>/dev/null && break
+  sleep 0.1
+done
+"$tools/namzu-port-forward" 0:8300 >"$work/pf.json" 2>"$work/pf.err" & pf=$!
+for i in $(seq 100); do [ -s "$work/pf.json" ] && break; sleep 0.1; done
+port=$(sed -n 's/.*"port":\([0-9]*\).*/\1/p' "$work/pf.json")
+[ -n "$port" ] || fail "namzu-port-forward: $(cat "$work/pf.json" "$work/pf.err")"
+reply=$(head -c 1000000 /dev/zero | python3 -c '
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.sendall(sys.stdin.buffer.read()); c.shutdown(socket.SHUT_WR); print(c.recv(100).decode())' "$port")
+[ "$reply" = "got 1000000" ] || fail "port-forward reply: $reply; $(cat "$work/pf.err")"
+kill -TERM $pf; wait $pf || fail "namzu-port-forward exited $? on SIGTERM"
 # quiesce stops what runs (a detached session here), and commands start again afterwards
 "$tools/namzu-attach" --start-detached idle -- sleep 300 >/dev/null || fail "start-detached idle"
 q=$("$tools/namzu-quiesce") || fail "namzu-quiesce: $q"
