@@ -591,6 +591,7 @@ typedef struct
   const char *escape;   /* NULL: unset */
   gboolean starts;
   const char *auth;     /* "bearer" / "none" when it starts; else the refusal's start */
+  const char *policy;   /* NAMZU_SANDBOX_NORMAL_EXIT_POLICY; NULL: unset */
 } StartupRow;
 
 static const StartupRow startup_rows[] = {
@@ -634,6 +635,13 @@ static const StartupRow startup_rows[] = {
   { NULL, "0.0.0.0", " on", FALSE, "no NAMZU_SANDBOX_TOKEN" },
   { NULL, "0.0.0.0", "TRUE ", FALSE, "no NAMZU_SANDBOX_TOKEN" },
   { TOKEN, "0.0.0.0", "1", TRUE, "bearer" },
+  /* Step 0, before the token: the normal-exit policy, exact strings only; computer-lifetime
+   * is named and refused (docs/worker.md), never run as strict. */
+  { TOKEN, "0.0.0.0", NULL, TRUE, "bearer", "strict" },
+  { TOKEN, "0.0.0.0", NULL, FALSE,
+    "NAMZU_SANDBOX_NORMAL_EXIT_POLICY=computer-lifetime is not supported", "computer-lifetime" },
+  { TOKEN, "0.0.0.0", NULL, FALSE, "NAMZU_SANDBOX_NORMAL_EXIT_POLICY must be exactly", "Strict" },
+  { NULL, "0.0.0.0", NULL, FALSE, "NAMZU_SANDBOX_NORMAL_EXIT_POLICY must be exactly", " strict" },
 };
 
 START_TEST (test_startup_table)
@@ -643,7 +651,8 @@ START_TEST (test_startup_table)
   g_autofree char *ws = g_dir_make_tmp ("nz-worker-ws-XXXXXX", NULL);
   const char *extra[] = { "NAMZU_SANDBOX_PORT", "0", "NAMZU_SANDBOX_WORKSPACE", ws,
                           "NAMZU_SANDBOX_TOKEN", row->token, "NAMZU_SANDBOX_BIND", row->bind,
-                          "NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED", row->escape, NULL };
+                          "NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED", row->escape,
+                          "NAMZU_SANDBOX_NORMAL_EXIT_POLICY", row->policy, NULL };
   g_auto (GStrv) env = worker_env (extra);
   char *argv[] = { tool, NULL };
   GPid pid;
