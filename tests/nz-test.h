@@ -60,6 +60,17 @@ nz_test_require (gboolean have, const char *what)
   exit (EXIT_SUCCESS);
 }
 
+/* nz_test_require for a program on $PATH. */
+static inline void
+nz_test_require_program (const char *program, const char *what)
+{
+  char *path = g_find_program_in_path (program);
+  gboolean have = path != NULL;
+
+  g_free (path);
+  nz_test_require (have, what);
+}
+
 /* Path of a built tool: $NZ_TOOLS_DIR/<name> (set by tests/meson.build, never $PATH). */
 static inline char *
 nz_test_tool (const char *name)

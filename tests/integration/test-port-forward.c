@@ -277,8 +277,8 @@ main (void)
   Suite *s = suite_create ("namzu-port-forward");
   TCase *tc = tcase_create ("forward");
 
-  nz_test_require (g_find_program_in_path ("bwrap") != NULL, "bubblewrap (bwrap) not installed");
-  nz_test_require (g_find_program_in_path ("curl") != NULL, "curl not installed");
+  nz_test_require_program ("bwrap", "bubblewrap (bwrap) not installed");
+  nz_test_require_program ("curl", "curl not installed");
   nz_test_require (g_file_test ("/usr/bin/python3", G_FILE_TEST_IS_EXECUTABLE),
                    "python3 not installed");
   tcase_add_checked_fixture (tc, setup, teardown);

@@ -253,7 +253,7 @@ main (void)
   Suite *s = suite_create ("namzu-run");
   TCase *tc = tcase_create ("run");
 
-  nz_test_require (g_find_program_in_path ("bwrap") != NULL, "bubblewrap (bwrap) not installed");
+  nz_test_require_program ("bwrap", "bubblewrap (bwrap) not installed");
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_run_passes_output_and_status);

@@ -85,6 +85,8 @@ run_exec (const char *id, GError **error)
 {
   g_autofree char *exec = sibling ("namzu-exec");
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_autofree char *timeout_arg = NULL;
+  g_autofree char *cwd_arg = NULL;
   GPid pid;
   int status;
 
@@ -96,9 +98,9 @@ run_exec (const char *id, GError **error)
   if (opt_stdin)
     g_ptr_array_add (argv, (char *)"-i");
   if (opt_timeout != NULL)
-    g_ptr_array_add (argv, g_strconcat ("--timeout=", opt_timeout, NULL));
+    g_ptr_array_add (argv, timeout_arg = g_strconcat ("--timeout=", opt_timeout, NULL));
   if (opt_cwd != NULL)
-    g_ptr_array_add (argv, g_strconcat ("--cwd=", opt_cwd, NULL));
+    g_ptr_array_add (argv, cwd_arg = g_strconcat ("--cwd=", opt_cwd, NULL));
   g_ptr_array_add (argv, (char *)"--");
   for (int i = 0; opt_command[i] != NULL; i++)
     g_ptr_array_add (argv, opt_command[i]);
