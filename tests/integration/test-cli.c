@@ -58,8 +58,8 @@ START_TEST (test_bad_option)
   int status;
 
   run (tool, "--no-such-option", &out, &err, &status);
-  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 2, "%s: bad option status %d",
-                 tool, status);
+  ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 2, "%s: bad option status %d", tool,
+                 status);
   ck_assert_msg (strstr (err, "Try '") != NULL && strstr (err, "--help") != NULL,
                  "%s: no Try '--help' hint: %s", tool, err);
   ck_assert_str_eq (out, "");
@@ -197,8 +197,8 @@ START_TEST (test_text_operands)
   ck_assert_msg (strstr (err, text_cases[_i].needle) != NULL, "%s %s: %s", text_cases[_i].tool,
                  text_cases[_i].args[2] ? text_cases[_i].args[2] : "", err);
   refused = strstr (text_cases[_i].needle, "UTF-8") != NULL;
-  ck_assert_msg (WIFEXITED (status) && (WEXITSTATUS (status) == 2) == refused,
-                 "%s: status %d: %s", text_cases[_i].tool, status, err);
+  ck_assert_msg (WIFEXITED (status) && (WEXITSTATUS (status) == 2) == refused, "%s: status %d: %s",
+                 text_cases[_i].tool, status, err);
 }
 END_TEST
 
@@ -213,8 +213,7 @@ static const struct
   { { "--docker-network", "n1" },
     "--docker-network: not supported by container:bwrap (a container:docker setting)" },
   { { "--label", "a=b" }, "--label: not supported by container:bwrap" },
-  { { "--egress-proxy-image", "p:1" },
-    "--egress-proxy-image: not supported by container:bwrap" },
+  { { "--egress-proxy-image", "p:1" }, "--egress-proxy-image: not supported by container:bwrap" },
   { { "--backend", "container:docker", "--host-reachability", "sideways" }, "--host-reachability" },
   { { "--config", "-", "--backend", "container:bwrap" },
     "the config's backend settings are for container:docker" },
@@ -250,13 +249,109 @@ START_TEST (test_foreign_backend_settings_refused)
     ck_assert (p != NULL);
     /* Only a case that reads the config gets it: the others are refused before reading
      * stdin, and writing to a pipe nobody reads would SIGPIPE this test, not the tool. */
-    ck_assert (g_subprocess_communicate_utf8 (p, reads_config ? config : NULL, NULL, &out, &err,
-                                              NULL));
+    ck_assert (
+        g_subprocess_communicate_utf8 (p, reads_config ? config : NULL, NULL, &out, &err, NULL));
     status = g_subprocess_get_exit_status (p);
   }
   ck_assert_msg (strstr (err, foreign_cases[_i].needle) != NULL, "%s", err);
   ck_assert_msg (status == 1 || status == 2, "status %d: %s", status, err);
   ck_assert_int_eq (g_rmdir (state), 0); /* nothing was created */
+}
+END_TEST
+
+/* Every long option in a tool's GOptionEntry tables (its own sources, read from the tree) is
+ * named by its --help, or, for a tool with commands (namzu-egress), by the --help of one of the
+ * commands its --help lists. A hand-written help text (namzu-exec's front, namzu-egress) that
+ * forgets an option fails here. */
+static const struct
+{
+  const char *tool, *extra; /* extra: another directory whose option table the tool includes */
+} shared_options[] = { { "namzu-run", "namzu-create" } };
+
+static void
+collect_options (const char *dir, GHashTable *names)
+{
+  g_autoptr (GRegex) re = g_regex_new (
+      "\\{\\s*\"([a-z][a-z0-9-]+)\"\\s*,\\s*('.'|0)\\s*,\\s*[^,]+,\\s*G_OPTION_ARG_", 0, 0, NULL);
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+
+  ck_assert_msg (d != NULL, "no source directory %s", dir);
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      g_autofree char *text = NULL;
+      g_autoptr (GMatchInfo) m = NULL;
+
+      if (!g_str_has_suffix (name, ".c") || !g_file_get_contents (path, &text, NULL, NULL))
+        continue;
+      for (g_regex_match (re, text, 0, &m); g_match_info_matches (m); g_match_info_next (m, NULL))
+        g_hash_table_add (names, g_match_info_fetch (m, 1));
+    }
+}
+
+/* The commands a "Commands:" section lists: the first word of each line indented by two. */
+static char *
+help_with_commands (const char *tool, const char *top)
+{
+  GString *all = g_string_new (top);
+  const char *sec = strstr (top, "Commands:\n");
+  g_auto (GStrv) lines = sec != NULL ? g_strsplit (sec, "\n", -1) : g_new0 (char *, 1);
+
+  for (char **l = lines; *l != NULL; l++)
+    if (g_str_has_prefix (*l, "  ") && g_ascii_isalpha ((*l)[2]))
+      {
+        g_autofree char *cmd = g_strndup (*l + 2, strcspn (*l + 2, " "));
+        g_autofree char *path = nz_test_tool (tool);
+        const char *argv[] = { path, cmd, "--help", NULL };
+        g_autofree char *out = NULL;
+
+        if (g_spawn_sync (NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out,
+                          NULL, NULL, NULL))
+          g_string_append (all, out);
+      }
+  return g_string_free (all, FALSE);
+}
+
+START_TEST (test_help_names_every_option)
+{
+  const char *tool = tools[_i];
+  const char *src = g_getenv ("NZ_SOURCE_DIR");
+  g_autoptr (GHashTable) names = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autofree char *dir = NULL, *out = NULL, *err = NULL, *help = NULL;
+  GHashTableIter it;
+  gpointer name;
+  int status;
+
+  ck_assert_msg (src != NULL, "NZ_SOURCE_DIR is not set");
+  dir = g_build_filename (src, "tools", tool, NULL);
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR)) /* namzu-exec-full: built from namzu-exec */
+    return;
+  collect_options (dir, names);
+  for (gsize i = 0; i < G_N_ELEMENTS (shared_options); i++)
+    if (g_str_equal (tool, shared_options[i].tool))
+      {
+        g_autofree char *extra = g_build_filename (src, "tools", shared_options[i].extra, NULL);
+        collect_options (extra, names);
+      }
+  run (tool, "--help", &out, &err, &status);
+  help = help_with_commands (tool, out);
+  g_hash_table_iter_init (&it, names);
+  while (g_hash_table_iter_next (&it, &name, NULL))
+    {
+      g_autofree char *flag = g_strconcat ("--", (char *)name, NULL);
+      const char *at = help;
+      gboolean found = FALSE;
+
+      /* Whole option names only: --env must not be found inside --env-file. */
+      while (!found && (at = strstr (at, flag)) != NULL)
+        {
+          char next = at[strlen (flag)];
+          found = !(g_ascii_isalnum (next) || next == '-');
+          at++;
+        }
+      ck_assert_msg (found, "%s --help does not name %s", tool, flag);
+    }
 }
 END_TEST
 
@@ -274,10 +369,10 @@ main (void)
   tcase_add_loop_test (tc, test_help, 0, n);
   tcase_add_loop_test (tc, test_version, 0, n);
   tcase_add_loop_test (tc, test_bad_option, 0, n);
+  tcase_add_loop_test (tc, test_help_names_every_option, 0, n);
   tcase_add_loop_test (tc, test_numeric_flags_refused, 0, G_N_ELEMENTS (numeric_cases));
   tcase_add_loop_test (tc, test_text_operands, 0, G_N_ELEMENTS (text_cases));
-  tcase_add_loop_test (tc, test_foreign_backend_settings_refused, 0,
-                       G_N_ELEMENTS (foreign_cases));
+  tcase_add_loop_test (tc, test_foreign_backend_settings_refused, 0, G_N_ELEMENTS (foreign_cases));
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
