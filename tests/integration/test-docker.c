@@ -513,6 +513,17 @@ END_TEST
 
 /* ---- refusals ------------------------------------------------------------------------------ */
 
+/* No sandbox in the state directory but the shared one. */
+static void
+assert_nothing_left (void)
+{
+  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
+  const char *n;
+
+  while (d != NULL && (n = g_dir_read_name (d)) != NULL)
+    ck_assert_msg (g_strcmp0 (n, shared_id) == 0, "left behind: %s", n);
+}
+
 START_TEST (test_refusals_read_back_from_the_daemon)
 {
   g_autofree char *out_dir = new_outputs ();
@@ -522,7 +533,6 @@ START_TEST (test_refusals_read_back_from_the_daemon)
       "if [ \"$1\" = info ]; then echo '{\"runc\":{\"path\":\"runc\"}}'; exit 0; fi");
   g_autofree char *env0 = g_strconcat ("NAMZU_DOCKER=", fake, NULL);
   const char *const env[] = { env0, NULL };
-  g_autoptr (GDir) d = NULL;
 
   /* The default network 'none' publishes nothing. */
   ck_assert_int_eq (tool (NULL, NULL, &err1, "namzu-create", "--backend", "container:docker",
@@ -544,14 +554,7 @@ START_TEST (test_refusals_read_back_from_the_daemon)
                      != NULL,
                  "%s", err3);
   /* Nothing was left behind by any of them. */
-  d = g_dir_open (state, 0, NULL);
-  if (d != NULL)
-    {
-      const char *n;
-
-      while ((n = g_dir_read_name (d)) != NULL)
-        ck_assert_msg (g_strcmp0 (n, shared_id) == 0, "left behind: %s", n);
-    }
+  assert_nothing_left ();
 }
 END_TEST
 
@@ -564,7 +567,6 @@ START_TEST (test_sandbox_env)
   g_autofree char *file = g_build_filename (base, "sandbox.env", NULL);
   g_autofree char *out = NULL, *err = NULL, *id = NULL, *inspect = NULL;
   g_autoptr (JsonObject) pub = NULL;
-  g_autoptr (GDir) d = NULL;
   JsonArray *names;
   int rc;
 
@@ -618,14 +620,7 @@ START_TEST (test_sandbox_env)
              out_dir, "--label", TEST_LABEL, "--env", "NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED=1",
              NULL);
   ck_assert_msg (rc == 2 && strstr (err, "is reserved") != NULL, "rc %d: %s", rc, err);
-  d = g_dir_open (state, 0, NULL);
-  if (d != NULL)
-    {
-      const char *n;
-
-      while ((n = g_dir_read_name (d)) != NULL)
-        ck_assert_msg (g_strcmp0 (n, shared_id) == 0, "left behind: %s", n);
-    }
+  assert_nothing_left ();
 }
 END_TEST
 
