@@ -36,8 +36,7 @@ write_file (const char *name, const char *text)
   return path;
 }
 
-static char *
-exec_out (const char *id, const char *first, ...) G_GNUC_NULL_TERMINATED;
+static char *exec_out (const char *id, const char *first, ...) G_GNUC_NULL_TERMINATED;
 
 /* namzu-exec --sandbox ID ARGS...: its stdout, success asserted. */
 static char *
@@ -74,8 +73,7 @@ START_TEST (test_every_command_gets_it)
   const char *id;
 
   g_setenv ("NZ_E2E_FROM_HOST", "host's value", TRUE);
-  pub = create_handle ("--env", "A=1", "--env-file", file, "--env", "SECRETISH=s3cr3t-value",
-                       NULL);
+  pub = create_handle ("--env", "A=1", "--env-file", file, "--env", "SECRETISH=s3cr3t-value", NULL);
   id = nz_json_get_string (pub, "id");
   /* Names only, in the handle and namzu-ls; no value anywhere in them or the private record. */
   names = nz_json_get_array (pub, "envNames");
@@ -84,8 +82,8 @@ START_TEST (test_every_command_gets_it)
   ck_assert_str_eq (json_array_get_string_element (names, 0), "B");
   ck_assert_str_eq (json_array_get_string_element (names, 1), "A");
   ck_assert_int_eq (run_tool (NULL, &ls, NULL, "namzu-ls", NULL), 0);
-  ck_assert_msg (strstr (ls, "\"envNames\":[\"B\",\"A\",\"NZ_E2E_FROM_HOST\",\"SECRETISH\"]"),
-                 "%s", ls);
+  ck_assert_msg (strstr (ls, "\"envNames\":[\"B\",\"A\",\"NZ_E2E_FROM_HOST\",\"SECRETISH\"]"), "%s",
+                 ls);
   ck_assert (strstr (ls, "s3cr3t") == NULL);
   hpath = g_build_filename (harness.state, id, "handle.json", NULL);
   ck_assert (g_file_get_contents (hpath, &priv, NULL, NULL));
@@ -107,15 +105,13 @@ START_TEST (test_every_command_gets_it)
   g_clear_pointer (&out, g_free);
 
   /* A detached session and a terminal get it too. */
-  ck_assert_int_eq (run_tool (NULL, &out, &err, "namzu-attach", "--sandbox", id,
-                              "--start-detached", "envs", "--", "sh", "-c", "echo \"s:$B\"",
-                              NULL),
+  ck_assert_int_eq (run_tool (NULL, &out, &err, "namzu-attach", "--sandbox", id, "--start-detached",
+                              "envs", "--", "sh", "-c", "echo \"s:$B\"", NULL),
                     0);
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
-  ck_assert_int_eq (run_tool (NULL, &out, &err, "namzu-attach", "--sandbox", id, "--session",
-                              "envs", NULL),
-                    0);
+  ck_assert_int_eq (
+      run_tool (NULL, &out, &err, "namzu-attach", "--sandbox", id, "--session", "envs", NULL), 0);
   ck_assert_msg (strstr (out, "s:from the file") != NULL, "%s", out);
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
@@ -156,9 +152,9 @@ START_TEST (test_refusals_leave_nothing)
 {
   g_autofree char *nul_config = write_file ("nul.json", "{\"env\":{\"A\":\"x\\u0000y\"}}");
   g_autofree char *bad_file = write_file ("bad.env", "OK=1\nNAMZU_AGENT_BIND_TOKEN=mine\n");
-  static const char *const reserved[] = { "NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED=1",
-                                          "NAMZU_SANDBOX_WORKSPACE=/",
-                                          "NAMZU_AGENT_SANDBOX_ENV={}", "NAMZU_WORKER_UID=0" };
+  static const char *const reserved[]
+      = { "NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED=1", "NAMZU_SANDBOX_WORKSPACE=/",
+          "NAMZU_AGENT_SANDBOX_ENV={}", "NAMZU_WORKER_UID=0" };
   struct
   {
     const char *args[4];
@@ -204,8 +200,8 @@ START_TEST (test_refusals_leave_nothing)
     g_autofree char *out = NULL, *err = NULL;
     int rc = run_tool (NULL, &out, &err, "namzu-create", "--env", arg, NULL);
 
-    ck_assert_msg (rc == 2 && strstr (err, "too large for container:bwrap once encoded"), "rc %d: %s",
-                   rc, err);
+    ck_assert_msg (rc == 2 && strstr (err, "too large for container:bwrap once encoded"),
+                   "rc %d: %s", rc, err);
   }
   ck_assert_uint_eq (sandboxes_left (), 0);
 }
@@ -215,8 +211,7 @@ END_TEST
 START_TEST (test_run_takes_env)
 {
   g_autofree char *out = NULL, *err = NULL;
-  int rc = run_tool (NULL, &out, &err, "namzu-run", "--env", "A=run", "--", "printenv", "A",
-                     NULL);
+  int rc = run_tool (NULL, &out, &err, "namzu-run", "--env", "A=run", "--", "printenv", "A", NULL);
 
   ck_assert_msg (rc == 0, "rc %d: %s", rc, err);
   ck_assert_str_eq (out, "run\n");

@@ -65,8 +65,9 @@ END_TEST
 START_TEST (test_reserved_refused_everywhere)
 {
   static const char *const reserved[]
-      = { "NAMZU_SANDBOX_TOKEN", "NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED", "NAMZU_SANDBOX_WORKSPACE",
-          "NAMZU_AGENT_BIND_TOKEN", "NAMZU_AGENT_SANDBOX_ENV", "NAMZU_WORKER_UID" };
+      = { "NAMZU_SANDBOX_TOKEN",     "NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED",
+          "NAMZU_SANDBOX_WORKSPACE", "NAMZU_AGENT_BIND_TOKEN",
+          "NAMZU_AGENT_SANDBOX_ENV", "NAMZU_WORKER_UID" };
 
   for (gsize i = 0; i < G_N_ELEMENTS (reserved); i++)
     {
@@ -210,30 +211,30 @@ START_TEST (test_config_env)
   g_autoptr (GError) error = NULL;
   g_autofree char *all = NULL;
 
-  ck_assert_msg (nz_create_options_load_config (
-                     opts, "{\"env\":{\"A\":\"1\",\"B\":\"line\\nbreak\",\"C\":\"\\\\u0000\"}}",
-                     -1, &error),
-                 "%s", error ? error->message : "");
+  ck_assert_msg (
+      nz_create_options_load_config (
+          opts, "{\"env\":{\"A\":\"1\",\"B\":\"line\\nbreak\",\"C\":\"\\\\u0000\"}}", -1, &error),
+      "%s", error ? error->message : "");
   all = joined (opts->env);
   /* An escaped backslash is not a NUL: the value is the six characters \u0000. */
   ck_assert_str_eq (all, "A=1|B=line\nbreak|C=\\u0000");
-  assert_refused (nz_create_options_load_config (opts2, "{\"env\":{\"A\":1}}", -1, &error),
-                  error, "env.A: must be a string");
+  assert_refused (nz_create_options_load_config (opts2, "{\"env\":{\"A\":1}}", -1, &error), error,
+                  "env.A: must be a string");
   g_clear_error (&error);
-  assert_refused (nz_create_options_load_config (opts2, "{\"env\":[\"A=1\"]}", -1, &error),
-                  error, "env: must be an object of strings");
+  assert_refused (nz_create_options_load_config (opts2, "{\"env\":[\"A=1\"]}", -1, &error), error,
+                  "env: must be an object of strings");
   g_clear_error (&error);
   assert_refused (nz_create_options_load_config (opts2, "{\"env\":{\"A-B\":\"1\"}}", -1, &error),
                   error, "'A-B' is not a variable name");
   g_clear_error (&error);
   /* json-glib would read "x" and "B" and say nothing. */
-  assert_refused (nz_create_options_load_config (opts2, "{\"env\":{\"A\":\"x\\u0000y\"}}", -1,
-                                                 &error),
-                  error, "\\u0000 (NUL)");
+  assert_refused (
+      nz_create_options_load_config (opts2, "{\"env\":{\"A\":\"x\\u0000y\"}}", -1, &error), error,
+      "\\u0000 (NUL)");
   g_clear_error (&error);
-  assert_refused (nz_create_options_load_config (opts2, "{\"env\":{\"B\\u0000C\":\"1\"}}", -1,
-                                                 &error),
-                  error, "\\u0000 (NUL)");
+  assert_refused (
+      nz_create_options_load_config (opts2, "{\"env\":{\"B\\u0000C\":\"1\"}}", -1, &error), error,
+      "\\u0000 (NUL)");
   ck_assert_uint_eq (opts2->env->len, 0);
 }
 END_TEST
@@ -242,8 +243,8 @@ END_TEST
  * the host's to set elsewhere. */
 START_TEST (test_proxy_names_with_allowlist)
 {
-  static const char *const names[] = { "HTTP_PROXY", "http_proxy", "HTTPS_PROXY",
-                                       "https_proxy", "NO_PROXY",  "no_proxy" };
+  static const char *const names[]
+      = { "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy" };
 
   for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
     {
@@ -311,8 +312,8 @@ START_TEST (test_agent_layers_child_environ)
   g_autoptr (GError) error = NULL;
   g_autoptr (JsonObject) overlay = json_object_new ();
   g_auto (GStrv) envp = NULL;
-  const char *const sneaky[] = { "NAMZU_AGENT_BIND_TOKEN=x", "NAMZU_SANDBOX_TOKEN=y", "OK=1",
-                                 NULL };
+  const char *const sneaky[]
+      = { "NAMZU_AGENT_BIND_TOKEN=x", "NAMZU_SANDBOX_TOKEN=y", "OK=1", NULL };
 
   g_setenv ("NAMZU_AGENT_UNIX_PATH", "/tmp/nz-test-sandbox-env.sock", TRUE);
   g_setenv ("NAMZU_AGENT_SANDBOX_ENV", "{\"A\":\"sandbox\",\"B\":\"sandbox\",\"PATH\":\"/sb\"}",
@@ -344,9 +345,13 @@ END_TEST
 
 START_TEST (test_agent_knob_refusals)
 {
-  static const char *const bad[] = { "[]", "{\"A\":1}", "{\"NAMZU_AGENT_BIND_TOKEN\":\"x\"}",
-                                     "{\"NAMZU_SANDBOX_WORKSPACE\":\"/\"}", "{\"\":\"x\"}",
-                                     "{\"A\":\"x\\u0000y\"}", "not json" };
+  static const char *const bad[] = { "[]",
+                                     "{\"A\":1}",
+                                     "{\"NAMZU_AGENT_BIND_TOKEN\":\"x\"}",
+                                     "{\"NAMZU_SANDBOX_WORKSPACE\":\"/\"}",
+                                     "{\"\":\"x\"}",
+                                     "{\"A\":\"x\\u0000y\"}",
+                                     "not json" };
 
   g_setenv ("NAMZU_AGENT_UNIX_PATH", "/tmp/nz-test-sandbox-env.sock", TRUE);
   for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
