@@ -47,6 +47,10 @@ typedef struct
   gboolean quiesce_owned_only; /* NAMZU_AGENT_QUIESCE_SCOPE === "owned-sessions" */
   char *flush_command;         /* NAMZU_AGENT_FLUSH_COMMAND or NULL */
   char *reseed_hook;           /* NAMZU_AGENT_RESEED_HOOK or NULL */
+  /* NAMZU_AGENT_SANDBOX_ENV (a namzu extension): the sandbox's environment, "NAME=VALUE"
+   * entries every child gets under its request's env (nz_guest_set_sandbox_environ); NULL
+   * when unset. */
+  char **sandbox_env;
 } NzAgentConfig;
 
 /* Reads and validates every variable. The error message is the reference's exact text, e.g.

@@ -12,6 +12,7 @@
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-knobs.h"
+#include "nz-sandbox-env.h"
 
 /* ---- the table ---------------------------------------------------------------------- */
 
@@ -249,6 +250,7 @@ nz_backend_public_handle (NzHandle *h)
 {
   const NzBackend *b = nz_backend_lookup (h->backend, NULL);
   JsonObject *obj = json_object_new ();
+  JsonArray *env_names;
 
   json_object_set_string_member (obj, "id", h->id);
   json_object_set_string_member (obj, "backend", h->backend);
@@ -256,6 +258,9 @@ nz_backend_public_handle (NzHandle *h)
   json_object_set_int_member (obj, "createdAt", h->created_at_ms);
   if (b != NULL)
     b->describe (h, obj);
+  /* Names only: a value may be a secret the host handed its workload. */
+  if ((env_names = nz_json_get_array (h->priv, "envNames")) != NULL)
+    json_object_set_array_member (obj, "envNames", json_array_ref (env_names));
   return obj;
 }
 
@@ -279,6 +284,7 @@ nz_create_options_new (void)
   opts->egress_hosts = g_ptr_array_new_with_free_func (g_free);
   opts->mounts = g_ptr_array_new_with_free_func ((GDestroyNotify)mount_free);
   opts->writable_paths = g_ptr_array_new_with_free_func (g_free);
+  opts->env = g_ptr_array_new_with_free_func (g_free);
   opts->ready_timeout_ms = NZ_READY_TIMEOUT_MS_DEFAULT;
   opts->read_only_rootfs = TRUE;
   return opts;
@@ -296,6 +302,7 @@ nz_create_options_free (NzCreateOptions *opts)
   g_free (opts->egress_credentials);
   g_ptr_array_unref (opts->mounts);
   g_ptr_array_unref (opts->writable_paths);
+  g_ptr_array_unref (opts->env);
   if (opts->backend_opts != NULL)
     opts->backend_opts_free (opts->backend_opts);
   g_free (opts);
@@ -506,6 +513,7 @@ nz_create_options_validate (const NzCreateOptions *opts, GError **error)
     g_ptr_array_add (reasons, g_strdup (local->message));
   if (opts->network == NZ_NETWORK_ALLOWLIST && opts->egress_hosts->len == 0)
     g_ptr_array_add (reasons, g_strdup ("--egress needs at least one host"));
+  nz_sandbox_env_check_all (opts->env, opts->network == NZ_NETWORK_ALLOWLIST, reasons);
   return throw_reasons (error, reasons, "invalid sandbox options");
 }
 
@@ -897,13 +905,18 @@ nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize l
 {
   static const char *const known[] = { "backend", "layout", "defaultEgress", "egressProfile",
                                        "defaultTimeoutMs", "defaultMemoryLimitMb",
-                                       "defaultMaxProcesses", "defaultDiskLimitMb", NULL };
+                                       "defaultMaxProcesses", "defaultDiskLimitMb", "env", NULL };
   g_autoptr (JsonObject) root = NULL;
   g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
   ConfigCtx c = { opts, reasons };
   JsonObject *b, *layout;
+  JsonNode *env;
 
   g_return_val_if_fail (opts != NULL && data != NULL, FALSE);
+  if (nz_json_text_has_nul (data, len < 0 ? strlen (data) : (gsize)len))
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "config: a string holds \\u0000 (NUL), which no name, path or "
+                     "environment value can carry");
   root = nz_json_parse_object (data, len, error);
   if (root == NULL)
     {
@@ -933,5 +946,8 @@ nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize l
                                 NZ_LIMIT_MB_MAX);
   opts->max_processes = positive_int (&c, root, "defaultMaxProcesses", "defaultMaxProcesses",
                                       G_MAXINT32);
+  /* Spec A.1 SandboxBackendOptions.env: the sandbox's environment. */
+  if ((env = json_object_get_member (root, "env")) != NULL)
+    nz_sandbox_env_parse_config (env, opts->env, reasons);
   return throw_reasons (error, reasons, "invalid config");
 }

@@ -70,6 +70,9 @@ typedef struct
    * workload's uid, which the workload can then signal (--agent-shares-uid). Refused
    * otherwise, and on every other backend. */
   gboolean agent_shares_uid;
+  /* The sandbox's environment (nz-sandbox-env.h): char * "NAME=VALUE", names unique, in the
+   * order given; every command gets it, under its own per-command env. */
+  GPtrArray *env;
   /* The backend's own options, a type private to it (docker/nz-docker-options.h), parsed by
    * its parse_config from the config's backend section and namzu-create's backend flags;
    * NULL until it parsed any. @backend_opts_for names whose they are: a create on another

@@ -413,6 +413,21 @@ parse_elided (const char *data, gsize len, const Span *spans, guint n_spans)
   return json_object_ref (json_node_get_object (root));
 }
 
+gboolean
+nz_json_text_has_nul (const char *data, gsize len)
+{
+  /* Outside strings a backslash is not JSON at all; inside, each escape is skipped whole, so
+   * the 'u' after an escaped backslash is never taken for one. */
+  for (gsize i = 0; i + 1 < len; i++)
+    if (data[i] == '\\')
+      {
+        if (data[i + 1] == 'u' && i + 5 < len && memcmp (data + i + 2, "0000", 4) == 0)
+          return TRUE;
+        i++;
+      }
+  return FALSE;
+}
+
 JsonObject *
 nz_json_parse_object (const char *data, gssize len, GError **error)
 {

@@ -33,6 +33,11 @@ gboolean nz_json_parser_load (JsonParser *parser, const char *data, gssize len, 
 /* Parses @data as one JSON object (nesting bounded, see above). Returns a new reference, or NULL with NZ_ERROR_PROTOCOL. */
 JsonObject *nz_json_parse_object (const char *data, gssize len, GError **error);
 
+/* TRUE when JSON text @data (@len bytes) holds a \u0000 escape: json-glib cuts a string at
+ * it without a word ("a\u0000b" reads as "a"), so a reader that must see every byte refuses
+ * such text instead. Escaped backslashes ("\\u0000") are not one. */
+gboolean nz_json_text_has_nul (const char *data, gsize len);
+
 /* Member accessors that never warn on a wrong type: they return the fallback instead. */
 const char *nz_json_get_string (JsonObject *obj, const char *member);
 gboolean nz_json_get_bool (JsonObject *obj, const char *member, gboolean fallback);

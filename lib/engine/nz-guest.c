@@ -85,6 +85,23 @@ nz_guest_now_ms (void)
   return g_get_real_time () / 1000;
 }
 
+/* Process-wide, like the environment it is laid over: set once at startup, before any
+ * child is spawned. */
+static char **sandbox_environ;
+
+void
+nz_guest_set_sandbox_environ (const char *const *env)
+{
+  g_strfreev (sandbox_environ);
+  sandbox_environ = g_strdupv ((char **)env);
+}
+
+static gboolean
+is_scrubbed (const char *entry)
+{
+  return g_str_has_prefix (entry, "NAMZU_AGENT_") || g_str_has_prefix (entry, "NAMZU_SANDBOX_");
+}
+
 char **
 nz_guest_child_environ (JsonObject *overlay)
 {
@@ -94,7 +111,7 @@ nz_guest_child_environ (JsonObject *overlay)
   for (guint i = 0; env[i] != NULL; i++)
     {
       /* The token and the agent's own knobs never reach a workload (spec B.3). */
-      if (g_str_has_prefix (env[i], "NAMZU_AGENT_") || g_str_has_prefix (env[i], "NAMZU_SANDBOX_"))
+      if (is_scrubbed (env[i]))
         continue;
       g_ptr_array_add (out, g_strdup (env[i]));
     }
@@ -102,6 +119,17 @@ nz_guest_child_environ (JsonObject *overlay)
 
   {
     g_auto (GStrv) result = (char **)g_ptr_array_steal (out, NULL);
+
+    /* The sandbox's environment after the scrub, so it cannot put back what the scrub took,
+     * and under the request's env, which wins. */
+    for (guint i = 0; sandbox_environ != NULL && sandbox_environ[i] != NULL; i++)
+      {
+        const char *e = sandbox_environ[i], *eq = strchr (e, '=');
+        g_autofree char *name = eq != NULL ? g_strndup (e, eq - e) : NULL;
+
+        if (name != NULL && *name != '\0' && !is_scrubbed (e))
+          result = g_environ_setenv (result, name, eq + 1, TRUE);
+      }
 
     if (overlay != NULL)
       {

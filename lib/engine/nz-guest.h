@@ -111,7 +111,12 @@ gboolean nz_guest_is_unsettled (NzGuest *guest);
 gint64 nz_guest_now_ms (void);
 
 /* The child environment (spec B.3): the agent's environment without NAMZU_AGENT_* and
- * NAMZU_SANDBOX_*, then @overlay's members rendered like JS String(). Returns a new strv. */
+ * NAMZU_SANDBOX_*, then the sandbox's environment (nz_guest_set_sandbox_environ, its
+ * NAMZU_AGENT_* and NAMZU_SANDBOX_* entries skipped), then @overlay's members rendered like JS
+ * String(), which win. Returns a new strv. */
 char **nz_guest_child_environ (JsonObject *overlay);
+/* The sandbox's environment ("NAME=VALUE" entries, copied; NULL clears it), applied to every
+ * child from then on. Process-wide: call it at startup, before any child is spawned. */
+void nz_guest_set_sandbox_environ (const char *const *env);
 
 G_END_DECLS

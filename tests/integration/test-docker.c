@@ -513,6 +513,17 @@ END_TEST
 
 /* ---- refusals ------------------------------------------------------------------------------ */
 
+/* No sandbox in the state directory but the shared one. */
+static void
+assert_nothing_left (void)
+{
+  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
+  const char *n;
+
+  while (d != NULL && (n = g_dir_read_name (d)) != NULL)
+    ck_assert_msg (g_strcmp0 (n, shared_id) == 0, "left behind: %s", n);
+}
+
 START_TEST (test_refusals_read_back_from_the_daemon)
 {
   g_autofree char *out_dir = new_outputs ();
@@ -522,7 +533,6 @@ START_TEST (test_refusals_read_back_from_the_daemon)
       "if [ \"$1\" = info ]; then echo '{\"runc\":{\"path\":\"runc\"}}'; exit 0; fi");
   g_autofree char *env0 = g_strconcat ("NAMZU_DOCKER=", fake, NULL);
   const char *const env[] = { env0, NULL };
-  g_autoptr (GDir) d = NULL;
 
   /* The default network 'none' publishes nothing. */
   ck_assert_int_eq (tool (NULL, NULL, &err1, "namzu-create", "--backend", "container:docker",
@@ -544,14 +554,73 @@ START_TEST (test_refusals_read_back_from_the_daemon)
                      != NULL,
                  "%s", err3);
   /* Nothing was left behind by any of them. */
-  d = g_dir_open (state, 0, NULL);
-  if (d != NULL)
-    {
-      const char *n;
+  assert_nothing_left ();
+}
+END_TEST
 
-      while ((n = g_dir_read_name (d)) != NULL)
-        ck_assert_msg (g_strcmp0 (n, shared_id) == 0, "left behind: %s", n);
-    }
+/* namzu-create --env/--env-file: in the container's environment (the worker's, so every
+ * command's), after the per-command env, which wins; names only in the handle; a reserved name
+ * (here the one that would switch the worker's auth off) refused before docker runs. */
+START_TEST (test_sandbox_env)
+{
+  g_autofree char *out_dir = new_outputs ();
+  g_autofree char *file = g_build_filename (base, "sandbox.env", NULL);
+  g_autofree char *out = NULL, *err = NULL, *id = NULL, *inspect = NULL;
+  g_autoptr (JsonObject) pub = NULL;
+  JsonArray *names;
+  int rc;
+
+  ck_assert (g_file_set_contents (file, "# docker's format\nB=from the file\nA=file\n", -1,
+                                  NULL));
+  rc = tool (NULL, &out, &err, "namzu-create", "--backend", "container:docker", "--image",
+             worker_image (), "--network", "allow-all", "--docker-network", "bridge", "--outputs",
+             out_dir, "--label", TEST_LABEL, "--env-file", file, "--env", "A=1", NULL);
+  ck_assert_msg (rc == 0, "rc %d: %s", rc, err);
+  pub = nz_json_parse_object (out, -1, NULL);
+  id = g_strdup (nz_json_get_string (pub, "id"));
+  names = nz_json_get_array (pub, "envNames");
+  ck_assert_ptr_nonnull (names);
+  ck_assert_uint_eq (json_array_get_length (names), 2);
+  ck_assert_str_eq (json_array_get_string_element (names, 0), "B");
+  ck_assert_str_eq (json_array_get_string_element (names, 1), "A");
+  ck_assert_ptr_null (strstr (out, "from the file"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  ck_assert_int_eq (tool (NULL, &out, &err, "namzu-exec", "--sandbox", id, "--", "printenv", "A",
+                          NULL),
+                    0);
+  ck_assert_str_eq (out, "1\n");
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  ck_assert_int_eq (tool (NULL, &out, &err, "namzu-exec", "--sandbox", id, "--env", "A=2", "--",
+                          "sh", "-c", "echo \"$A|$B\"", NULL),
+                    0);
+  ck_assert_str_eq (out, "2|from the file\n");
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  /* The next command has the sandbox's value again. */
+  ck_assert_int_eq (tool (NULL, &out, &err, "namzu-exec", "--sandbox", id, "--", "printenv", "A",
+                          NULL),
+                    0);
+  ck_assert_str_eq (out, "1\n");
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  /* The token stays the worker's: the sandbox's env came before it in the argv. */
+  ck_assert_int_eq (tool (NULL, &out, &err, "namzu-exec", "--sandbox", id, "--", "sh", "-c",
+                          "env | grep '^NAMZU_SANDBOX_' || true", NULL),
+                    0);
+  ck_assert_str_eq (out, "");
+  ck_assert_int_eq (tool (NULL, NULL, NULL, "namzu-destroy", "--sandbox", id, NULL), 0);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  rc = tool (NULL, &out, &err, "namzu-create", "--backend", "container:docker", "--image",
+             worker_image (), "--network", "allow-all", "--docker-network", "bridge", "--outputs",
+             out_dir, "--label", TEST_LABEL, "--env", "NAMZU_SANDBOX_ALLOW_UNAUTHENTICATED=1",
+             NULL);
+  ck_assert_msg (rc == 2 && strstr (err, "is reserved") != NULL, "rc %d: %s", rc, err);
+  assert_nothing_left ();
 }
 END_TEST
 
@@ -1155,6 +1224,7 @@ suite (void)
   tcase_add_test (life, test_retire_after_unknown_outcome);
   tcase_add_test (life, test_refusals_read_back_from_the_daemon);
   tcase_add_test (life, test_deny_all_on_internal_network);
+  tcase_add_test (life, test_sandbox_env);
   tcase_add_test (life, test_disk_bound);
   tcase_add_test (life, test_runsc_is_gvisor);
   suite_add_tcase (s, life);

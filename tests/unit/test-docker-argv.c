@@ -9,6 +9,7 @@
 #include "nz-docker-options.h"
 #include "nz-docker.h"
 #include "nz-errors.h"
+#include "nz-sandbox-env.h"
 #include "nz-test.h"
 
 #define TMPFS(p) "--tmpfs", p ":nosuid,nodev,exec,mode=1777"
@@ -143,6 +144,36 @@ START_TEST (test_bounds_only_when_asked)
   ck_assert_uint_ge (bounded->len, G_N_ELEMENTS (tail));
   for (gsize i = 0; i < G_N_ELEMENTS (tail); i++)
     ck_assert_str_eq (bounded->pdata[bounded->len - G_N_ELEMENTS (tail) + i], tail[i]);
+}
+END_TEST
+
+/* Spec B.2: options.env after the limits, in its order, before the valueless token, which so
+ * stays the last --env; every value redacted in a failure message (spec B.5). */
+START_TEST (test_sandbox_env_before_token)
+{
+  g_autoptr (NzCreateOptions) opts = base_opts ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) argv = NULL;
+  g_autofree char *redacted = NULL;
+  static const char *const tail[] = { "--cpus", "1.5", "--env", "ZED=last", "--env", "A=x=y",
+                                      "--env", "EMPTY=", "--env", "NAMZU_SANDBOX_TOKEN",
+                                      "namzu-worker:latest" };
+
+  ck_assert_msg (nz_create_options_load_config (
+                     opts, "{\"env\":{\"ZED\":\"first\",\"A\":\"x=y\",\"EMPTY\":\"\"}}", -1,
+                     &error),
+                 "%s", error ? error->message : "");
+  /* A later value keeps the name's place. */
+  ck_assert (nz_sandbox_env_add_arg (opts->env, "ZED=last", NULL));
+  opts->cpus = 1.5;
+  argv = build (opts, "bridge", NULL, TRUE, NULL, NULL);
+  ck_assert_uint_ge (argv->len, G_N_ELEMENTS (tail));
+  for (gsize i = 0; i < G_N_ELEMENTS (tail); i++)
+    ck_assert_str_eq (argv->pdata[argv->len - G_N_ELEMENTS (tail) + i], tail[i]);
+  redacted = nz_docker_redact_argv ((const char *const *)argv->pdata, argv->len);
+  ck_assert_ptr_null (strstr (redacted, "last"));
+  ck_assert_ptr_null (strstr (redacted, "x=y"));
+  ck_assert_ptr_nonnull (strstr (redacted, "--env ZED=<redacted>"));
 }
 END_TEST
 
@@ -627,6 +658,7 @@ suite (void)
   tcase_add_test (tc, test_layout);
   tcase_add_test (tc, test_full_argv_pinned);
   tcase_add_test (tc, test_bounds_only_when_asked);
+  tcase_add_test (tc, test_sandbox_env_before_token);
   tcase_add_test (tc, test_disk_bound_sizes_every_tmpfs);
   tcase_add_test (tc, test_never_a_privilege_grant);
   tcase_add_test (tc, test_writable_paths);

@@ -209,6 +209,7 @@ nz_tool_agent (int argc, char **argv, GCancellable *cancellable, GError **error)
 
   guest->quiesce_owned_only = config->quiesce_owned_only;
   guest->flush_command = g_strdup (config->flush_command);
+  nz_guest_set_sandbox_environ ((const char *const *)config->sandbox_env);
 
   run_reseed_hook (config->reseed_hook);
   loop = g_main_loop_new (NULL, FALSE);

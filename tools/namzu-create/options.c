@@ -21,6 +21,7 @@ static gboolean opt_agent_shares_uid;
 static char **opt_labels;
 static char *opt_proxy_image, *opt_upstream;
 static char **opt_inward;
+static char **opt_env, **opt_env_file;
 
 const GOptionEntry nz_create_entries[] = {
   { "backend", 0, 0, G_OPTION_ARG_STRING, &opt_backend,
@@ -67,6 +68,12 @@ const GOptionEntry nz_create_entries[] = {
   { "allow-inward-for", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_inward,
     "container:docker/runsc: a host the proxy may reach on a private address (repeatable)",
     "HOST" },
+  { "env", 'e', 0, G_OPTION_ARG_STRING_ARRAY, &opt_env,
+    "Set NAME for every command of the sandbox (repeatable; a bare NAME takes this "
+    "environment's value; namzu-exec --env wins per command)", "NAME=VALUE" },
+  { "env-file", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt_env_file,
+    "Read NAME=VALUE lines (docker's format: # comments, blank lines) for every command "
+    "(repeatable; --env wins)", "FILE" },
   { "ready-timeout", 0, 0, G_OPTION_ARG_STRING, &opt_ready,
     "Milliseconds to wait for the agent (default 30000)", "MS" },
   { NULL }
@@ -209,6 +216,8 @@ nz_create_build_options (NzCreateOptions *opts, GError **error)
                                    opt_egress != NULL || opt_network != NULL, error))
     return FALSE;
   if (opt_credential != NULL && !nz_create_apply_credentials (opts, opt_credential, error))
+    return FALSE;
+  if (!nz_create_apply_env (opts, opt_env_file, opt_env, error))
     return FALSE;
   if (opt_memory != NULL
       && !parse_positive ("--memory-mb", opt_memory, NZ_LIMIT_MB_MAX, &opts->memory_mb, error))

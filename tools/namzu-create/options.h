@@ -17,5 +17,7 @@ char *nz_create_read_config (const char *path, gsize *len, GError **error);
 gboolean nz_create_apply_profile (NzCreateOptions *opts, const char *profile_path,
                                   const char *config, gboolean egress_given, GError **error);
 gboolean nz_create_apply_credentials (NzCreateOptions *opts, char **credentials, GError **error);
+/* --env-file FILE... then --env NAME[=VALUE]... over the config's env (the last one wins). */
+gboolean nz_create_apply_env (NzCreateOptions *opts, char **files, char **envs, GError **error);
 
 G_END_DECLS

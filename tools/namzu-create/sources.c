@@ -1,5 +1,5 @@
-/* What namzu-create reads besides its flags: a --config document, an egress --profile, and
- * --credential values from its own environment. */
+/* What namzu-create reads besides its flags: a --config document, an egress --profile,
+ * --credential values from its own environment, and the sandbox's --env-file/--env. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -7,6 +7,7 @@
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-profile.h"
+#include "nz-sandbox-env.h"
 
 #include "options.h"
 
@@ -104,5 +105,18 @@ nz_create_apply_credentials (NzCreateOptions *opts, char **credentials, GError *
   json_node_set_array (node, arr);
   g_free (opts->egress_credentials);
   opts->egress_credentials = nz_json_to_string (node, NULL);
+  return TRUE;
+}
+
+/* Like docker: the files in their order, then the flags, each over what came before. */
+gboolean
+nz_create_apply_env (NzCreateOptions *opts, char **files, char **envs, GError **error)
+{
+  for (char **f = files; f != NULL && *f != NULL; f++)
+    if (!nz_sandbox_env_add_file (opts->env, *f, error))
+      return FALSE;
+  for (char **e = envs; e != NULL && *e != NULL; e++)
+    if (!nz_sandbox_env_add_arg (opts->env, *e, error))
+      return FALSE;
   return TRUE;
 }

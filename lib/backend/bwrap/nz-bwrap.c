@@ -20,6 +20,7 @@
 #include "nz-cgroup.h"
 #include "nz-errors.h"
 #include "nz-json.h"
+#include "nz-sandbox-env.h"
 #include "nz-seccomp.h"
 #include "nz-token.h"
 
@@ -286,6 +287,14 @@ nz_bwrap_build_envp (const NzCreateOptions *opts, gboolean privsep)
 
       g_ptr_array_add (env, g_strdup_printf ("NAMZU_SANDBOX_READ_ROOTS=%s", r));
       g_ptr_array_add (env, g_strdup_printf ("NAMZU_SANDBOX_WRITE_ROOTS=%s", w));
+    }
+  /* The sandbox's environment goes to the agent's children only, not to the agent itself:
+   * it applies it under each request's env (nz_guest_child_environ). */
+  if (opts->env->len > 0)
+    {
+      g_autofree char *json = nz_sandbox_env_to_json (opts->env);
+
+      g_ptr_array_add (env, g_strconcat (NZ_SANDBOX_ENV_AGENT_KNOB "=", json, NULL));
     }
   g_ptr_array_add (env, NULL);
   return (char **)g_ptr_array_free (env, FALSE);
@@ -841,6 +850,18 @@ nz_bwrap_check (const NzCreateOptions *opts, GError **error)
   if (!opts->read_only_rootfs)
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "backend.readOnlyRootfs: container:bwrap cannot offer a writable root");
+  /* One variable carries it to the agent, and the kernel takes at most 128 KiB in one
+   * (MAX_ARG_STRLEN): only control bytes, written \u00XX, can grow it that far. */
+  if (opts->env->len > 0)
+    {
+      g_autofree char *json = nz_sandbox_env_to_json (opts->env);
+
+      if (strlen (json) + sizeof NZ_SANDBOX_ENV_AGENT_KNOB >= 128 * 1024)
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "env: too large for container:bwrap once encoded (%" G_GSIZE_FORMAT
+                         " bytes of JSON; control characters take six bytes each)",
+                         strlen (json));
+    }
   return TRUE;
 }
 
@@ -909,6 +930,7 @@ record_policy (NzHandle *h, const NzCreateOptions *opts, const char *agent, NzCg
       json_array_add_object_element (mounts, o);
     }
   json_object_set_array_member (h->priv, "mounts", mounts);
+  nz_sandbox_env_record (h->priv, opts->env);
 }
 
 /* TRUE (and @error set) once bwrap has exited, with its status and the log's last line. */

@@ -354,6 +354,11 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
       add (argv, "--cpus");
       g_ptr_array_add (argv, nz_docker_format_cpus (opts->cpus));
     }
+  /* Spec B.2: options.env in its order, after the limits and before the token, so it can
+   * override nothing namzu sets (its reserved names are refused before this anyway). The
+   * values are in docker's argv and the container's config, as the reference has them. */
+  for (guint i = 0; i < opts->env->len; i++)
+    add2 (argv, "--env", opts->env->pdata[i]);
   /* Valueless and last among --env: docker takes the value from its own environment, so the
    * token is in no argv, and nothing before it can override it. */
   add2 (argv, "--env", NZ_DOCKER_TOKEN_ENV);

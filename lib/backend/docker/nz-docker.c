@@ -21,6 +21,7 @@
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-knobs.h"
+#include "nz-sandbox-env.h"
 
 /* Each docker CLI call that is not the run itself: long enough for a loaded daemon, short
  * enough that a wedged one is reported rather than waited on forever. */
@@ -533,6 +534,7 @@ record_policy (NzHandle *h, const NzCreateOptions *opts, const char *name, const
   json_object_set_object_member (h->priv, "limits", nz_create_options_limits (opts));
   if (opts->default_timeout_ms > 0)
     json_object_set_int_member (h->priv, "defaultTimeoutMs", opts->default_timeout_ms);
+  nz_sandbox_env_record (h->priv, opts->env);
 }
 
 /* Where the host reaches the worker: the loopback port docker mapped (spec B.6 c), or the
