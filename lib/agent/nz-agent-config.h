@@ -47,6 +47,9 @@ typedef struct
   gboolean quiesce_owned_only; /* NAMZU_AGENT_QUIESCE_SCOPE === "owned-sessions" */
   char *flush_command;         /* NAMZU_AGENT_FLUSH_COMMAND or NULL */
   char *reseed_hook;           /* NAMZU_AGENT_RESEED_HOOK or NULL */
+  /* Lifetime (namzu additions, nz-lifetime.h): 0 = none. */
+  gint64 expires_at_ms;   /* NAMZU_AGENT_EXPIRES_AT_MS, wall-clock ms since the epoch */
+  gint64 idle_timeout_ms; /* NAMZU_AGENT_IDLE_TIMEOUT_MS */
 } NzAgentConfig;
 
 /* Reads and validates every variable. The error message is the reference's exact text, e.g.
