@@ -110,6 +110,8 @@ nz_sandbox_status_name (NzSandboxStatus status)
       return "running";
     case NZ_SANDBOX_UNRESPONSIVE:
       return "unresponsive";
+    case NZ_SANDBOX_EXPIRED:
+      return "expired";
     case NZ_SANDBOX_DEAD:
     default:
       return "dead";
@@ -254,9 +256,30 @@ nz_backend_public_handle (NzHandle *h)
   json_object_set_string_member (obj, "backend", h->backend);
   json_object_set_string_member (obj, "tier", h->tier);
   json_object_set_int_member (obj, "createdAt", h->created_at_ms);
+  if (h->expires_at_ms > 0)
+    {
+      g_autofree char *when = nz_json_format_time_ms (h->expires_at_ms);
+
+      json_object_set_string_member (obj, "expiresAt", when);
+    }
+  if (h->idle_timeout_ms > 0)
+    json_object_set_int_member (obj, "idleTimeoutMs", h->idle_timeout_ms);
   if (b != NULL)
     b->describe (h, obj);
   return obj;
+}
+
+void
+nz_handle_set_lifetime (NzHandle *h, const NzCreateOptions *opts)
+{
+  h->expires_at_ms = opts->ttl_ms > 0 ? h->created_at_ms + opts->ttl_ms : 0;
+  h->idle_timeout_ms = MAX (opts->idle_timeout_ms, 0);
+}
+
+gboolean
+nz_handle_is_past_deadline (const NzHandle *h)
+{
+  return h->expires_at_ms > 0 && g_get_real_time () / 1000 >= h->expires_at_ms;
 }
 
 /* ---- options ------------------------------------------------------------------------ */
@@ -897,7 +920,8 @@ nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize l
 {
   static const char *const known[] = { "backend", "layout", "defaultEgress", "egressProfile",
                                        "defaultTimeoutMs", "defaultMemoryLimitMb",
-                                       "defaultMaxProcesses", "defaultDiskLimitMb", NULL };
+                                       "defaultMaxProcesses", "defaultDiskLimitMb", "ttlMs",
+                                       "idleTimeoutMs", NULL };
   g_autoptr (JsonObject) root = NULL;
   g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
   ConfigCtx c = { opts, reasons };
@@ -933,5 +957,9 @@ nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize l
                                 NZ_LIMIT_MB_MAX);
   opts->max_processes = positive_int (&c, root, "defaultMaxProcesses", "defaultMaxProcesses",
                                       G_MAXINT32);
+  /* Ours (the reference's sandboxes live until destroyed): docs/backends.md "Lifetimes". */
+  opts->ttl_ms = positive_int (&c, root, "ttlMs", "ttlMs", NZ_LIFETIME_MAX_MS);
+  opts->idle_timeout_ms = positive_int (&c, root, "idleTimeoutMs", "idleTimeoutMs",
+                                        NZ_LIFETIME_MAX_MS);
   return throw_reasons (error, reasons, "invalid config");
 }

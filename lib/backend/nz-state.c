@@ -11,6 +11,7 @@
 #include "nz-autofd.h"
 #include "nz-errors.h"
 #include "nz-json.h"
+#include "nz-knobs.h"
 
 /* A handle on stdin is one small JSON object; anything bigger is not a handle. */
 #define NZ_STDIN_HANDLE_MAX (64 * 1024)
@@ -146,6 +147,10 @@ nz_handle_to_private_json (const NzHandle *h)
     json_object_set_string_member (obj, "endpoint", h->endpoint);
   if (h->token != NULL)
     json_object_set_string_member (obj, "token", h->token);
+  if (h->expires_at_ms > 0)
+    json_object_set_int_member (obj, "expiresAt", h->expires_at_ms);
+  if (h->idle_timeout_ms > 0)
+    json_object_set_int_member (obj, "idleTimeoutMs", h->idle_timeout_ms);
   json_object_set_object_member (obj, "private", json_object_ref (h->priv));
   return obj;
 }
@@ -158,7 +163,7 @@ nz_handle_from_private_json (JsonObject *obj, GError **error)
   const char *backend = nz_json_get_string (obj, "backend");
   const char *tier = nz_json_get_string (obj, "tier");
   JsonObject *priv = nz_json_get_object (obj, "private");
-  double created = 0;
+  double created = 0, expires = 0, idle = 0;
 
   if (!nz_state_id_is_valid (id) || backend == NULL || tier == NULL
       || !nz_json_get_number (obj, "createdAt", &created))
@@ -168,6 +173,13 @@ nz_handle_from_private_json (JsonObject *obj, GError **error)
   h->backend = g_strdup (backend);
   h->tier = g_strdup (tier);
   h->created_at_ms = (gint64)created;
+  /* Absent (a handle from before lifetimes) or nonsense: no deadline, no idle timeout. */
+  if (nz_json_get_number (obj, "expiresAt", &expires) && expires > 0
+      && expires <= (double)NZ_MAX_SAFE_INTEGER)
+    h->expires_at_ms = (gint64)expires;
+  if (nz_json_get_number (obj, "idleTimeoutMs", &idle) && idle > 0
+      && idle <= (double)NZ_MAX_SAFE_INTEGER)
+    h->idle_timeout_ms = (gint64)idle;
   h->endpoint = g_strdup (nz_json_get_string (obj, "endpoint"));
   h->token = g_strdup (nz_json_get_string (obj, "token"));
   if (priv != NULL)

@@ -1,5 +1,7 @@
 #include "nz-lifetime.h"
 
+#include "nz-json.h"
+
 struct _NzLifetime
 {
   gint64 expires_at_ms;
@@ -56,19 +58,6 @@ end (NzLifetime *lt, NzLifetimeEnd why, const char *message)
   lt->func (lt, why, message, lt->user_data);
 }
 
-char *
-nz_lifetime_format_time (gint64 ms)
-{
-  g_autoptr (GDateTime) t = g_date_time_new_from_unix_utc (ms / 1000);
-
-  if (t == NULL)
-    return g_strdup ("(out of range)");
-  return g_strdup_printf ("%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", g_date_time_get_year (t),
-                          g_date_time_get_month (t), g_date_time_get_day_of_month (t),
-                          g_date_time_get_hour (t), g_date_time_get_minute (t),
-                          g_date_time_get_second (t), (int)(ms % 1000));
-}
-
 static gboolean deadline_fired (gpointer user_data);
 
 static void
@@ -94,7 +83,7 @@ deadline_fired (gpointer user_data)
       deadline_arm (lt);
       return G_SOURCE_REMOVE;
     }
-  when = nz_lifetime_format_time (lt->expires_at_ms);
+  when = nz_json_format_time_ms (lt->expires_at_ms);
   msg = g_strdup_printf ("expired at %s — exiting", when);
   end (lt, NZ_LIFETIME_EXPIRED, msg);
   return G_SOURCE_REMOVE;

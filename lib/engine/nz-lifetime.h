@@ -10,11 +10,12 @@
 
 #include <glib.h>
 
+#include "nz-errors.h"
+
 G_BEGIN_DECLS
 
-/* The status a server exits with when its deadline passes (and the agent also when idle): not
- * 0 (a clean SIGTERM) and not 1 (a failure), so whoever reads it can tell expiry apart. */
-#define NZ_LIFETIME_EXIT_STATUS 3
+/* The status a server exits with when its deadline passes (and the agent also when idle). */
+#define NZ_LIFETIME_EXIT_STATUS NZ_EXIT_EXPIRED
 
 /* Poll period of the busy probe while idle: the idle timeout's resolution. */
 #define NZ_LIFETIME_IDLE_TICK_MS 1000
@@ -53,9 +54,5 @@ void nz_lifetime_disarm (NzLifetime *lt);
 /* The number of holds taken and not released (tests, the worker's lease count). */
 guint nz_lifetime_get_holds (NzLifetime *lt);
 gint64 nz_lifetime_get_idle_timeout_ms (NzLifetime *lt);
-
-/* @ms since the epoch as RFC 3339 UTC with milliseconds ("2026-12-03T07:11:11.000Z").
- * Returns a new string. */
-char *nz_lifetime_format_time (gint64 ms);
 
 G_END_DECLS
