@@ -142,8 +142,40 @@ gboolean
 nz_backend_destroy (NzHandle *h, GError **error)
 {
   const NzBackend *b = nz_backend_lookup (h->backend, error);
+  g_autoptr (GError) local = NULL;
 
-  return b != NULL && b->destroy (h, error);
+  if (b == NULL || !b->destroy (h, error))
+    return FALSE;
+  /* Only a convenience for the next destroy of this id: its failure fails nothing. */
+  if (!nz_state_bury (h->id, &local))
+    g_debug ("sandbox %s: no tombstone: %s", h->id, local->message);
+  return TRUE;
+}
+
+gboolean
+nz_backend_destroy_id (const char *id, gboolean *already_gone, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  g_autoptr (NzHandle) h = nz_handle_load (id, &local);
+  NzSandboxStatus st;
+
+  *already_gone = FALSE;
+  if (h == NULL)
+    {
+      /* Destroyed before (its tombstone says so): done, like a delete answered 404/410. */
+      if (g_error_matches (local, NZ_ERROR, NZ_ERROR_NOT_FOUND) && nz_state_is_buried (id))
+        {
+          *already_gone = TRUE;
+          return TRUE;
+        }
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  /* Its processes or container already gone (its lifetime ended, or it died): the destroy
+   * still removes what is left (state, cgroups, an egress proxy, networks). */
+  st = nz_backend_status (h, 0);
+  *already_gone = st == NZ_SANDBOX_DEAD || st == NZ_SANDBOX_EXPIRED;
+  return nz_backend_destroy (h, error);
 }
 
 gboolean

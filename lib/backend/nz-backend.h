@@ -206,8 +206,12 @@ const char *const *nz_backend_names (void);
 
 /* check + create with the backend @opts names. */
 NzHandle *nz_backend_create (const NzCreateOptions *opts, GError **error);
-/* destroy with the backend the handle names. */
+/* destroy with the backend the handle names; then leaves the id's tombstone (nz-state.h). */
 gboolean nz_backend_destroy (NzHandle *h, GError **error);
+/* Destroys sandbox @id, idempotently: one whose processes or container were already gone, and
+ * one destroyed before (a tombstone), succeed with *@already_gone TRUE. An id namzu never knew
+ * (or whose tombstone was pruned) stays NOT_FOUND. */
+gboolean nz_backend_destroy_id (const char *id, gboolean *already_gone, GError **error);
 NzSandboxStatus nz_backend_status (NzHandle *h, guint timeout_ms);
 /* After an unconfirmed cancellation: retire (or destroy) with the backend the handle names, so
  * nothing of an execution whose outcome is unknown keeps running. */

@@ -599,8 +599,8 @@ read_handle_id (int fd, GError **error)
   return g_strdup (id);
 }
 
-NzHandle *
-nz_handle_resolve_fd (const char *sandbox_arg, int fd, GError **error)
+char *
+nz_handle_resolve_id_fd (const char *sandbox_arg, int fd, GError **error)
 {
   const char *env = g_getenv ("NAMZU_SANDBOX");
   g_autofree char *id = NULL;
@@ -624,7 +624,15 @@ nz_handle_resolve_fd (const char *sandbox_arg, int fd, GError **error)
     return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
                       "no sandbox given: pass --sandbox ID, set NAMZU_SANDBOX, or pipe the "
                       "handle from namzu-create on stdin"), NULL);
-  return nz_handle_load (id, error);
+  return g_steal_pointer (&id);
+}
+
+NzHandle *
+nz_handle_resolve_fd (const char *sandbox_arg, int fd, GError **error)
+{
+  g_autofree char *id = nz_handle_resolve_id_fd (sandbox_arg, fd, error);
+
+  return id != NULL ? nz_handle_load (id, error) : NULL;
 }
 
 NzHandle *
@@ -632,4 +640,88 @@ nz_handle_resolve (const char *sandbox_arg, gboolean allow_stdin, GError **error
 {
   return nz_handle_resolve_fd (sandbox_arg, allow_stdin && !isatty (STDIN_FILENO) ? STDIN_FILENO : -1,
                                error);
+}
+
+char *
+nz_handle_resolve_id (const char *sandbox_arg, gboolean allow_stdin, GError **error)
+{
+  return nz_handle_resolve_id_fd (sandbox_arg,
+                                  allow_stdin && !isatty (STDIN_FILENO) ? STDIN_FILENO : -1, error);
+}
+
+/* ---- tombstones ---- */
+
+static char *
+tombstone_path (const char *state, const char *id)
+{
+  g_autofree char *name = g_strconcat (id, NZ_TOMBSTONE_SUFFIX, NULL);
+
+  return g_build_filename (state, name, NULL);
+}
+
+/* Tombstones older than NZ_TOMBSTONE_KEEP_DAYS go, so the state dir does not grow forever. */
+static void
+prune_tombstones (const char *state)
+{
+  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
+  gint64 cutoff = g_get_real_time () / G_USEC_PER_SEC - (gint64)NZ_TOMBSTONE_KEEP_DAYS * 86400;
+  const char *name;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = NULL;
+      struct stat st;
+
+      if (!nz_state_is_tombstone_name (name))
+        continue;
+      path = g_build_filename (state, name, NULL);
+      if (lstat (path, &st) == 0 && S_ISREG (st.st_mode) && (gint64)st.st_mtime < cutoff)
+        unlink (path);
+    }
+}
+
+gboolean
+nz_state_is_tombstone_name (const char *name)
+{
+  g_autofree char *id = NULL;
+
+  if (!g_str_has_suffix (name, NZ_TOMBSTONE_SUFFIX))
+    return FALSE;
+  id = g_strndup (name, strlen (name) - strlen (NZ_TOMBSTONE_SUFFIX));
+  return nz_state_id_is_valid (id);
+}
+
+gboolean
+nz_state_bury (const char *id, GError **error)
+{
+  g_autofree char *state = nz_state_dir (error);
+  g_autofree char *path = NULL;
+  g_autofree char *text = NULL;
+
+  g_return_val_if_fail (nz_state_id_is_valid (id), FALSE);
+  if (state == NULL)
+    return FALSE;
+  prune_tombstones (state);
+  path = tombstone_path (state, id);
+  text = g_strdup_printf ("{\"id\":\"%s\",\"destroyedAt\":%" G_GINT64_FORMAT "}\n", id,
+                          g_get_real_time () / 1000);
+  if (!g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error))
+    {
+      nz_error_convert (error);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+nz_state_is_buried (const char *id)
+{
+  g_autofree char *state = nz_state_dir (NULL);
+  g_autofree char *path = NULL;
+  struct stat st;
+
+  if (state == NULL || !nz_state_id_is_valid (id))
+    return FALSE;
+  path = tombstone_path (state, id);
+  return lstat (path, &st) == 0 && S_ISREG (st.st_mode);
 }
