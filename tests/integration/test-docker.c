@@ -549,8 +549,10 @@ START_TEST (test_refusals_read_back_from_the_daemon)
     {
       const char *n;
 
+      /* Tombstones of sandboxes destroyed before are not left behind. */
       while ((n = g_dir_read_name (d)) != NULL)
-        ck_assert_msg (g_strcmp0 (n, shared_id) == 0, "left behind: %s", n);
+        ck_assert_msg (g_strcmp0 (n, shared_id) == 0 || g_str_has_suffix (n, ".destroyed"),
+                       "left behind: %s", n);
     }
 }
 END_TEST
