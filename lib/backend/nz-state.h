@@ -23,7 +23,7 @@ typedef struct
   char *endpoint;       /* transport address, "unix:/abs/path" for bwrap */
   char *token;          /* per-instance credential; never printed on stdout */
   JsonObject *priv;     /* backend-private members (pids, cgroups, policy) */
-  gint64 expires_at_ms;   /* wall clock, ms since the epoch; 0 = no deadline */
+  gint64 expires_at_ms; /* wall clock, ms since the epoch; 0 = no deadline */
   gint64 idle_timeout_ms; /* the server's idle timeout; 0 = none */
 } NzHandle;
 

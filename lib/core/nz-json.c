@@ -689,4 +689,3 @@ nz_json_format_time_ms (gint64 ms)
                           g_date_time_get_hour (t), g_date_time_get_minute (t),
                           g_date_time_get_second (t), (int)(ms % 1000));
 }
-

@@ -81,8 +81,7 @@ lifetime_ended (NzLifetime *lt, NzLifetimeEnd why, const char *message, gpointer
   if (why == NZ_LIFETIME_IDLE)
     {
       /* The reference's line and status, exactly (spec C.6). */
-      msg = g_strdup_printf ("idle for %" G_GINT64_FORMAT
-                             "ms — exiting (container --rm cleans up)",
+      msg = g_strdup_printf ("idle for %" G_GINT64_FORMAT "ms — exiting (container --rm cleans up)",
                              server->config->idle_timeout_ms);
       server->exit_func (server, 0, msg, server->exit_data);
       return;
@@ -1231,8 +1230,8 @@ nz_worker_server_new (const NzWorkerConfig *config, NzGuest *guest, NzWorkerExit
   server->guest = guest;
   server->exit_func = exit_func;
   server->exit_data = user_data;
-  server->lifetime = nz_lifetime_new (config->expires_at_ms, config->idle_timeout_ms,
-                                      lifetime_busy, lifetime_ended, server);
+  server->lifetime = nz_lifetime_new (config->expires_at_ms, config->idle_timeout_ms, lifetime_busy,
+                                      lifetime_ended, server);
   /* No Server header: the reference sends none, and it is one more fingerprint. */
   server->soup = soup_server_new ("server-header", NULL, NULL);
   soup_server_add_early_handler (server->soup, NULL, early_handler, server, NULL);

@@ -220,21 +220,29 @@ START_TEST (test_bad_config_lifetimes_refused)
 }
 END_TEST
 
-/* Runs a server binary with @env added, to its exit; returns its status, stderr in @err. */
+/* Runs server @tool (namzu-agent or namzu-worker) on a loopback listener in harness.tmp with
+ * @knob=@value, to its exit; returns its status, its stderr in @err. */
 static int
-run_server (const char *tool, const char *const *env, char **err)
+run_server (const char *tool, const char *knob, const char *value, char **err)
 {
-  g_autoptr (GSubprocessLauncher) l
-      = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE
-                                   | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE
+                                                                 | G_SUBPROCESS_FLAGS_STDERR_PIPE);
   g_autofree char *path = nz_test_tool (tool);
+  g_autofree char *sock = g_build_filename (harness.tmp, "a.sock", NULL);
   g_autoptr (GSubprocess) p = NULL;
   g_autoptr (GError) error = NULL;
   g_autoptr (GBytes) errb = NULL;
   const char *argv[] = { path, NULL };
 
-  for (guint i = 0; env[i] != NULL; i += 2)
-    g_subprocess_launcher_setenv (l, env[i], env[i + 1], TRUE);
+  g_subprocess_launcher_setenv (l, "NAMZU_SANDBOX_WORKSPACE", harness.tmp, TRUE);
+  if (g_str_equal (tool, "namzu-agent"))
+    g_subprocess_launcher_setenv (l, "NAMZU_AGENT_UNIX_PATH", sock, TRUE);
+  else
+    {
+      g_subprocess_launcher_setenv (l, "NAMZU_SANDBOX_PORT", "0", TRUE);
+      g_subprocess_launcher_setenv (l, "NAMZU_SANDBOX_BIND", "127.0.0.1", TRUE);
+    }
+  g_subprocess_launcher_setenv (l, knob, value, TRUE);
   p = g_subprocess_launcher_spawnv (l, argv, &error);
   ck_assert_msg (p != NULL, "%s", error ? error->message : "");
   ck_assert (g_subprocess_communicate (p, NULL, NULL, NULL, &errb, &error));
@@ -242,44 +250,38 @@ run_server (const char *tool, const char *const *env, char **err)
   return g_subprocess_get_if_exited (p) ? g_subprocess_get_exit_status (p) : -1;
 }
 
-/* Each server ends with status 3 at its deadline and says why; a bad knob is a refusal. */
+/* Each server ends with status 3 at its deadline (the agent also when idle) and says why; a
+ * bad knob is a refusal to start. */
 START_TEST (test_servers_end_with_status_3)
 {
-  g_autofree char *sock = g_build_filename (harness.tmp, "a.sock", NULL);
   g_autofree char *soon = g_strdup_printf ("%" G_GINT64_FORMAT, g_get_real_time () / 1000 + 500);
-  g_autofree char *err = NULL;
-  const char *agent[] = { "NAMZU_AGENT_UNIX_PATH", sock, "NAMZU_SANDBOX_WORKSPACE", harness.tmp,
-                          "NAMZU_AGENT_EXPIRES_AT_MS", soon, NULL };
-  const char *agent_idle[] = { "NAMZU_AGENT_UNIX_PATH", sock, "NAMZU_SANDBOX_WORKSPACE",
-                               harness.tmp, "NAMZU_AGENT_IDLE_TIMEOUT_MS", "300", NULL };
-  const char *agent_bad[] = { "NAMZU_AGENT_UNIX_PATH", sock, "NAMZU_SANDBOX_WORKSPACE",
-                              harness.tmp, "NAMZU_AGENT_IDLE_TIMEOUT_MS", "soon", NULL };
-  const char *worker[] = { "NAMZU_SANDBOX_PORT", "0", "NAMZU_SANDBOX_BIND", "127.0.0.1",
-                           "NAMZU_SANDBOX_WORKSPACE", harness.tmp, "NAMZU_SANDBOX_EXPIRES_AT_MS",
-                           soon, NULL };
-  const char *worker_bad[] = { "NAMZU_SANDBOX_PORT", "0", "NAMZU_SANDBOX_BIND", "127.0.0.1",
-                               "NAMZU_SANDBOX_WORKSPACE", harness.tmp,
-                               "NAMZU_SANDBOX_EXPIRES_AT_MS", "-1", NULL };
-  int rc;
+  static const struct
+  {
+    const char *tool, *knob, *value; /* value NULL: soon */
+    int status;
+    const char *says;
+  } cases[] = {
+    { "namzu-agent", "NAMZU_AGENT_EXPIRES_AT_MS", NULL, 3, "expired at " },
+    { "namzu-agent", "NAMZU_AGENT_IDLE_TIMEOUT_MS", "300", 3, "idle for 300ms" },
+    { "namzu-agent", "NAMZU_AGENT_IDLE_TIMEOUT_MS", "soon", 1, "NAMZU_AGENT_IDLE_TIMEOUT_MS" },
+    { "namzu-agent", "NAMZU_AGENT_EXPIRES_AT_MS", "-1", 1, "NAMZU_AGENT_EXPIRES_AT_MS" },
+    { "namzu-worker", "NAMZU_SANDBOX_EXPIRES_AT_MS", NULL, 3, "expired at " },
+    { "namzu-worker", "NAMZU_SANDBOX_EXPIRES_AT_MS", "-1", 1, "NAMZU_SANDBOX_EXPIRES_AT_MS" },
+    { "namzu-worker", "NAMZU_SANDBOX_EXPIRES_AT_MS", "1.5", 1, "NAMZU_SANDBOX_EXPIRES_AT_MS" },
+  };
 
-  rc = run_server ("namzu-agent", agent, &err);
-  ck_assert_msg (rc == 3 && strstr (err, "expired at ") != NULL, "rc %d: %s", rc, err);
-  g_clear_pointer (&err, g_free);
-  rc = run_server ("namzu-agent", agent_idle, &err);
-  ck_assert_msg (rc == 3 && strstr (err, "idle for 300ms") != NULL, "rc %d: %s", rc, err);
-  g_clear_pointer (&err, g_free);
-  rc = run_server ("namzu-agent", agent_bad, &err);
-  ck_assert_msg (rc == 1 && strstr (err, "NAMZU_AGENT_IDLE_TIMEOUT_MS") != NULL, "rc %d: %s", rc,
-                 err);
-  g_clear_pointer (&err, g_free);
-  if (g_getenv ("NZ_HAVE_WORKER") == NULL)
-    return;
-  rc = run_server ("namzu-worker", worker, &err);
-  ck_assert_msg (rc == 3 && strstr (err, "expired at ") != NULL, "rc %d: %s", rc, err);
-  g_clear_pointer (&err, g_free);
-  rc = run_server ("namzu-worker", worker_bad, &err);
-  ck_assert_msg (rc == 1 && strstr (err, "NAMZU_SANDBOX_EXPIRES_AT_MS") != NULL, "rc %d: %s", rc,
-                 err);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *err = NULL;
+      int rc;
+
+      if (g_str_equal (cases[i].tool, "namzu-worker") && g_getenv ("NZ_HAVE_WORKER") == NULL)
+        continue;
+      rc = run_server (cases[i].tool, cases[i].knob, cases[i].value ?: soon, &err);
+      ck_assert_msg (rc == cases[i].status && strstr (err, cases[i].says) != NULL,
+                     "%s %s=%s: rc %d: %s", cases[i].tool, cases[i].knob, cases[i].value ?: soon,
+                     rc, err);
+    }
 }
 END_TEST
 
@@ -327,7 +329,8 @@ main (void)
   TCase *tc = tcase_create ("bwrap");
   g_autofree char *docker = g_find_program_in_path ("docker");
   /* Not nz_test_tool: Check's asserts only work inside a case. */
-  g_autofree char *worker = g_build_filename (g_getenv ("NZ_TOOLS_DIR") ?: ".", "namzu-worker", NULL);
+  g_autofree char *worker
+      = g_build_filename (g_getenv ("NZ_TOOLS_DIR") ?: ".", "namzu-worker", NULL);
   g_autofree char *inspect
       = g_strdup_printf ("docker image inspect --format '{{.Id}}' '%s'", worker_image ());
   g_autofree char *img = NULL, *img_err = NULL;
@@ -336,8 +339,8 @@ main (void)
   nz_test_require_program ("bwrap", "bubblewrap (bwrap) not installed");
   if (g_file_test (worker, G_FILE_TEST_IS_EXECUTABLE))
     g_setenv ("NZ_HAVE_WORKER", "1", TRUE);
-  have_docker = docker != NULL && g_spawn_command_line_sync (inspect, &img, &img_err, &rc, NULL)
-                && rc == 0;
+  have_docker
+      = docker != NULL && g_spawn_command_line_sync (inspect, &img, &img_err, &rc, NULL) && rc == 0;
   /* The docker case needs the daemon and the image; under CI both are there. */
   if (nz_test_under_ci ())
     nz_test_require (have_docker, "a running docker daemon and the worker image");

@@ -7,10 +7,10 @@
 typedef struct
 {
   GMainLoop *loop;
-  int ended;          /* times the callback ran */
+  int ended; /* times the callback ran */
   NzLifetimeEnd why;
   char *message;
-  gboolean busy;      /* what the busy probe answers */
+  gboolean busy; /* what the busy probe answers */
   guint busy_polls;
   NzLifetime *lt;
 } Ctx;

@@ -716,7 +716,6 @@ START_TEST (test_config_egress_kinds)
 }
 END_TEST
 
-
 /* The lifetime rides in the private handle and shows in the public one: expiresAt as RFC 3339
  * UTC, idleTimeoutMs as a number; a handle without one shows neither, and nonsense read back
  * from disk is no deadline rather than a wrong one. */

@@ -25,7 +25,7 @@
 /* Each docker CLI call that is not the run itself: long enough for a loaded daemon, short
  * enough that a wedged one is reported rather than waited on forever. */
 #define NZ_DOCKER_CALL_TIMEOUT_MS 60000
-/* The worker's own NAMZU_SANDBOX_IDLE_TIMEOUT_MS default (spec C.1), in force when none is given. */
+/* The worker's own NAMZU_SANDBOX_IDLE_TIMEOUT_MS default (spec C.1), used when none is given. */
 #define NZ_DOCKER_WORKER_IDLE_TIMEOUT_MS 300000
 /* `docker run` may have to create the container's layers first. */
 #define NZ_DOCKER_RUN_TIMEOUT_MS 120000
