@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <glib-unix.h>
 
@@ -93,7 +94,19 @@ log_line (const char *line, gpointer user_data)
 static gboolean
 drained (gpointer user_data)
 {
-  g_main_loop_quit (((Agent *)user_data)->loop);
+  Agent *agent = user_data;
+
+  /* A lifetime's end is the sandbox's end: exit at once with its status, like the worker. No
+   * atexit work is owed (the kernel takes the whole pid namespace next), and a sanitizer's
+   * exit-time leak scan cannot run under the sandbox's seccomp filter and would turn the
+   * status into its own failure. */
+  if (agent->exit_status != 0)
+    {
+      fflush (stdout);
+      fflush (stderr);
+      _exit (agent->exit_status);
+    }
+  g_main_loop_quit (agent->loop);
   return G_SOURCE_REMOVE;
 }
 
@@ -107,7 +120,12 @@ shutdown_watchdog (gpointer user_data)
            "[namzu-fc-agent] SIGTERM: NAMZU_AGENT_SHUTDOWN_DEADLINE_MS (%" G_GINT64_FORMAT
            "ms) expired; exiting\n",
            agent->config->limits.shutdown_deadline_ms);
-  exit (agent->exit_status);
+  if (agent->exit_status != 0)
+    {
+      fflush (stderr);
+      _exit (agent->exit_status);
+    }
+  exit (0);
   return G_SOURCE_REMOVE;
 }
 
