@@ -55,6 +55,9 @@ static const Knob knobs[] = {
   KNOB ("NAMZU_AGENT_QUIESCE_SETTLE_MS", 1000, FALSE, limits.quiesce_settle_ms),
   KNOB ("NAMZU_AGENT_FLUSH_TIMEOUT_MS", 10000, FALSE, limits.flush_timeout_ms),
   KNOB ("NAMZU_AGENT_SHUTDOWN_DEADLINE_MS", 15000, FALSE, limits.shutdown_deadline_ms),
+  /* namzu additions: how long the sandbox lives (nz-lifetime.h); unset or 0 = forever. */
+  KNOB ("NAMZU_AGENT_EXPIRES_AT_MS", 0, TRUE, expires_at_ms),
+  KNOB ("NAMZU_AGENT_IDLE_TIMEOUT_MS", 0, TRUE, idle_timeout_ms),
 };
 
 void

@@ -51,6 +51,9 @@ typedef struct
    * entries every child gets under its request's env (nz_guest_set_sandbox_environ); NULL
    * when unset. */
   char **sandbox_env;
+  /* Lifetime (namzu additions, nz-lifetime.h): 0 = none. */
+  gint64 expires_at_ms;   /* NAMZU_AGENT_EXPIRES_AT_MS, wall-clock ms since the epoch */
+  gint64 idle_timeout_ms; /* NAMZU_AGENT_IDLE_TIMEOUT_MS */
 } NzAgentConfig;
 
 /* Reads and validates every variable. The error message is the reference's exact text, e.g.

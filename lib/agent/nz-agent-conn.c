@@ -57,6 +57,9 @@ struct _NzAgentConn
   gpointer sink_data;
   gboolean sink_done; /* sink.end ran, or the sink was detached: no sink call after it */
   gboolean pumping;
+  /* A request past the gate (not healthz) holds the server's lifetime until the connection
+   * closes, so an idle timeout never ends a sandbox under a host's open request. */
+  gboolean holds_lifetime;
 };
 
 NzAgentConn *
@@ -171,6 +174,11 @@ nz_agent_conn_destroy (NzAgentConn *conn)
   /* What a closed socket is to its peer: the end of the response, a result or not. */
   conn_sink_finish (conn);
   conn_stream_closed (conn);
+  if (conn->holds_lifetime)
+    {
+      conn->holds_lifetime = FALSE;
+      nz_agent_server_release (conn->server);
+    }
   nz_agent_conn_unref (conn);
   /* Drop the reference the open connection held on itself. */
   nz_agent_conn_unref (conn);
@@ -550,6 +558,11 @@ conn_handle_first_frame (NzAgentConn *conn, GBytes *payload)
   if (env == NULL)
     return;
   conn->dispatched = TRUE;
+  if (conn->sock != NULL && g_strcmp0 (env->op, "healthz") != 0)
+    {
+      conn->holds_lifetime = TRUE;
+      nz_agent_server_hold (conn->server);
+    }
   /* Frames sent right behind the first one (terminal input, tcp data) belong to the stream
    * the op may start; the reader itself starts empty either way. */
   g_clear_pointer (&conn->early, g_bytes_unref);

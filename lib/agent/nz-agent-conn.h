@@ -17,6 +17,9 @@ typedef struct _NzAgentConn NzAgentConn;
 
 /* Server internals shared with the connection and op handlers (nz-agent-server.c). */
 const NzAgentConfig *nz_agent_server_get_config (NzAgentServer *server);
+/* A connection's request begins / ends: holds the server's lifetime (no-op without one). */
+void nz_agent_server_hold (NzAgentServer *server);
+void nz_agent_server_release (NzAgentServer *server);
 NzGuest *nz_agent_server_get_guest (NzAgentServer *server);
 /* The pre-auth pool (nz-preauth.h); NULL when the credential gate is off. */
 struct _NzPreauthPool *nz_agent_server_get_preauth_pool (NzAgentServer *server);

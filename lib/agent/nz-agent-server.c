@@ -26,8 +26,29 @@ struct _NzAgentServer
   char *bound_token; /* trust-on-first-use binding, for the life of the process */
   gsize bound_token_len; /* its bytes: it may hold a NUL */
   NzPreauthPool *preauth; /* gated modes only */
+  NzLifetime *lifetime;   /* borrowed, or NULL */
   gboolean stopped;
 };
+
+void
+nz_agent_server_set_lifetime (NzAgentServer *server, NzLifetime *lifetime)
+{
+  server->lifetime = lifetime;
+}
+
+void
+nz_agent_server_hold (NzAgentServer *server)
+{
+  if (server->lifetime != NULL)
+    nz_lifetime_hold (server->lifetime);
+}
+
+void
+nz_agent_server_release (NzAgentServer *server)
+{
+  if (server->lifetime != NULL)
+    nz_lifetime_release (server->lifetime);
+}
 
 NzAgentServer *
 nz_agent_server_new (const NzAgentConfig *config, NzGuest *guest)

@@ -6,6 +6,7 @@
 
 #include "nz-agent-config.h"
 #include "nz-guest.h"
+#include "nz-lifetime.h"
 
 G_BEGIN_DECLS
 
@@ -15,6 +16,10 @@ typedef struct _NzAgentServer NzAgentServer;
 NzAgentServer *nz_agent_server_new (const NzAgentConfig *config, NzGuest *guest);
 void nz_agent_server_free (NzAgentServer *server);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzAgentServer, nz_agent_server_free)
+
+/* The lifetime (nz-lifetime.h) the server's connections hold while they carry a request;
+ * borrowed, it must outlive the server. NULL (the default): nothing is held. */
+void nz_agent_server_set_lifetime (NzAgentServer *server, NzLifetime *lifetime);
 
 /* Binds per the configured mode and starts accepting on the thread-default main context. */
 gboolean nz_agent_server_listen (NzAgentServer *server, GError **error);

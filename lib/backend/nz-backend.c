@@ -111,6 +111,8 @@ nz_sandbox_status_name (NzSandboxStatus status)
       return "running";
     case NZ_SANDBOX_UNRESPONSIVE:
       return "unresponsive";
+    case NZ_SANDBOX_EXPIRED:
+      return "expired";
     case NZ_SANDBOX_DEAD:
     default:
       return "dead";
@@ -141,8 +143,40 @@ gboolean
 nz_backend_destroy (NzHandle *h, GError **error)
 {
   const NzBackend *b = nz_backend_lookup (h->backend, error);
+  g_autoptr (GError) local = NULL;
 
-  return b != NULL && b->destroy (h, error);
+  if (b == NULL || !b->destroy (h, error))
+    return FALSE;
+  /* Only a convenience for the next destroy of this id: its failure fails nothing. */
+  if (!nz_state_bury (h->id, &local))
+    g_debug ("sandbox %s: no tombstone: %s", h->id, local->message);
+  return TRUE;
+}
+
+gboolean
+nz_backend_destroy_id (const char *id, gboolean *already_gone, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  g_autoptr (NzHandle) h = nz_handle_load (id, &local);
+  NzSandboxStatus st;
+
+  *already_gone = FALSE;
+  if (h == NULL)
+    {
+      /* Destroyed before (its tombstone says so): done, like a delete answered 404/410. */
+      if (g_error_matches (local, NZ_ERROR, NZ_ERROR_NOT_FOUND) && nz_state_is_buried (id))
+        {
+          *already_gone = TRUE;
+          return TRUE;
+        }
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  /* Its processes or container already gone (its lifetime ended, or it died): the destroy
+   * still removes what is left (state, cgroups, an egress proxy, networks). */
+  st = nz_backend_status (h, 0);
+  *already_gone = st == NZ_SANDBOX_DEAD || st == NZ_SANDBOX_EXPIRED;
+  return nz_backend_destroy (h, error);
 }
 
 gboolean
@@ -256,12 +290,33 @@ nz_backend_public_handle (NzHandle *h)
   json_object_set_string_member (obj, "backend", h->backend);
   json_object_set_string_member (obj, "tier", h->tier);
   json_object_set_int_member (obj, "createdAt", h->created_at_ms);
+  if (h->expires_at_ms > 0)
+    {
+      g_autofree char *when = nz_json_format_time_ms (h->expires_at_ms);
+
+      json_object_set_string_member (obj, "expiresAt", when);
+    }
+  if (h->idle_timeout_ms > 0)
+    json_object_set_int_member (obj, "idleTimeoutMs", h->idle_timeout_ms);
   if (b != NULL)
     b->describe (h, obj);
   /* Names only: a value may be a secret the host handed its workload. */
   if ((env_names = nz_json_get_array (h->priv, "envNames")) != NULL)
     json_object_set_array_member (obj, "envNames", json_array_ref (env_names));
   return obj;
+}
+
+void
+nz_handle_set_lifetime (NzHandle *h, const NzCreateOptions *opts)
+{
+  h->expires_at_ms = opts->ttl_ms > 0 ? h->created_at_ms + opts->ttl_ms : 0;
+  h->idle_timeout_ms = MAX (opts->idle_timeout_ms, 0);
+}
+
+gboolean
+nz_handle_is_past_deadline (const NzHandle *h)
+{
+  return h->expires_at_ms > 0 && g_get_real_time () / 1000 >= h->expires_at_ms;
 }
 
 /* ---- options ------------------------------------------------------------------------ */
@@ -905,7 +960,8 @@ nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize l
 {
   static const char *const known[] = { "backend", "layout", "defaultEgress", "egressProfile",
                                        "defaultTimeoutMs", "defaultMemoryLimitMb",
-                                       "defaultMaxProcesses", "defaultDiskLimitMb", "env", NULL };
+                                       "defaultMaxProcesses", "defaultDiskLimitMb", "env",
+                                       "ttlMs", "idleTimeoutMs", NULL };
   g_autoptr (JsonObject) root = NULL;
   g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
   ConfigCtx c = { opts, reasons };
@@ -949,5 +1005,9 @@ nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize l
   /* Spec A.1 SandboxBackendOptions.env: the sandbox's environment. */
   if ((env = json_object_get_member (root, "env")) != NULL)
     nz_sandbox_env_parse_config (env, opts->env, reasons);
+  /* Ours (the reference's sandboxes live until destroyed): docs/backends.md "Lifetimes". */
+  opts->ttl_ms = positive_int (&c, root, "ttlMs", "ttlMs", NZ_LIFETIME_MAX_MS);
+  opts->idle_timeout_ms = positive_int (&c, root, "idleTimeoutMs", "idleTimeoutMs",
+                                        NZ_LIFETIME_MAX_MS);
   return throw_reasons (error, reasons, "invalid config");
 }

@@ -29,6 +29,9 @@ G_BEGIN_DECLS
 /* Docker's own floor for --cpus; below it the CFS quota is under the kernel's 1 ms minimum. */
 #define NZ_CPUS_MIN 0.01
 
+/* Bound of --ttl and --idle-timeout: 100 years, so created + ttl stays a safe integer. */
+#define NZ_LIFETIME_MAX_MS (G_GINT64_CONSTANT (100) * 366 * 24 * 3600 * 1000)
+
 /* Readiness deadline default, spec B.1 (readyTimeoutMs). */
 #define NZ_READY_TIMEOUT_MS_DEFAULT 30000
 
@@ -63,6 +66,10 @@ typedef struct
   gint64 disk_mb;             /* 0 = unset; bounds each writable scratch filesystem (tmpfs) */
   gint64 default_timeout_ms;  /* 0 = unset; recorded, the per-exec timeout is the agent's */
   guint ready_timeout_ms;
+  /* Lifetime (namzu extension, --ttl / ttlMs, --idle-timeout / idleTimeoutMs): 0 = unset. The
+   * sandbox's own server ends it, so nothing on the host has to outlive the create. */
+  gint64 ttl_ms;
+  gint64 idle_timeout_ms;
   GPtrArray *mounts;          /* NzMount *, layout order */
   GPtrArray *writable_paths;  /* char *, extra writable tmpfs paths */
   gboolean read_only_rootfs;
@@ -133,7 +140,14 @@ typedef enum
   NZ_SANDBOX_RUNNING,      /* processes alive and the agent answers healthz */
   NZ_SANDBOX_UNRESPONSIVE, /* processes alive, agent does not answer */
   NZ_SANDBOX_DEAD,         /* processes gone */
+  NZ_SANDBOX_EXPIRED,      /* processes gone, ended by its lifetime (ttl or idle timeout) */
 } NzSandboxStatus;
+
+/* Sets h->expires_at_ms and h->idle_timeout_ms from @opts, counted from h->created_at_ms
+ * (which must be set). */
+void nz_handle_set_lifetime (NzHandle *h, const NzCreateOptions *opts);
+/* TRUE when @h has a deadline and the wall clock is past it. */
+gboolean nz_handle_is_past_deadline (const NzHandle *h);
 
 const char *nz_sandbox_status_name (NzSandboxStatus status);
 
@@ -195,8 +209,12 @@ const char *const *nz_backend_names (void);
 
 /* check + create with the backend @opts names. */
 NzHandle *nz_backend_create (const NzCreateOptions *opts, GError **error);
-/* destroy with the backend the handle names. */
+/* destroy with the backend the handle names; then leaves the id's tombstone (nz-state.h). */
 gboolean nz_backend_destroy (NzHandle *h, GError **error);
+/* Destroys sandbox @id, idempotently: one whose processes or container were already gone, and
+ * one destroyed before (a tombstone), succeed with *@already_gone TRUE. An id namzu never knew
+ * (or whose tombstone was pruned) stays NOT_FOUND. */
+gboolean nz_backend_destroy_id (const char *id, gboolean *already_gone, GError **error);
 NzSandboxStatus nz_backend_status (NzHandle *h, guint timeout_ms);
 /* After an unconfirmed cancellation: retire (or destroy) with the backend the handle names, so
  * nothing of an execution whose outcome is unknown keeps running. */

@@ -11,6 +11,7 @@
 #include "nz-autofd.h"
 #include "nz-errors.h"
 #include "nz-json.h"
+#include "nz-knobs.h"
 
 /* A handle on stdin is one small JSON object; anything bigger is not a handle. */
 #define NZ_STDIN_HANDLE_MAX (64 * 1024)
@@ -146,6 +147,10 @@ nz_handle_to_private_json (const NzHandle *h)
     json_object_set_string_member (obj, "endpoint", h->endpoint);
   if (h->token != NULL)
     json_object_set_string_member (obj, "token", h->token);
+  if (h->expires_at_ms > 0)
+    json_object_set_int_member (obj, "expiresAt", h->expires_at_ms);
+  if (h->idle_timeout_ms > 0)
+    json_object_set_int_member (obj, "idleTimeoutMs", h->idle_timeout_ms);
   json_object_set_object_member (obj, "private", json_object_ref (h->priv));
   return obj;
 }
@@ -158,7 +163,7 @@ nz_handle_from_private_json (JsonObject *obj, GError **error)
   const char *backend = nz_json_get_string (obj, "backend");
   const char *tier = nz_json_get_string (obj, "tier");
   JsonObject *priv = nz_json_get_object (obj, "private");
-  double created = 0;
+  double created = 0, expires = 0, idle = 0;
 
   if (!nz_state_id_is_valid (id) || backend == NULL || tier == NULL
       || !nz_json_get_number (obj, "createdAt", &created))
@@ -168,6 +173,13 @@ nz_handle_from_private_json (JsonObject *obj, GError **error)
   h->backend = g_strdup (backend);
   h->tier = g_strdup (tier);
   h->created_at_ms = (gint64)created;
+  /* Absent (a handle from before lifetimes) or nonsense: no deadline, no idle timeout. */
+  if (nz_json_get_number (obj, "expiresAt", &expires) && expires > 0
+      && expires <= (double)NZ_MAX_SAFE_INTEGER)
+    h->expires_at_ms = (gint64)expires;
+  if (nz_json_get_number (obj, "idleTimeoutMs", &idle) && idle > 0
+      && idle <= (double)NZ_MAX_SAFE_INTEGER)
+    h->idle_timeout_ms = (gint64)idle;
   h->endpoint = g_strdup (nz_json_get_string (obj, "endpoint"));
   h->token = g_strdup (nz_json_get_string (obj, "token"));
   if (priv != NULL)
@@ -587,8 +599,8 @@ read_handle_id (int fd, GError **error)
   return g_strdup (id);
 }
 
-NzHandle *
-nz_handle_resolve_fd (const char *sandbox_arg, int fd, GError **error)
+char *
+nz_handle_resolve_id_fd (const char *sandbox_arg, int fd, GError **error)
 {
   const char *env = g_getenv ("NAMZU_SANDBOX");
   g_autofree char *id = NULL;
@@ -612,7 +624,15 @@ nz_handle_resolve_fd (const char *sandbox_arg, int fd, GError **error)
     return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
                       "no sandbox given: pass --sandbox ID, set NAMZU_SANDBOX, or pipe the "
                       "handle from namzu-create on stdin"), NULL);
-  return nz_handle_load (id, error);
+  return g_steal_pointer (&id);
+}
+
+NzHandle *
+nz_handle_resolve_fd (const char *sandbox_arg, int fd, GError **error)
+{
+  g_autofree char *id = nz_handle_resolve_id_fd (sandbox_arg, fd, error);
+
+  return id != NULL ? nz_handle_load (id, error) : NULL;
 }
 
 NzHandle *
@@ -620,4 +640,88 @@ nz_handle_resolve (const char *sandbox_arg, gboolean allow_stdin, GError **error
 {
   return nz_handle_resolve_fd (sandbox_arg, allow_stdin && !isatty (STDIN_FILENO) ? STDIN_FILENO : -1,
                                error);
+}
+
+char *
+nz_handle_resolve_id (const char *sandbox_arg, gboolean allow_stdin, GError **error)
+{
+  return nz_handle_resolve_id_fd (sandbox_arg,
+                                  allow_stdin && !isatty (STDIN_FILENO) ? STDIN_FILENO : -1, error);
+}
+
+/* ---- tombstones ---- */
+
+static char *
+tombstone_path (const char *state, const char *id)
+{
+  g_autofree char *name = g_strconcat (id, NZ_TOMBSTONE_SUFFIX, NULL);
+
+  return g_build_filename (state, name, NULL);
+}
+
+/* Tombstones older than NZ_TOMBSTONE_KEEP_DAYS go, so the state dir does not grow forever. */
+static void
+prune_tombstones (const char *state)
+{
+  g_autoptr (GDir) d = g_dir_open (state, 0, NULL);
+  gint64 cutoff = g_get_real_time () / G_USEC_PER_SEC - (gint64)NZ_TOMBSTONE_KEEP_DAYS * 86400;
+  const char *name;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = NULL;
+      struct stat st;
+
+      if (!nz_state_is_tombstone_name (name))
+        continue;
+      path = g_build_filename (state, name, NULL);
+      if (lstat (path, &st) == 0 && S_ISREG (st.st_mode) && (gint64)st.st_mtime < cutoff)
+        unlink (path);
+    }
+}
+
+gboolean
+nz_state_is_tombstone_name (const char *name)
+{
+  g_autofree char *id = NULL;
+
+  if (!g_str_has_suffix (name, NZ_TOMBSTONE_SUFFIX))
+    return FALSE;
+  id = g_strndup (name, strlen (name) - strlen (NZ_TOMBSTONE_SUFFIX));
+  return nz_state_id_is_valid (id);
+}
+
+gboolean
+nz_state_bury (const char *id, GError **error)
+{
+  g_autofree char *state = nz_state_dir (error);
+  g_autofree char *path = NULL;
+  g_autofree char *text = NULL;
+
+  g_return_val_if_fail (nz_state_id_is_valid (id), FALSE);
+  if (state == NULL)
+    return FALSE;
+  prune_tombstones (state);
+  path = tombstone_path (state, id);
+  text = g_strdup_printf ("{\"id\":\"%s\",\"destroyedAt\":%" G_GINT64_FORMAT "}\n", id,
+                          g_get_real_time () / 1000);
+  if (!g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error))
+    {
+      nz_error_convert (error);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+nz_state_is_buried (const char *id)
+{
+  g_autofree char *state = nz_state_dir (NULL);
+  g_autofree char *path = NULL;
+  struct stat st;
+
+  if (state == NULL || !nz_state_id_is_valid (id))
+    return FALSE;
+  path = tombstone_path (state, id);
+  return lstat (path, &st) == 0 && S_ISREG (st.st_mode);
 }

@@ -23,6 +23,8 @@ typedef struct
   char *endpoint;       /* transport address, "unix:/abs/path" for bwrap */
   char *token;          /* per-instance credential; never printed on stdout */
   JsonObject *priv;     /* backend-private members (pids, cgroups, policy) */
+  gint64 expires_at_ms; /* wall clock, ms since the epoch; 0 = no deadline */
+  gint64 idle_timeout_ms; /* the server's idle timeout; 0 = none */
 } NzHandle;
 
 NzHandle *nz_handle_new (void);
@@ -66,5 +68,18 @@ NzHandle *nz_handle_from_private_json (JsonObject *obj, GError **error);
 NzHandle *nz_handle_resolve (const char *sandbox_arg, gboolean allow_stdin, GError **error);
 /* Same, reading the stdin handle from @fd (tests). */
 NzHandle *nz_handle_resolve_fd (const char *sandbox_arg, int fd, GError **error);
+/* Only the id those would load (not checked against the state dir). Returns a new string. */
+char *nz_handle_resolve_id (const char *sandbox_arg, gboolean allow_stdin, GError **error);
+char *nz_handle_resolve_id_fd (const char *sandbox_arg, int fd, GError **error);
+
+/* Tombstones: <state>/<id>.destroyed, left by a destroy so that destroying the same id again
+ * is a success ("already gone") rather than "unknown sandbox"; kept NZ_TOMBSTONE_KEEP_DAYS
+ * days (older ones are pruned whenever a new one is written). Never listed as sandboxes. */
+#define NZ_TOMBSTONE_SUFFIX ".destroyed"
+#define NZ_TOMBSTONE_KEEP_DAYS 7
+gboolean nz_state_bury (const char *id, GError **error);
+gboolean nz_state_is_buried (const char *id);
+/* TRUE for a state-dir entry name that is a tombstone ("nz-<12 hex>.destroyed"). */
+gboolean nz_state_is_tombstone_name (const char *name);
 
 G_END_DECLS

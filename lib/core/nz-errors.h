@@ -25,6 +25,9 @@ typedef enum
 #define NZ_EXIT_OK 0
 #define NZ_EXIT_FAILURE 1
 #define NZ_EXIT_USAGE 2
+/* A sandbox's server (namzu-agent, namzu-worker) whose lifetime ended (nz-lifetime.h): not 0
+ * (a clean SIGTERM) nor 1 (a failure), so whoever reads it can tell expiry apart. */
+#define NZ_EXIT_EXPIRED 3
 
 /* Always return FALSE so callers can `return nz_throw (...)`. */
 gboolean nz_throw (GError **error, NzErrorCode code, const char *fmt, ...) G_GNUC_PRINTF (3, 4);

@@ -691,3 +691,16 @@ nz_json_append_escaped_byte (GString *out, guchar c)
         g_string_append_c (out, (char)c);
     }
 }
+
+char *
+nz_json_format_time_ms (gint64 ms)
+{
+  g_autoptr (GDateTime) t = g_date_time_new_from_unix_utc (ms / 1000);
+
+  if (t == NULL)
+    return g_strdup ("(out of range)");
+  return g_strdup_printf ("%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", g_date_time_get_year (t),
+                          g_date_time_get_month (t), g_date_time_get_day_of_month (t),
+                          g_date_time_get_hour (t), g_date_time_get_minute (t),
+                          g_date_time_get_second (t), (int)(ms % 1000));
+}

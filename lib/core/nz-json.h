@@ -75,4 +75,8 @@ JsonNode *nz_json_member (JsonObject *obj, const char *name);
  * match the reference byte for byte (digests, lossy text) build their strings from it. */
 void nz_json_append_escaped_byte (GString *out, guchar c);
 
+/* @ms since the epoch as RFC 3339 UTC with milliseconds ("2026-12-03T07:11:11.000Z"), how a
+ * handle shows a wall-clock instant to people. Returns a new string. */
+char *nz_json_format_time_ms (gint64 ms);
+
 G_END_DECLS

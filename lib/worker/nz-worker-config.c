@@ -300,6 +300,19 @@ nz_worker_config_new_from_env (GError **error)
             NULL);
   else
     c->idle_timeout_ms = clamp_ms (v);
+  /* Ours, so validated: a typo must not leave a sandbox running past the deadline its host set.
+   * A deadline already past is allowed: the worker then exits at once. */
+  {
+    const char *exp = g_getenv ("NAMZU_SANDBOX_EXPIRES_AT_MS");
+
+    if (exp != NULL && *exp != '\0'
+        && (!nz_parse_js_number (exp, &v) || !nz_is_safe_integer (v) || v <= 0))
+      return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                        "NAMZU_SANDBOX_EXPIRES_AT_MS must be a positive safe integer "
+                        "(milliseconds since the epoch)"),
+              NULL);
+    c->expires_at_ms = exp != NULL && *exp != '\0' ? (gint64)v : 0;
+  }
   if (c->limits.max_tracked_executions < 1)
     c->limits.max_tracked_executions = 1;
   /* A confirmation window of 0 stays 0 (Number('0') in the reference): the group is checked

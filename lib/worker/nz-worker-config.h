@@ -23,6 +23,9 @@ typedef struct
   char *write_roots;
   gint64 max_body_bytes;  /* NAMZU_SANDBOX_MAX_BODY_BYTES, 8 MiB */
   gint64 idle_timeout_ms; /* NAMZU_SANDBOX_IDLE_TIMEOUT_MS, 300000; <= 0 disables */
+  /* NAMZU_SANDBOX_EXPIRES_AT_MS (namzu addition): wall-clock ms since the epoch after which
+   * the worker exits with NZ_LIFETIME_EXIT_STATUS; unset or empty = none. */
+  gint64 expires_at_ms;
   gint64 poison_exit_delay_ms; /* NAMZU_SANDBOX_POISON_EXIT_DELAY_MS (namzu addition), 50 */
   /* Pre-authentication bounds (namzu additions, the agent's defaults, spec A.4): connections
    * that have not yet sent an authorised request's headers, the oldest evicted past the

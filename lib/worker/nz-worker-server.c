@@ -13,6 +13,7 @@
 #include "nz-json.h"
 #include "nz-jstext.h"
 #include "nz-knobs.h"
+#include "nz-lifetime.h"
 #include "nz-agent-ops.h"
 #include "nz-worker-preauth.h"
 #include "nz-request.h"
@@ -39,10 +40,10 @@ struct _NzWorkerServer
   guint16 port;
   NzWorkerAgent *agent; /* the /v1/agent routes; NULL when the agent knobs did not parse */
   GPtrArray *upgraded;  /* live upgraded connections (weak), each holding an activity lease */
-  guint activity; /* held leases: requests in flight and running commands (spec C.6) */
+  /* Its holds are the activity leases: requests in flight and running commands (spec C.6). */
+  NzLifetime *lifetime;
   NzWorkerPreauth *preauth; /* connections that have not sent an authorised request yet */
   GCancellable *cancellable; /* cancelled when the server goes: pending heads let go */
-  guint idle_id;
   guint exit_id;
   gboolean stopped;
   NzWorkerExitFunc exit_func;
@@ -69,44 +70,46 @@ typedef enum
 /* What this worker serves beyond the agent engine's own features, for GET /healthz. */
 #define UPGRADE_FEATURE "agent-upgrade"
 
-/* ---- idle timer and activity leases (spec C.6) ---- */
+/* ---- idle timer and activity leases (spec C.6), and the deadline (nz-lifetime.h) ---- */
 
-static gboolean
-idle_fired (gpointer user_data)
+static void
+lifetime_ended (NzLifetime *lt, NzLifetimeEnd why, const char *message, gpointer user_data)
 {
   NzWorkerServer *server = user_data;
   g_autofree char *msg = NULL;
 
-  server->idle_id = 0;
-  msg = g_strdup_printf ("idle for %" G_GINT64_FORMAT "ms — exiting (container --rm cleans up)",
-                         server->config->idle_timeout_ms);
-  server->exit_func (server, 0, msg, server->exit_data);
-  return G_SOURCE_REMOVE;
+  if (why == NZ_LIFETIME_IDLE)
+    {
+      /* The reference's line and status, exactly (spec C.6). */
+      msg = g_strdup_printf ("idle for %" G_GINT64_FORMAT "ms — exiting (container --rm cleans up)",
+                             server->config->idle_timeout_ms);
+      server->exit_func (server, 0, msg, server->exit_data);
+      return;
+    }
+  msg = g_strdup_printf ("%s (container --rm cleans up)", message);
+  server->exit_func (server, NZ_LIFETIME_EXIT_STATUS, msg, server->exit_data);
 }
 
-static void
-idle_arm (NzWorkerServer *server)
+/* A command still running keeps the worker alive even with no request open. */
+static gboolean
+lifetime_busy (gpointer user_data)
 {
-  g_clear_handle_id (&server->idle_id, g_source_remove);
-  if (server->config->idle_timeout_ms <= 0 || server->guest->retiring || server->activity > 0)
-    return;
-  server->idle_id = g_timeout_add ((guint)MIN (server->config->idle_timeout_ms, G_MAXUINT),
-                                   idle_fired, server);
+  NzWorkerServer *server = user_data;
+  g_autoptr (GArray) owned = nz_guest_collect_owned_sessions (server->guest);
+
+  return owned->len > 0;
 }
 
 static void
 lease_acquire (NzWorkerServer *server)
 {
-  server->activity++;
-  g_clear_handle_id (&server->idle_id, g_source_remove);
+  nz_lifetime_hold (server->lifetime);
 }
 
 static void
 lease_release (NzWorkerServer *server)
 {
-  g_return_if_fail (server->activity > 0);
-  if (--server->activity == 0)
-    idle_arm (server);
+  nz_lifetime_release (server->lifetime);
 }
 
 /* One per accepted request that passed the gate (except /healthz): released when libsoup
@@ -143,8 +146,9 @@ on_retire (NzGuest *guest, const char *message, gpointer user_data)
   g_autofree char *msg
       = g_strdup_printf ("termination could not be confirmed; retiring worker: %s", message);
 
-  /* Once: the latch in nz_guest_retire calls us only the first time. */
-  g_clear_handle_id (&server->idle_id, g_source_remove);
+  /* Once: the latch in nz_guest_retire calls us only the first time. Poison disarms the idle
+   * timer (spec C.6), and the deadline with it: the poison exit comes first. */
+  nz_lifetime_disarm (server->lifetime);
   server->exit_func (server, -1, msg, server->exit_data);
   /* No new connections; open ones get 503 worker_retiring until the process ends. */
   nz_worker_server_stop (server);
@@ -1226,6 +1230,8 @@ nz_worker_server_new (const NzWorkerConfig *config, NzGuest *guest, NzWorkerExit
   server->guest = guest;
   server->exit_func = exit_func;
   server->exit_data = user_data;
+  server->lifetime = nz_lifetime_new (config->expires_at_ms, config->idle_timeout_ms, lifetime_busy,
+                                      lifetime_ended, server);
   /* No Server header: the reference sends none, and it is one more fingerprint. */
   server->soup = soup_server_new ("server-header", NULL, NULL);
   soup_server_add_early_handler (server->soup, NULL, early_handler, server, NULL);
@@ -1260,7 +1266,7 @@ nz_worker_server_free (NzWorkerServer *server)
   nz_worker_server_stop (server);
   g_cancellable_cancel (server->cancellable);
   g_clear_object (&server->cancellable);
-  g_clear_handle_id (&server->idle_id, g_source_remove);
+  g_clear_pointer (&server->lifetime, nz_lifetime_free);
   g_clear_handle_id (&server->exit_id, g_source_remove);
   nz_guest_set_retire_func (server->guest, NULL, NULL);
   if (server->soup != NULL)
@@ -1327,7 +1333,7 @@ nz_worker_server_listen (NzWorkerServer *server, GError **error)
           server->port = g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (effective));
           g_signal_connect (server->service, "incoming", G_CALLBACK (on_incoming), server);
           g_socket_service_start (server->service);
-          idle_arm (server);
+          nz_lifetime_start (server->lifetime);
           return TRUE;
         }
     }

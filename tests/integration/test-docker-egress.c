@@ -691,7 +691,8 @@ START_TEST (test_nothing_left_behind)
   const char *n;
 
   while (d != NULL && (n = g_dir_read_name (d)) != NULL)
-    destroy_sandbox (n);
+    if (!g_str_has_suffix (n, ".destroyed")) /* a tombstone is no sandbox */
+      destroy_sandbox (n);
   ck_assert (g_file_get_contents (created_log, &ids, NULL, NULL));
   lines = g_strsplit (ids, "\n", -1);
   ck_assert_int_gt (g_strv_length (lines), 1);

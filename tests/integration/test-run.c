@@ -35,7 +35,8 @@ sandboxes_left (void)
   guint n = 0;
 
   while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
-    n += g_str_has_prefix (name, "nz-");
+    /* Not the tombstones a destroy leaves ("nz-<id>.destroyed"). */
+    n += g_str_has_prefix (name, "nz-") && !g_str_has_suffix (name, ".destroyed");
   return n;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "nz-backend.h"
 #include "nz-errors.h"
@@ -715,6 +716,123 @@ START_TEST (test_config_egress_kinds)
 }
 END_TEST
 
+/* The lifetime rides in the private handle and shows in the public one: expiresAt as RFC 3339
+ * UTC, idleTimeoutMs as a number; a handle without one shows neither, and nonsense read back
+ * from disk is no deadline rather than a wrong one. */
+START_TEST (test_handle_lifetime_fields)
+{
+  g_autoptr (NzHandle) h = make_handle ("nz-0000000000e1", 1000);
+  g_autoptr (NzHandle) back = NULL;
+  g_autoptr (NzHandle) plain = make_handle ("nz-0000000000e2", 1000);
+  g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
+  g_autoptr (JsonObject) priv = NULL;
+  g_autoptr (JsonObject) pub = NULL;
+  g_autoptr (JsonObject) plain_pub = nz_backend_public_handle (plain);
+  g_autoptr (GError) error = NULL;
+
+  opts->ttl_ms = 1796282559124 - 1000;
+  opts->idle_timeout_ms = 90000;
+  nz_handle_set_lifetime (h, opts);
+  ck_assert_int_eq (h->expires_at_ms, 1796282559124);
+  ck_assert_int_eq (h->idle_timeout_ms, 90000);
+  ck_assert (nz_handle_save (h, &error));
+  back = nz_handle_load ("nz-0000000000e1", &error);
+  ck_assert_msg (back != NULL, "%s", error ? error->message : "");
+  ck_assert_int_eq (back->expires_at_ms, 1796282559124);
+  ck_assert_int_eq (back->idle_timeout_ms, 90000);
+  pub = nz_backend_public_handle (back);
+  ck_assert_str_eq (nz_json_get_string (pub, "expiresAt"), "2026-12-03T07:22:39.124Z");
+  ck_assert_int_eq (json_object_get_int_member (pub, "idleTimeoutMs"), 90000);
+  ck_assert (!json_object_has_member (plain_pub, "expiresAt"));
+  ck_assert (!json_object_has_member (plain_pub, "idleTimeoutMs"));
+  ck_assert (!nz_handle_is_past_deadline (plain));
+  /* Nonsense on disk: ignored. */
+  priv = nz_handle_to_private_json (plain);
+  json_object_set_string_member (priv, "expiresAt", "tomorrow");
+  json_object_set_int_member (priv, "idleTimeoutMs", -5);
+  {
+    g_autoptr (NzHandle) odd = nz_handle_from_private_json (priv, &error);
+
+    ck_assert (odd != NULL);
+    ck_assert_int_eq (odd->expires_at_ms, 0);
+    ck_assert_int_eq (odd->idle_timeout_ms, 0);
+  }
+  /* A deadline in the past: a sandbox whose processes are gone reads as expired, not dead. */
+  h->expires_at_ms = g_get_real_time () / 1000 - 1;
+  ck_assert (nz_handle_is_past_deadline (h));
+  ck_assert_int_eq (nz_backend_status (h, 0), NZ_SANDBOX_EXPIRED);
+  ck_assert_int_eq (nz_backend_status (plain, 0), NZ_SANDBOX_DEAD);
+  ck_assert_str_eq (nz_sandbox_status_name (NZ_SANDBOX_EXPIRED), "expired");
+}
+END_TEST
+
+/* Destroying is idempotent: a sandbox already gone succeeds with already_gone, leaves a
+ * tombstone that namzu-ls does not list, and a second destroy of the id succeeds too; an id
+ * never known is still NOT_FOUND; tombstones older than a week are pruned. */
+START_TEST (test_destroy_idempotent_and_tombstones)
+{
+  g_autoptr (NzHandle) h = make_handle ("nz-0000000000f1", 1);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) unreadable = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) list = NULL;
+  g_autofree char *state = nz_state_dir (NULL);
+  g_autofree char *stone = g_build_filename (state, "nz-0000000000f1.destroyed", NULL);
+  g_autofree char *old = g_build_filename (state, "nz-0000000000f2.destroyed", NULL);
+  gboolean gone = FALSE;
+  struct utimbuf times;
+
+  ck_assert (nz_state_is_tombstone_name ("nz-0000000000f1.destroyed"));
+  ck_assert (!nz_state_is_tombstone_name ("nz-0000000000f1"));
+  ck_assert (!nz_state_is_tombstone_name ("../x.destroyed"));
+  ck_assert (!nz_state_is_buried ("nz-0000000000f1"));
+  /* Its processes (pid 0) are not running: already gone, and cleaned up. */
+  ck_assert_msg (nz_backend_destroy_id ("nz-0000000000f1", &gone, &error), "%s",
+                 error ? error->message : "");
+  ck_assert (gone);
+  ck_assert (!g_file_test (h->dir, G_FILE_TEST_EXISTS));
+  ck_assert (g_file_test (stone, G_FILE_TEST_IS_REGULAR));
+  ck_assert (nz_state_is_buried ("nz-0000000000f1"));
+  list = nz_state_list (unreadable, &error);
+  ck_assert (list != NULL);
+  ck_assert_uint_eq (list->len, 0);
+  ck_assert_uint_eq (unreadable->len, 0);
+  gone = FALSE;
+  ck_assert (nz_backend_destroy_id ("nz-0000000000f1", &gone, &error));
+  ck_assert (gone);
+  /* Never known: a failure, not a success. */
+  ck_assert (!nz_backend_destroy_id ("nz-0000000000f3", &gone, &error));
+  ck_assert (g_error_matches (error, NZ_ERROR, NZ_ERROR_NOT_FOUND));
+  ck_assert (!gone);
+  g_clear_error (&error);
+  /* A week and a day old: pruned by the next burial; a fresh one stays. */
+  ck_assert (nz_state_bury ("nz-0000000000f2", &error));
+  times.actime = times.modtime = time (NULL) - 8 * 86400;
+  ck_assert_int_eq (utime (old, &times), 0);
+  ck_assert (nz_state_bury ("nz-0000000000f4", &error));
+  ck_assert (!g_file_test (old, G_FILE_TEST_EXISTS));
+  ck_assert (g_file_test (stone, G_FILE_TEST_IS_REGULAR));
+}
+END_TEST
+
+START_TEST (test_config_lifetime)
+{
+  NzCreateOptions *opts = NULL;
+  g_autofree char *msg = config_error ("{\"ttlMs\":60000,\"idleTimeoutMs\":5000}", &opts);
+
+  ck_assert_msg (msg == NULL, "%s", msg);
+  ck_assert_int_eq (opts->ttl_ms, 60000);
+  ck_assert_int_eq (opts->idle_timeout_ms, 5000);
+  nz_create_options_free (opts);
+  ASSERT_REFUSED ("{\"ttlMs\":0}", "ttlMs: must be a positive integer");
+  ASSERT_REFUSED ("{\"ttlMs\":-1}", "ttlMs");
+  ASSERT_REFUSED ("{\"ttlMs\":\"60s\"}", "ttlMs");
+  ASSERT_REFUSED ("{\"ttlMs\":1.5}", "ttlMs");
+  ASSERT_REFUSED ("{\"ttlMs\":1e300}", "ttlMs");
+  ASSERT_REFUSED ("{\"idleTimeoutMs\":0}", "idleTimeoutMs");
+  ASSERT_REFUSED ("{\"idleTimeoutMs\":true}", "idleTimeoutMs");
+}
+END_TEST
+
 static Suite *
 state_suite (void)
 {
@@ -742,6 +860,9 @@ state_suite (void)
   tcase_add_test (tc, test_config_accepts);
   tcase_add_test (tc, test_config_refusals_name_the_field);
   tcase_add_test (tc, test_config_egress_kinds);
+  tcase_add_test (tc, test_handle_lifetime_fields);
+  tcase_add_test (tc, test_destroy_idempotent_and_tombstones);
+  tcase_add_test (tc, test_config_lifetime);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <glib-unix.h>
 
@@ -14,6 +15,7 @@
 #include "nz-exec.h"
 #include "nz-guest.h"
 #include "nz-heap.h"
+#include "nz-lifetime.h"
 #include "nz-privsep.h"
 #include "nz-tools.h"
 
@@ -34,6 +36,9 @@ static const char description[]
       "Privilege separation (additive): NAMZU_AGENT_UID/NAMZU_AGENT_GID (the agent's own ids)\n"
       "with NAMZU_AGENT_WORKLOAD_UID/NAMZU_AGENT_WORKLOAD_GID (every command's); the agent is\n"
       "always non-dumpable.\n"
+      "Lifetime (additive): NAMZU_AGENT_EXPIRES_AT_MS (wall-clock ms since the epoch) and\n"
+      "NAMZU_AGENT_IDLE_TIMEOUT_MS (no request open and no command running for that long);\n"
+      "either ends the agent like SIGTERM, with exit status 3. Unset or 0: never.\n"
       "\n"
       "Once bound, prints \"namzu-agent listening on <unix:PATH|tcp:0.0.0.0:PORT|vsock-fd:3>\".\n"
       "SIGTERM: stop accepting, quiesce every workload process, flush the workspace, exit 0\n"
@@ -75,7 +80,9 @@ typedef struct
   GMainLoop *loop;
   NzAgentConfig *config;
   NzAgentServer *server;
+  NzGuest *guest;
   gboolean stopping;
+  int exit_status; /* 0, or NZ_LIFETIME_EXIT_STATUS once the lifetime ended */
 } Agent;
 
 static void
@@ -87,7 +94,19 @@ log_line (const char *line, gpointer user_data)
 static gboolean
 drained (gpointer user_data)
 {
-  g_main_loop_quit (((Agent *)user_data)->loop);
+  Agent *agent = user_data;
+
+  /* A lifetime's end is the sandbox's end: exit at once with its status, like the worker. No
+   * atexit work is owed (the kernel takes the whole pid namespace next), and a sanitizer's
+   * exit-time leak scan cannot run under the sandbox's seccomp filter and would turn the
+   * status into its own failure. */
+  if (agent->exit_status != 0)
+    {
+      fflush (stdout);
+      fflush (stderr);
+      _exit (agent->exit_status);
+    }
+  g_main_loop_quit (agent->loop);
   return G_SOURCE_REMOVE;
 }
 
@@ -101,8 +120,22 @@ shutdown_watchdog (gpointer user_data)
            "[namzu-fc-agent] SIGTERM: NAMZU_AGENT_SHUTDOWN_DEADLINE_MS (%" G_GINT64_FORMAT
            "ms) expired; exiting\n",
            agent->config->limits.shutdown_deadline_ms);
+  if (agent->exit_status != 0)
+    {
+      fflush (stderr);
+      _exit (agent->exit_status);
+    }
   exit (0);
   return G_SOURCE_REMOVE;
+}
+
+static void
+start_shutdown (Agent *agent)
+{
+  agent->stopping = TRUE;
+  g_timeout_add ((guint)MIN (agent->config->limits.shutdown_deadline_ms, G_MAXUINT),
+                 shutdown_watchdog, agent);
+  nz_agent_drain_shutdown (agent->server, log_line, drained, agent);
 }
 
 /* terminate('SIGTERM') (spec C.15). */
@@ -120,11 +153,32 @@ on_sigterm (gpointer user_data)
                agent->config->limits.shutdown_deadline_ms);
       return G_SOURCE_CONTINUE;
     }
-  agent->stopping = TRUE;
-  g_timeout_add ((guint)MIN (agent->config->limits.shutdown_deadline_ms, G_MAXUINT),
-                 shutdown_watchdog, agent);
-  nz_agent_drain_shutdown (agent->server, log_line, drained, agent);
+  start_shutdown (agent);
   return G_SOURCE_CONTINUE;
+}
+
+/* The sandbox's lifetime ended (nz-lifetime.h): the SIGTERM sequence, then exit 3. This
+ * process is the sandbox's payload, so its exit is the sandbox's end. */
+static void
+on_lifetime_end (NzLifetime *lt, NzLifetimeEnd why, const char *message, gpointer user_data)
+{
+  Agent *agent = user_data;
+
+  fprintf (stderr, "[namzu-fc-agent] %s\n", message);
+  if (agent->stopping)
+    return;
+  agent->exit_status = NZ_LIFETIME_EXIT_STATUS;
+  start_shutdown (agent);
+}
+
+/* Something the agent started still runs: not idle. */
+static gboolean
+lifetime_busy (gpointer user_data)
+{
+  Agent *agent = user_data;
+  g_autoptr (GArray) owned = nz_guest_collect_owned_sessions (agent->guest);
+
+  return owned->len > 0;
 }
 
 static gboolean
@@ -178,6 +232,7 @@ nz_tool_agent (int argc, char **argv, GCancellable *cancellable, GError **error)
   g_autoptr (NzGuest) guest = NULL;
   g_autoptr (NzAgentServer) server = NULL;
   g_autoptr (GMainLoop) loop = NULL;
+  g_autoptr (NzLifetime) lifetime = NULL;
   Agent agent = { 0 };
 
   nz_heap_keep_transfer_buffers ();
@@ -216,7 +271,11 @@ nz_tool_agent (int argc, char **argv, GCancellable *cancellable, GError **error)
   server = nz_agent_server_new (config, guest);
   if (!nz_agent_server_listen (server, &local))
     return startup_failed (error, local);
-  agent = (Agent){ .loop = loop, .config = config, .server = server };
+  agent = (Agent){ .loop = loop, .config = config, .server = server, .guest = guest };
+  lifetime = nz_lifetime_new (config->expires_at_ms, config->idle_timeout_ms, lifetime_busy,
+                              on_lifetime_end, &agent);
+  nz_agent_server_set_lifetime (server, lifetime);
+  nz_lifetime_start (lifetime);
   g_unix_signal_add (SIGTERM, on_sigterm, &agent);
   g_unix_signal_add (SIGINT, on_sigint, &agent);
   g_unix_signal_add (SIGUSR1, on_sigusr1, &agent);
@@ -226,7 +285,9 @@ nz_tool_agent (int argc, char **argv, GCancellable *cancellable, GError **error)
 
   g_main_loop_run (loop);
   nz_agent_server_stop (server);
-  return TRUE;
+  /* Freed before the server: connections that close later must not reach it. */
+  nz_agent_server_set_lifetime (server, NULL);
+  return agent.exit_status != 0 ? nz_cli_exit_status (error, agent.exit_status) : TRUE;
 }
 
 int

@@ -10,7 +10,8 @@
 
 static const char summary[] =
   "Creates a sandbox and prints its public handle (JSON: id, backend, tier, createdAt,\n"
-  "rootDir, network, limits, capabilities) on stdout. The token stays in the private state\n"
+  "expiresAt and idleTimeoutMs when it has a lifetime, rootDir, network, limits,\n"
+  "capabilities) on stdout. The token stays in the private state\n"
   "directory ($NAMZU_STATE_DIR, else $XDG_RUNTIME_DIR/namzu, else /run/namzu).\n"
   "Exit status: 0 created, 1 failure, 2 bad usage or config.";
 

@@ -7,6 +7,7 @@
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "nz-knobs.h"
+#include "nz-lite-exec.h"
 #include "nz-profile.h"
 
 #include "options.h"
@@ -22,6 +23,7 @@ static char **opt_labels;
 static char *opt_proxy_image, *opt_upstream;
 static char **opt_inward;
 static char **opt_env, **opt_env_file;
+static char *opt_ttl, *opt_idle;
 
 const GOptionEntry nz_create_entries[] = {
   { "backend", 0, 0, G_OPTION_ARG_STRING, &opt_backend,
@@ -74,6 +76,12 @@ const GOptionEntry nz_create_entries[] = {
   { "env-file", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt_env_file,
     "Read NAME=VALUE lines (docker's format: # comments, blank lines) for every command "
     "(repeatable; --env wins)", "FILE" },
+  { "ttl", 0, 0, G_OPTION_ARG_STRING, &opt_ttl,
+    "End the sandbox this long after it is created, e.g. 90s, 30m, 2h (its own agent or worker "
+    "exits; namzu-destroy still cleans up)", "DURATION" },
+  { "idle-timeout", 0, 0, G_OPTION_ARG_STRING, &opt_idle,
+    "End the sandbox once no request is open and no command runs for this long (default: "
+    "never on container:bwrap, the worker's 5m on container:docker/runsc)", "DURATION" },
   { "ready-timeout", 0, 0, G_OPTION_ARG_STRING, &opt_ready,
     "Milliseconds to wait for the agent (default 30000)", "MS" },
   { NULL }
@@ -88,6 +96,21 @@ parse_positive (const char *flag, const char *text, gint64 max, gint64 *out, GEr
     return nz_throw (error, NZ_ERROR_INVALID_ARGS,
                      "%s must be an integer between 1 and %" G_GINT64_FORMAT ", got '%s'", flag,
                      max, text);
+  *out = (gint64)v;
+  return TRUE;
+}
+
+/* --ttl / --idle-timeout: 500ms, 90s, 30m, 2h or plain milliseconds, like namzu-exec
+ * --timeout; at least 1 ms and at most NZ_LIFETIME_MAX_MS. */
+static gboolean
+parse_duration (const char *flag, const char *text, gint64 *out, GError **error)
+{
+  long long v = nz_lite_exec_parse_timeout_ms (text);
+
+  if (v < 1 || v > NZ_LIFETIME_MAX_MS)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                     "%s must be a positive duration such as 500ms, 90s, 30m or 2h (at most "
+                     "100 years), got '%s'", flag, text);
   *out = (gint64)v;
   return TRUE;
 }
@@ -229,6 +252,11 @@ nz_create_build_options (NzCreateOptions *opts, GError **error)
       && !parse_positive ("--max-processes", opt_procs, G_MAXINT32, &opts->max_processes, error))
     return FALSE;
   if (opt_cpus != NULL && !parse_cpus (opt_cpus, &opts->cpus, error))
+    return FALSE;
+  if (opt_ttl != NULL && !parse_duration ("--ttl", opt_ttl, &opts->ttl_ms, error))
+    return FALSE;
+  if (opt_idle != NULL
+      && !parse_duration ("--idle-timeout", opt_idle, &opts->idle_timeout_ms, error))
     return FALSE;
   if (opt_ready != NULL)
     {

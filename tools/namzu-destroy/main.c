@@ -1,4 +1,5 @@
-/* namzu-destroy: tear a sandbox down, checked, and print {"id":...,"destroyed":true}. */
+/* namzu-destroy: tear a sandbox down, checked, and print
+ * {"id":...,"destroyed":true,"alreadyGone":BOOL}. */
 #include <stdio.h>
 
 #include "nz-backend.h"
@@ -17,13 +18,18 @@ static const GOptionEntry entries[] = {
 static const char summary[] =
   "Kills every process of the sandbox, confirms they are gone, removes its cgroups and its\n"
   "state. When that cannot be confirmed the state is kept so the command can be retried.\n"
-  "Exit status: 0 destroyed, 1 failure (unknown sandbox, not confirmed gone), 2 bad usage.";
+  "Idempotent: a sandbox whose processes or container were already gone (its --ttl or\n"
+  "--idle-timeout ended it), or that was destroyed before (within 7 days), is a success with\n"
+  "\"alreadyGone\":true. Prints {\"id\",\"destroyed\":true,\"alreadyGone\"}.\n"
+  "Exit status: 0 destroyed or already gone, 1 failure (an id namzu never knew, not\n"
+  "confirmed gone), 2 bad usage.";
 
 gboolean
 nz_tool_destroy (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- destroy a sandbox");
-  g_autoptr (NzHandle) h = NULL;
+  g_autofree char *id = NULL;
+  gboolean gone = FALSE;
   g_autoptr (JsonObject) out = json_object_new ();
 
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -33,11 +39,12 @@ nz_tool_destroy (int argc, char **argv, GCancellable *cancellable, GError **erro
   if (argc > 1)
     return nz_cli_usage (error, "unexpected argument '%s'", argv[1]);
 
-  h = nz_handle_resolve (opt_sandbox, TRUE, error);
-  if (h == NULL || !nz_backend_destroy (h, error))
+  id = nz_handle_resolve_id (opt_sandbox, TRUE, error);
+  if (id == NULL || !nz_backend_destroy_id (id, &gone, error))
     return FALSE;
-  json_object_set_string_member (out, "id", h->id);
+  json_object_set_string_member (out, "id", id);
   json_object_set_boolean_member (out, "destroyed", TRUE);
+  json_object_set_boolean_member (out, "alreadyGone", gone);
   return nz_cli_print_object (out) ? TRUE : nz_cli_exit_status (error, NZ_EXIT_FAILURE);
 }
 

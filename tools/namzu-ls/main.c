@@ -20,7 +20,9 @@ static const GOptionEntry entries[] = {
 
 static const char summary[] =
   "Prints one JSON object per line: the public handle namzu-create printed, plus \"status\":\n"
-  "running (processes alive, agent answers), unresponsive (alive, agent silent) or dead.\n"
+  "running (processes alive, agent answers), unresponsive (alive, agent silent), expired\n"
+  "(gone because its --ttl or --idle-timeout ended it; the handle shows expiresAt and\n"
+  "idleTimeoutMs) or dead.\n"
   "A sandbox whose handle cannot be read or parsed is named on stderr; the others are still\n"
   "listed.\n"
   "Exit status: 0 listed, 1 the state directory or a sandbox's handle cannot be read, 2 bad\n"

@@ -90,8 +90,8 @@ nz_run_guard_main (void)
 {
   g_autoptr (GString) in = g_string_new (NULL);
   g_auto (GStrv) lines = NULL;
-  g_autoptr (NzHandle) h = NULL;
   g_autoptr (GError) error = NULL;
+  gboolean gone = FALSE;
   char buf[512];
   ssize_t n;
 
@@ -106,14 +106,16 @@ nz_run_guard_main (void)
   /* Nothing armed (the sandbox was never made), or disarmed: nothing to do. */
   if (lines[0] == NULL || *lines[0] == '\0' || (lines[1] != NULL && g_str_equal (lines[1], "done")))
     return 0;
-  h = nz_handle_load (lines[0], &error);
-  if (h == NULL || !nz_backend_destroy (h, &error))
+  /* Already gone (its lifetime ended it, or namzu-run's own destroy got there first): fine. */
+  if (!nz_backend_destroy_id (lines[0], &gone, &error))
     {
       nz_cli_warn ("namzu-run ended without destroying sandbox %s, and neither could its guard: "
                    "%s",
                    lines[0], error->message);
       return 1;
     }
-  nz_cli_warn ("namzu-run ended without destroying sandbox %s; its guard destroyed it", lines[0]);
+  if (!gone)
+    nz_cli_warn ("namzu-run ended without destroying sandbox %s; its guard destroyed it",
+                 lines[0]);
   return 0;
 }

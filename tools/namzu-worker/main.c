@@ -30,10 +30,12 @@ static const char description[]
       "  NAMZU_SANDBOX_MAX_BODY_BYTES, _MAX_TIMEOUT_MS, _EXECUTION_LEASE_TTL_MS,\n"
       "  _EXECUTION_TERMINAL_TTL_MS, _MAX_TRACKED_EXECUTIONS, _CANCEL_GRACE_MS,\n"
       "  _CANCEL_CONFIRM_TIMEOUT_MS, _IDLE_TIMEOUT_MS, _NORMAL_EXIT_POLICY\n"
+      "  NAMZU_SANDBOX_EXPIRES_AT_MS (additive)     wall-clock ms since the epoch: then exit 3\n"
       "\n"
       "Once bound, prints \"[namzu-sandbox-worker] listening on <bind>:<port> workspace=<ws>\n"
       "idleTimeoutMs=<n> auth=bearer|none\". Refuses to start (exit 1) on a routable bind\n"
-      "without a token, and on a token no HTTP header can carry. SIGTERM exits 0.\n"
+      "without a token, and on a token no HTTP header can carry. SIGTERM exits 0; idle for\n"
+      "NAMZU_SANDBOX_IDLE_TIMEOUT_MS exits 0, past NAMZU_SANDBOX_EXPIRES_AT_MS exits 3.\n"
       "Privilege separation (additive): NAMZU_WORKER_UID/NAMZU_WORKER_GID (the worker's own\n"
       "ids, started as root with CAP_SETUID/SETGID/KILL) with NAMZU_WORKER_WORKLOAD_UID/\n"
       "NAMZU_WORKER_WORKLOAD_GID (every command's); the worker is always non-dumpable.";

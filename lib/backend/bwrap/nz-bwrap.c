@@ -473,14 +473,15 @@ log_tail (const char *log_path)
 }
 
 /* Reads "child-pid" from bwrap's --json-status-fd file, once bwrap has written it. */
-static pid_t
-read_child_pid (const char *status_path)
+/* A number member @key of one of the lines bwrap wrote to its --json-status-fd file, or -1. */
+static gint64
+read_status_member (const char *status_path, const char *key)
 {
   g_autofree char *text = NULL;
   g_auto (GStrv) lines = NULL;
 
   if (!g_file_get_contents (status_path, &text, NULL, NULL))
-    return 0;
+    return -1;
   lines = g_strsplit (text, "\n", -1);
   for (char **l = lines; *l != NULL; l++)
     {
@@ -490,10 +491,19 @@ read_child_pid (const char *status_path)
       if (**l == '\0')
         continue;
       obj = nz_json_parse_object (*l, -1, NULL);
-      if (obj != NULL && nz_json_get_number (obj, "child-pid", &v) && v > 0)
-        return (pid_t)v;
+      if (obj != NULL && nz_json_get_number (obj, key, &v) && v >= 0 && v <= G_MAXINT32)
+        return (gint64)v;
     }
-  return 0;
+  return -1;
+}
+
+/* Reads "child-pid" from bwrap's --json-status-fd file, once bwrap has written it. */
+static pid_t
+read_child_pid (const char *status_path)
+{
+  gint64 v = read_status_member (status_path, "child-pid");
+
+  return v > 0 ? (pid_t)v : 0;
 }
 
 static int
@@ -1071,6 +1081,7 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
   h->backend = g_strdup ("container:bwrap");
   h->tier = g_strdup ("container");
   h->created_at_ms = g_get_real_time () / 1000;
+  nz_handle_set_lifetime (h, opts);
   h->token = nz_token_mint (error);
   if (h->token == NULL || !nz_handle_make_dir (h, error))
     return NULL;
@@ -1155,6 +1166,7 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
     nz_bwrap_egress_wrap_argv (argv, egress_bin);
   g_ptr_array_add (argv, NULL);
   envp = nz_bwrap_build_envp (opts, privsep);
+  envp = nz_bwrap_lifetime_envp (envp, h);
   if (egress_bin != NULL)
     envp = nz_bwrap_egress_envp (envp);
   {
@@ -1185,6 +1197,26 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
       return NULL;
     }
   return g_steal_pointer (&h);
+}
+
+char **
+nz_bwrap_lifetime_envp (char **envp, const NzHandle *h)
+{
+  /* The agent is the sandbox's payload: when its lifetime ends it exits, and bwrap's pid 1
+   * with it, which takes the whole pid namespace down. */
+  if (h->expires_at_ms > 0)
+    {
+      g_autofree char *v = g_strdup_printf ("%" G_GINT64_FORMAT, h->expires_at_ms);
+
+      envp = g_environ_setenv (envp, "NAMZU_AGENT_EXPIRES_AT_MS", v, TRUE);
+    }
+  if (h->idle_timeout_ms > 0)
+    {
+      g_autofree char *v = g_strdup_printf ("%" G_GINT64_FORMAT, h->idle_timeout_ms);
+
+      envp = g_environ_setenv (envp, "NAMZU_AGENT_IDLE_TIMEOUT_MS", v, TRUE);
+    }
+  return envp;
 }
 
 /* ---- destroy, status, describe -------------------------------------------------------- */
@@ -1221,7 +1253,17 @@ nz_bwrap_status (NzHandle *h, guint timeout_ms)
 
   priv_procs (h, procs);
   if (!proc_is_ours (procs[0].pid, procs[0].start) || !proc_is_ours (procs[1].pid, procs[1].start))
-    return NZ_SANDBOX_DEAD;
+    {
+      g_autofree char *status_path = g_build_filename (h->dir, "status.json", NULL);
+
+      /* bwrap records the agent's exit status; the agent exits 3 when its lifetime ends.
+       * That file is the host's (the sandbox cannot write it), and a deadline past is
+       * the handle's own word. */
+      return nz_handle_is_past_deadline (h)
+                     || read_status_member (status_path, "exit-code") == NZ_EXIT_EXPIRED
+                 ? NZ_SANDBOX_EXPIRED
+                 : NZ_SANDBOX_DEAD;
+    }
   if (timeout_ms == 0 || h->endpoint == NULL)
     return NZ_SANDBOX_RUNNING;
   client = nz_agent_client_new (h->endpoint, h->token);

@@ -52,6 +52,8 @@ GPtrArray *nz_bwrap_build_argv (const NzBwrapPlan *plan);
 char **nz_bwrap_build_envp (const NzCreateOptions *opts, gboolean privsep);
 /* The agent's workspace: the outputs mount when the layout has one (spec B.4), else /workspace. */
 const char *nz_bwrap_workspace (const NzCreateOptions *opts);
+/* Adds the agent's lifetime knobs (NAMZU_AGENT_EXPIRES_AT_MS, _IDLE_TIMEOUT_MS) for @h. */
+char **nz_bwrap_lifetime_envp (char **envp, const NzHandle *h);
 
 /* $NAMZU_BWRAP, else `bwrap` on PATH. A missing one is a one-line error with the way out. */
 char *nz_bwrap_find_binary (GError **error);

@@ -334,6 +334,20 @@ nz_docker_build_run_argv (const NzDockerPlan *plan, GError **error)
     add (argv, "--env");
     g_ptr_array_add (argv, g_strdup_printf ("NAMZU_SANDBOX_WRITE_ROOTS=%s", write_roots));
   }
+  /* The worker is the container's pid 1 and the container runs --rm: when its lifetime ends
+   * it exits, and the daemon removes the container. */
+  if (plan->expires_at_ms > 0)
+    {
+      add (argv, "--env");
+      g_ptr_array_add (argv, g_strdup_printf ("NAMZU_SANDBOX_EXPIRES_AT_MS=%" G_GINT64_FORMAT,
+                                              plan->expires_at_ms));
+    }
+  if (plan->idle_timeout_ms > 0)
+    {
+      add (argv, "--env");
+      g_ptr_array_add (argv, g_strdup_printf ("NAMZU_SANDBOX_IDLE_TIMEOUT_MS=%" G_GINT64_FORMAT,
+                                              plan->idle_timeout_ms));
+    }
   /* Loopback only, on an ephemeral host port read back after the run. */
   if (plan->host_port)
     add2 (argv, "--publish", "127.0.0.1::2024");

@@ -37,6 +37,8 @@ typedef struct
   const char *run_as_user; /* NULL: the image's USER */
   gboolean host_port;      /* hostReachability == host-port: publish 127.0.0.1::2024 */
   gboolean proxy_env;      /* an egress proxy runs: HTTP(S)_PROXY, lower case, NO_PROXY */
+  gint64 expires_at_ms;    /* > 0: NAMZU_SANDBOX_EXPIRES_AT_MS */
+  gint64 idle_timeout_ms;  /* > 0: NAMZU_SANDBOX_IDLE_TIMEOUT_MS (else the worker's 300000) */
 } NzDockerPlan;
 
 typedef struct

@@ -26,6 +26,8 @@
 /* Each docker CLI call that is not the run itself: long enough for a loaded daemon, short
  * enough that a wedged one is reported rather than waited on forever. */
 #define NZ_DOCKER_CALL_TIMEOUT_MS 60000
+/* The worker's own NAMZU_SANDBOX_IDLE_TIMEOUT_MS default (spec C.1), used when none is given. */
+#define NZ_DOCKER_WORKER_IDLE_TIMEOUT_MS 300000
 /* `docker run` may have to create the container's layers first. */
 #define NZ_DOCKER_RUN_TIMEOUT_MS 120000
 
@@ -670,6 +672,7 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
                                                           : "container:docker");
   h->tier = g_strdup ("container");
   h->created_at_ms = g_get_real_time () / 1000;
+  nz_handle_set_lifetime (h, opts);
   h->token = nz_docker_mint_token (error);
   if (h->token == NULL)
     return NULL;
@@ -680,6 +683,11 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
   plan.runtime = runtime;
   plan.host_port = host_port;
   plan.proxy_env = opts->network == NZ_NETWORK_ALLOWLIST;
+  plan.expires_at_ms = h->expires_at_ms;
+  plan.idle_timeout_ms = h->idle_timeout_ms;
+  /* Unset, the worker still has the reference's idle timeout: the handle says so. */
+  if (h->idle_timeout_ms == 0)
+    h->idle_timeout_ms = NZ_DOCKER_WORKER_IDLE_TIMEOUT_MS;
   argv = nz_docker_build_run_argv (&plan, error);
   if (argv == NULL || !nz_handle_make_dir (h, error))
     return NULL;
@@ -828,7 +836,13 @@ nz_docker_status (NzHandle *h, guint timeout_ms)
   g_autoptr (NzAgentClient) client = NULL;
 
   if (docker == NULL || name == NULL || !container_running (docker, name))
-    return NZ_SANDBOX_DEAD;
+    /* The worker exits only when its lifetime ends (past the deadline, or idle: it always has
+     * an idle timeout) or when it poisons itself; --rm took the exit status with the
+     * container, so a gone container with a lifetime reads as expired. */
+    return docker != NULL && name != NULL
+                   && (nz_handle_is_past_deadline (h) || h->idle_timeout_ms > 0)
+               ? NZ_SANDBOX_EXPIRED
+               : NZ_SANDBOX_DEAD;
   if (timeout_ms == 0 || h->endpoint == NULL)
     return NZ_SANDBOX_RUNNING;
   client = nz_agent_client_new (h->endpoint, NULL);
