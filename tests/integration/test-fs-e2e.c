@@ -1,6 +1,7 @@
 /* End to end for namzu-fs: on container:bwrap (real bubblewrap, the real agent, the file-ops
  * ops), and against a bare namzu-agent with file-ops hidden (NAMZU_AGENT_TEST_HIDE_FEATURES),
- * where the same commands go through execute (find/rm/mv) and must answer alike. */
+ * where the same commands go through execute (find/rm/mv) and must answer alike; and on
+ * container:docker. */
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,7 +67,8 @@ exercise (const char *opt, const char *val, const char *via)
   g_autoptr (JsonObject) after = fs (0, ARGS ("walk", "--all"));
   g_autofree char *out = NULL, *err = NULL;
 
-  ck_assert_str_eq (nz_json_get_string (walk, "via"), via);
+  if (via != NULL)
+    ck_assert_str_eq (nz_json_get_string (walk, "via"), via);
   /* Regular files only; nothing through ld -> a or etc -> /etc. */
   ck_assert_uint_eq (json_array_get_length (nz_json_get_array (walk, "entries")), 2);
   ck_assert (has_path_suffix (walk, "/f1.txt") && has_path_suffix (walk, "/a/b/c.txt"));
@@ -109,7 +111,8 @@ START_TEST (test_fs_bwrap)
   ck_assert_int_eq (sh_in_sandbox (id, tree, &out), 0);
   exercise ("--sandbox", id, "file-ops");
   {
-    g_autoptr (JsonObject) esc = fs (1, (const char *const[]){ "--sandbox", id, "ls", "../", NULL });
+    g_autoptr (JsonObject) esc
+        = fs (1, (const char *const[]){ "--sandbox", id, "ls", "../", NULL });
 
     ck_assert_str_eq (nz_json_get_string (nz_json_get_object (esc, "error"), "code"),
                       "permission_denied");
@@ -139,8 +142,8 @@ START_TEST (test_fs_fallback)
   env = g_environ_setenv (env, "NAMZU_SANDBOX_WORKSPACE", ws, TRUE);
   env = g_environ_setenv (env, "NAMZU_AGENT_UNIX_PATH", sock, TRUE);
   env = g_environ_setenv (env, "NAMZU_AGENT_TEST_HIDE_FEATURES", "file-ops", TRUE);
-  ck_assert (g_spawn_async_with_pipes (NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD,
-                                       NULL, NULL, &pid, NULL, &out_fd, NULL, &error));
+  ck_assert (g_spawn_async_with_pipes (NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                       NULL, &pid, NULL, &out_fd, NULL, &error));
   f = fdopen (out_fd, "r");
   ck_assert (fgets (line, sizeof line, f) != NULL);
   ck_assert_msg (strstr (line, "listening") != NULL, "%s", line);
@@ -149,6 +152,34 @@ START_TEST (test_fs_fallback)
   waitpid (pid, NULL, 0);
   g_spawn_close_pid (pid);
   fclose (f);
+}
+END_TEST
+
+/* container:docker: the worker image (its own find/rm/mv from Debian); an image without
+ * file-ops takes the execute path, one with it the ops, and both must answer alike. */
+START_TEST (test_fs_docker)
+{
+  const char *image = g_getenv ("NAMZU_WORKER_IMAGE");
+  g_autoptr (JsonObject) pub = NULL;
+  g_autofree char *out = NULL;
+  g_autofree char *outputs = g_build_filename (harness.tmp, "outputs", NULL);
+  const char *id;
+
+  /* The workload (uid namzu) writes there; umask must not narrow it. */
+  ck_assert_int_eq (g_mkdir (outputs, 0777), 0);
+  ck_assert_int_eq (chmod (outputs, 0777), 0);
+  nz_test_require (g_file_test ("/var/run/docker.sock", G_FILE_TEST_EXISTS), "no docker daemon");
+  pub = create_handle ("--backend", "container:docker", "--image",
+                       image != NULL ? image : "namzu-worker:latest", "--network", "allow-all",
+                       "--docker-network", "bridge", "--outputs", outputs, NULL);
+  id = nz_json_get_string (pub, "id");
+  {
+    g_autofree char *script = g_strdup_printf ("(%s) 2>&1", tree);
+
+    ck_assert_msg (sh_in_sandbox (id, script, &out) == 0, "%s", out);
+  }
+  exercise ("--sandbox", id, NULL);
+  destroy_ok (id);
 }
 END_TEST
 
@@ -165,6 +196,7 @@ main (void)
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_fs_bwrap);
   tcase_add_test (tc, test_fs_fallback);
+  tcase_add_test (tc, test_fs_docker);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
