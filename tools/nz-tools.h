@@ -9,6 +9,7 @@ G_BEGIN_DECLS
 gboolean nz_tool_agent (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_attach (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error);
+gboolean nz_tool_fs (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_create (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_destroy (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_egress (int argc, char **argv, GCancellable *cancellable, GError **error);

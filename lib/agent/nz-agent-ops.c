@@ -7,6 +7,7 @@
 #include "nz-agent-drain.h"
 #include "nz-agent-fileops.h"
 #include "nz-agent-filestream.h"
+#include "nz-agent-fsops.h"
 #include "nz-agent-streams.h"
 #include "nz-errors.h"
 #include "nz-exec.h"
@@ -41,7 +42,24 @@ static const struct
   { "quiesce", FEATURE_ON },
   { "flush", FEATURE_FLUSH },
   { "guest-boot-id", FEATURE_ON },
+  /* Additive (docs/agent.md): list-files, walk-files, stat-file, remove-file, move-file. */
+  { "file-ops", FEATURE_ON },
 };
+
+/* Test-only (docs/agent.md): NAMZU_AGENT_TEST_HIDE_FEATURES=a,b makes this agent behave like
+ * one without those features (not advertised, their ops unknown), so a host's fallback for an
+ * older agent can be tested against the real one. Only `file-ops` can be hidden. */
+static gboolean
+feature_hidden (const char *name)
+{
+  const char *hide = g_getenv ("NAMZU_AGENT_TEST_HIDE_FEATURES");
+  g_auto (GStrv) names = NULL;
+
+  if (hide == NULL || strcmp (name, "file-ops") != 0)
+    return FALSE;
+  names = g_strsplit (hide, ",", -1);
+  return g_strv_contains ((const char *const *)names, name);
+}
 
 static NzGuest *
 conn_guest (NzAgentConn *conn)
@@ -68,8 +86,9 @@ nz_agent_ops_features (NzGuest *guest)
 
   g_return_val_if_fail (guest != NULL, features);
   for (guint i = 0; i < G_N_ELEMENTS (agent_features); i++)
-    if (agent_features[i].available == FEATURE_ON
-        || (agent_features[i].available == FEATURE_FLUSH && nz_flush_available (guest)))
+    if ((agent_features[i].available == FEATURE_ON
+         || (agent_features[i].available == FEATURE_FLUSH && nz_flush_available (guest)))
+        && !feature_hidden (agent_features[i].name))
       json_array_add_string_element (features, agent_features[i].name);
   return features;
 }
@@ -398,7 +417,8 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
     }
   /* Refuse rather than act on a truncated string (stdin, content, a path or an argument). */
   if ((strcmp (op, "execute") == 0 || strcmp (op, "write-file") == 0
-       || strcmp (op, "read-file") == 0 || strcmp (op, "read-file-stream") == 0)
+       || strcmp (op, "read-file") == 0 || strcmp (op, "read-file-stream") == 0
+       || nz_agent_fsops_handles (op))
       && payload_data != NULL && nz_agent_ops_has_nul_escape (payload_data, payload_len))
     {
       if (strcmp (op, "execute") == 0 || strcmp (op, "read-file-stream") == 0)
@@ -439,6 +459,11 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
     {
       NZ_PRIVSEP_FS_SCOPE;
       nz_agent_filestream_op (conn, env);
+    }
+  else if (nz_agent_fsops_handles (op) && !feature_hidden ("file-ops"))
+    {
+      NZ_PRIVSEP_FS_SCOPE;
+      nz_agent_fsops_op (conn, env);
     }
   else if (strcmp (op, "quiesce") == 0)
     nz_agent_drain_op_quiesce (conn, env);

@@ -461,6 +461,48 @@ nz_jail_open_parent_within (const char *target, const char *root, char **out_rea
   return fd;
 }
 
+int
+nz_jail_open_entry_parent (const char *target, const char *root, char **out_real,
+                           char **out_base, GError **error)
+{
+  NZ_PRIVSEP_FS_SCOPE;
+  g_autofree char *lexical_root = nz_jail_resolve_path ("/", root);
+  g_autofree char *lexical = nz_jail_resolve_path ("/", target);
+  g_autofree char *dir = NULL;
+  g_autofree char *real_root = NULL;
+  g_autofree char *real_dir = NULL;
+  int fd;
+
+  g_return_val_if_fail (target != NULL && root != NULL && out_base != NULL, -1);
+  /* The root has no entry of its own inside the jail to stat, remove or rename. */
+  if (!is_inside (lexical, lexical_root) || strcmp (lexical, lexical_root) == 0)
+    {
+      nz_throw (error, NZ_ERROR_PERMISSION_DENIED, ESCAPE_MESSAGE);
+      return -1;
+    }
+  dir = g_path_get_dirname (lexical);
+  /* The parent must exist: realpath_within's missing-target fallback is for write targets. */
+  real_dir = realpath_within (dir, root, &real_root, NULL, error);
+  if (real_dir == NULL)
+    return -1;
+  {
+    g_autofree char *probe = realpath (dir, NULL);
+
+    if (probe == NULL)
+      {
+        nz_jstext_throw_errno (error, errno, "lstat", target);
+        return -1;
+      }
+  }
+  fd = open_real_beneath (real_dir, real_root, O_RDONLY | O_DIRECTORY, 0, dir, error);
+  if (fd < 0)
+    return -1;
+  *out_base = g_path_get_basename (lexical);
+  if (out_real != NULL)
+    *out_real = g_build_filename (real_dir, *out_base, NULL);
+  return fd;
+}
+
 gboolean
 nz_jail_mkdir_p_within (const char *dir, const char *root, GError **error)
 {

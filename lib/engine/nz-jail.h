@@ -65,6 +65,14 @@ int nz_jail_open_within (const char *target, const char *root, int flags, mode_t
 int nz_jail_open_parent_within (const char *target, const char *root, char **out_real,
                                 char **out_base, GError **error);
 
+/* Opens the real parent directory of the entry @target names, without resolving @target's
+ * last component: lstat/unlink/rename semantics, so a symlink is the entry itself, never what
+ * it points to. The parent goes through the realpath step and is opened race-free; @target
+ * itself must be strictly below @root (the root is refused: "path escapes the workspace").
+ * *@out_base gets the last component, *@out_real (optional) realpath(parent)/base. */
+int nz_jail_open_entry_parent (const char *target, const char *root, char **out_real,
+                               char **out_base, GError **error);
+
 /* mkdir -p of @dir (lexically jailed to @root), each directory made with mkdirat in its
  * parent's fd opened race-free: a symlinked parent pointing outside is refused, never
  * followed. Error messages as g_mkdir_with_parents' ("ENOTDIR: ..., mkdir '<dir>'"). */

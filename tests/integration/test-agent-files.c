@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include "agent-harness.h"
+#include "nz-agent-ops.h"
 
 static Agent *
 start (int i, const char *const *extra)
@@ -605,6 +606,288 @@ START_TEST (test_final_part_chmod_refused)
 }
 END_TEST
 
+/* ---- file-ops: list-files, walk-files, stat-file, remove-file, move-file ---- */
+
+static void
+put (Agent *a, const char *rel, const char *data)
+{
+  g_autofree char *path = ws_path (a, rel);
+  g_autofree char *dir = g_path_get_dirname (path);
+
+  ck_assert_int_eq (g_mkdir_with_parents (dir, 0755), 0);
+  ck_assert (g_file_set_contents (path, data, -1, NULL));
+}
+
+/* The tree: f1.txt, a/b/c.txt, a/.hidden/h.txt, .top, lf -> f1.txt, ld -> a, etc -> /etc,
+ * out -> ../ (the agent's own directory, outside the workspace). */
+static void
+make_tree (Agent *a)
+{
+  g_autofree char *lf = ws_path (a, "lf");
+  g_autofree char *ld = ws_path (a, "ld");
+  g_autofree char *etc = ws_path (a, "etc");
+  g_autofree char *out = ws_path (a, "out");
+
+  put (a, "f1.txt", "one");
+  put (a, "a/b/c.txt", "three");
+  put (a, "a/.hidden/h.txt", "h");
+  put (a, ".top", "t");
+  ck_assert_int_eq (symlink ("f1.txt", lf), 0);
+  ck_assert_int_eq (symlink ("a", ld), 0);
+  ck_assert_int_eq (symlink ("/etc", etc), 0);
+  ck_assert_int_eq (symlink ("..", out), 0);
+}
+
+static JsonObject *
+find_entry (JsonObject *r, const char *path)
+{
+  JsonArray *entries = nz_json_get_array (r, "entries");
+
+  ck_assert (entries != NULL);
+  for (guint i = 0; i < json_array_get_length (entries); i++)
+    {
+      JsonObject *e = json_array_get_object_element (entries, i);
+
+      if (g_strcmp0 (nz_json_get_string (e, "path"), path) == 0)
+        return e;
+    }
+  return NULL;
+}
+
+static guint
+n_entries (JsonObject *r)
+{
+  return json_array_get_length (nz_json_get_array (r, "entries"));
+}
+
+START_TEST (test_fs_walk)
+{
+  Agent *a = start (_i, NULL);
+  g_autofree char *c = NULL, *f1 = NULL, *h = NULL, *top = NULL, *lf = NULL, *dir_a = NULL;
+  g_autoptr (JsonObject) r = NULL;
+  g_autoptr (JsonObject) hidden = NULL;
+  g_autoptr (JsonObject) shallow = NULL;
+  g_autoptr (JsonObject) bounded = NULL;
+  g_autoptr (JsonObject) listed = NULL;
+  g_autoptr (JsonObject) missing = NULL;
+  g_autoptr (JsonObject) pattern = NULL;
+  JsonObject *e;
+
+  make_tree (a);
+  c = ws_path (a, "a/b/c.txt");
+  f1 = ws_path (a, "f1.txt");
+  h = ws_path (a, "a/.hidden/h.txt");
+  top = ws_path (a, ".top");
+  lf = ws_path (a, "lf");
+  dir_a = ws_path (a, "a");
+
+  /* walk-files: regular files only, absolute paths with sizes; links neither reported as the
+   * file they name nor descended (ld -> a, etc -> /etc, out -> ..). */
+  r = reply (a, "walk-files", "{\"root\":\".\"}");
+  ck_assert (nz_json_get_bool (r, "ok", FALSE));
+  ck_assert_str_eq (nz_json_get_string (r, "root"), a->ws);
+  ck_assert_msg (n_entries (r) == 2, "walk gave %u entries", n_entries (r));
+  ck_assert ((e = find_entry (r, c)) != NULL);
+  ck_assert_int_eq (member_int (e, "size"), 5);
+  ck_assert_str_eq (nz_json_get_string (e, "type"), "file");
+  ck_assert (find_entry (r, f1) != NULL);
+  ck_assert (!nz_json_get_bool (r, "truncated", TRUE));
+
+  /* includeHidden lets dot names in, and their directories be descended. */
+  hidden = reply (a, "walk-files", "{\"root\":\".\",\"includeHidden\":true}");
+  ck_assert (find_entry (hidden, h) != NULL && find_entry (hidden, top) != NULL);
+  ck_assert_uint_eq (n_entries (hidden), 4);
+
+  /* maxDepth counts direct children as depth 1. */
+  shallow = reply (a, "walk-files", "{\"root\":\".\",\"maxDepth\":1}");
+  ck_assert_uint_eq (n_entries (shallow), 1);
+  ck_assert (find_entry (shallow, f1) != NULL);
+
+  /* maxEntries bounds the listing and says it did. */
+  bounded = reply (a, "walk-files", "{\"root\":\".\",\"maxEntries\":1}");
+  ck_assert_uint_eq (n_entries (bounded), 1);
+  ck_assert (nz_json_get_bool (bounded, "truncated", FALSE));
+
+  /* list-files: every type, one level by default; a link is reported with its target, as
+   * a link. */
+  listed = reply (a, "list-files", "{\"root\":\".\"}");
+  ck_assert ((e = find_entry (listed, lf)) != NULL);
+  ck_assert_str_eq (nz_json_get_string (e, "type"), "symlink");
+  ck_assert_str_eq (nz_json_get_string (e, "target"), "f1.txt");
+  ck_assert ((e = find_entry (listed, dir_a)) != NULL);
+  ck_assert_str_eq (nz_json_get_string (e, "type"), "directory");
+  ck_assert (find_entry (listed, c) == NULL);
+  ck_assert_uint_eq (n_entries (listed), 6); /* f1.txt a lf ld etc out */
+
+  pattern = reply (a, "walk-files", "{\"root\":\".\",\"pattern\":\"*.txt\",\"includeHidden\":true}");
+  ck_assert_uint_eq (n_entries (pattern), 3);
+
+  /* A root that does not exist is an empty walk, not a failure. */
+  missing = reply (a, "walk-files", "{\"root\":\"no/such/dir\"}");
+  ck_assert (nz_json_get_bool (missing, "ok", FALSE));
+  ck_assert_uint_eq (n_entries (missing), 0);
+
+  /* The examined-entry budget: every entry looked at counts, hidden or not. */
+  {
+    g_autoptr (JsonObject) lim
+        = reply (a, "walk-files", "{\"root\":\".\",\"maxVisitedEntries\":4}");
+
+    ck_assert (!nz_json_get_bool (lim, "ok", TRUE));
+    ck_assert_msg (g_str_has_prefix (nz_json_get_string (lim, "error"),
+                                     "file_walk_limit: examined more than 4 entries"),
+                   "%s", nz_json_get_string (lim, "error"));
+  }
+  /* Escapes: lexical, and through a root that is a symlink leading out. */
+  assert_reply_error (a, "walk-files", "{\"root\":\"../\"}", "path escapes the workspace");
+  assert_reply_error (a, "list-files", "{\"root\":\"etc\"}", "symlink escapes the workspace");
+  assert_reply_error (a, "list-files", "{\"root\":\"out\"}", "symlink escapes the workspace");
+  assert_reply_error (a, "list-files", "{}", "invalid_root: root must be a non-empty string");
+  assert_reply_error (a, "walk-files", "{\"root\":\".\",\"maxDepth\":0}",
+                      "invalid_maxDepth: maxDepth must be an integer in [1, 128]");
+  assert_reply_error (a, "walk-files", "{\"root\":\".\",\"maxEntries\":\"5\"}",
+                      "invalid_maxEntries: maxEntries must be an integer in [1, 100000]");
+  assert_reply_error (a, "walk-files", "{\"root\":\"a\\u0000x\"}", NZ_JSON_NUL_UNSUPPORTED);
+  agent_stop (a);
+}
+END_TEST
+
+START_TEST (test_fs_stat_remove_move)
+{
+  Agent *a = start (_i, NULL);
+  g_autofree char *lf = NULL, *f1 = NULL, *etc = NULL, *moved = NULL;
+  g_autoptr (JsonObject) st = NULL;
+  g_autoptr (JsonObject) st_root = NULL;
+  JsonObject *e;
+
+  make_tree (a);
+  lf = ws_path (a, "lf");
+  f1 = ws_path (a, "f1.txt");
+  etc = ws_path (a, "etc");
+
+  /* stat-file is lstat: a link is a link, even one that leads out of the jail. */
+  st = reply (a, "stat-file", "{\"path\":\"etc\"}");
+  ck_assert (nz_json_get_bool (st, "ok", FALSE));
+  e = nz_json_get_object (st, "entry");
+  ck_assert_str_eq (nz_json_get_string (e, "type"), "symlink");
+  ck_assert_str_eq (nz_json_get_string (e, "target"), "/etc");
+  st_root = reply (a, "stat-file", "{\"path\":\".\"}");
+  ck_assert_str_eq (nz_json_get_string (nz_json_get_object (st_root, "entry"), "type"),
+                    "directory");
+  assert_reply_error (a, "stat-file", "{\"path\":\"etc/passwd\"}",
+                      "symlink escapes the workspace");
+  assert_reply_error (a, "stat-file", "{\"path\":\"../x\"}", "path escapes the workspace");
+  assert_reply_error (a, "stat-file", "{}", "missing_path");
+  {
+    g_autofree char *want = NULL;
+    g_autofree char *nope = ws_path (a, "nope");
+    g_autoptr (JsonObject) r = reply (a, "stat-file", "{\"path\":\"nope\"}");
+
+    want = g_strdup_printf ("ENOENT: no such file or directory, lstat '%s'", nope);
+    ck_assert_str_eq (nz_json_get_string (r, "error"), want);
+  }
+
+  /* remove-file removes a link itself, never what it names. */
+  {
+    g_autoptr (JsonObject) r = reply (a, "remove-file", "{\"path\":\"lf\"}");
+
+    ck_assert (nz_json_get_bool (r, "removed", FALSE));
+    ck_assert (g_access (f1, F_OK) == 0 && g_access (lf, F_OK) != 0);
+  }
+  {
+    g_autoptr (JsonObject) r = reply (a, "remove-file", "{\"path\":\"etc\"}");
+
+    ck_assert (nz_json_get_bool (r, "removed", FALSE));
+    ck_assert (g_access ("/etc/passwd", F_OK) == 0);
+  }
+  /* Nothing below a link that leads out, and no root of the jail. */
+  assert_reply_error (a, "remove-file", "{\"path\":\"out/x\",\"recursive\":true}",
+                      "symlink escapes the workspace");
+  assert_reply_error (a, "remove-file", "{\"path\":\"../x\"}", "path escapes the workspace");
+  assert_reply_error (a, "remove-file", "{\"path\":\".\",\"recursive\":true}",
+                      "remove_refused: a root of the workspace jail cannot be removed");
+  {
+    g_autoptr (JsonObject) r = reply (a, "remove-file", "{\"path\":\"a\"}");
+
+    ck_assert (!nz_json_get_bool (r, "ok", TRUE));
+    ck_assert (g_str_has_prefix (nz_json_get_string (r, "error"), "ENOTEMPTY:"));
+  }
+  {
+    g_autoptr (JsonObject) gone = reply (a, "remove-file", "{\"path\":\"nope/x\"}");
+
+    ck_assert (nz_json_get_bool (gone, "ok", FALSE) && !nz_json_get_bool (gone, "removed", TRUE));
+  }
+
+  /* move-file: both sides jailed; a link moves as a link; nothing leaves the workspace. */
+  assert_reply_error (a, "move-file", "{\"from\":\"f1.txt\",\"to\":\"../x\"}",
+                      "path escapes the workspace");
+  assert_reply_error (a, "move-file", "{\"from\":\"../x\",\"to\":\"y\"}",
+                      "path escapes the workspace");
+  assert_reply_error (a, "move-file", "{\"from\":\"f1.txt\",\"to\":\"out/x\"}",
+                      "symlink escapes the workspace");
+  assert_reply_error (a, "move-file", "{\"from\":\"out/x\",\"to\":\"y\"}",
+                      "symlink escapes the workspace");
+  assert_reply_error (a, "move-file", "{\"from\":\"f1.txt\",\"to\":\".\"}",
+                      "move_refused: a root of the workspace jail cannot be moved or replaced");
+  assert_reply_error (a, "move-file", "{\"from\":\"f1.txt\"}", "missing_from_or_to");
+  {
+    g_autoptr (JsonObject) r = reply (a, "move-file", "{\"from\":\"ld\",\"to\":\"a/b/ld2\"}");
+    g_autofree char *ld2 = ws_path (a, "a/b/ld2");
+    struct stat sb;
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert (lstat (ld2, &sb) == 0 && S_ISLNK (sb.st_mode));
+  }
+  {
+    g_autoptr (JsonObject) r = reply (a, "move-file", "{\"from\":\"f1.txt\",\"to\":\"a/m.txt\"}");
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    assert_file (a, "a/m.txt", "one");
+  }
+  /* A link named as the target is replaced, not written through. */
+  {
+    g_autoptr (JsonObject) r = reply (a, "move-file", "{\"from\":\"a/m.txt\",\"to\":\"etc2\"}");
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+  }
+  {
+    g_autoptr (JsonObject) r = NULL;
+    g_autofree char *etc3 = ws_path (a, "etc3");
+
+    ck_assert_int_eq (symlink ("/tmp/namzu-never-written", etc3), 0);
+    r = reply (a, "move-file", "{\"from\":\"etc2\",\"to\":\"etc3\"}");
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    assert_file (a, "etc3", "one");
+    ck_assert (g_access ("/tmp/namzu-never-written", F_OK) != 0);
+  }
+  {
+    g_autoptr (JsonObject) r = reply (a, "remove-file", "{\"path\":\"a\",\"recursive\":true}");
+    g_autofree char *dir_a = ws_path (a, "a");
+
+    ck_assert (nz_json_get_bool (r, "removed", FALSE));
+    ck_assert (g_access (dir_a, F_OK) != 0);
+  }
+  (void)moved;
+  (void)etc;
+  agent_stop (a);
+}
+END_TEST
+
+/* The test-only knob hides file-ops: not advertised, and its ops are unknown. */
+START_TEST (test_fs_hidden)
+{
+  static const char *const env[] = { "NAMZU_AGENT_TEST_HIDE_FEATURES=file-ops", NULL };
+  Agent *a = start (_i, env);
+  g_autoptr (JsonObject) h = reply (a, "healthz", NULL);
+  JsonArray *f = nz_json_get_array (h, "features");
+
+  for (guint k = 0; k < json_array_get_length (f); k++)
+    ck_assert_str_ne (json_array_get_string_element (f, k), "file-ops");
+  ck_assert_uint_ge (json_array_get_length (f), 6);
+  assert_reply_error (a, "walk-files", "{\"root\":\".\"}", "unknown_op: walk-files");
+  agent_stop (a);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -620,6 +903,9 @@ main (void)
   tcase_add_loop_test (tc, test_read_stream_backpressure, 0, 2);
   tcase_add_loop_test (tc, test_short_write, 0, 2);
   tcase_add_loop_test (tc, test_final_part_chmod_refused, 0, 2);
+  tcase_add_loop_test (tc, test_fs_walk, 0, 2);
+  tcase_add_loop_test (tc, test_fs_stat_remove_move, 0, 2);
+  tcase_add_loop_test (tc, test_fs_hidden, 0, 2);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

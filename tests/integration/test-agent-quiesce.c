@@ -296,7 +296,7 @@ START_TEST (test_features_order)
   g_autoptr (JsonObject) h = reply (a, "healthz", NULL);
   static const char *const order[] = { "write-file-parts", "execution-attach", "stream-heartbeat",
                                        "read-file-stream", "sessions",         "quiesce",
-                                       "flush",            "guest-boot-id",    NULL };
+                                       "flush",            "guest-boot-id",    "file-ops", NULL };
   JsonArray *f = nz_json_get_array (h, "features");
   guint pos = 0;
 

@@ -402,7 +402,7 @@ START_TEST (test_healthz)
   {
     static const char *const spec_order[]
         = { "write-file-parts", "execution-attach", "stream-heartbeat", "read-file-stream",
-            "sessions", "quiesce", "flush", "guest-boot-id", NULL };
+            "sessions", "quiesce", "flush", "guest-boot-id", "file-ops", NULL };
     guint j = 0;
 
     for (guint i = 0; spec_order[i] != NULL; i++)
