@@ -78,7 +78,7 @@ NzDuplexResult nz_agent_duplex_next (NzAgentDuplex *d, gboolean may_read, JsonOb
  * the agent's ready frame echoes one, the host sends {type:"heartbeat"} every interval and
  * the stream is dead when no bytes have arrived for three intervals. Before ready, the
  * host's 60 s read-idle bound applies instead. */
-#define NZ_HOST_STREAM_HEARTBEAT_MS 5000
+#define NZ_HOST_STREAM_HEARTBEAT_MS 15000
 
 /* The heartbeat a host tool asks for: $NAMZU_STREAM_HEARTBEAT_MS (a whole number of ms; 0 for
  * none), else NZ_HOST_STREAM_HEARTBEAT_MS. */

@@ -72,7 +72,7 @@ static const char description[]
       "Output bytes that the agent's ring no longer holds are reported on stderr (\"N bytes\n"
       "dropped before offset M\"), never skipped silently.\n"
       "Sessions and terminals may stay quiet for ever: namzu-attach agrees a heartbeat with the\n"
-      "agent ($NAMZU_STREAM_HEARTBEAT_MS, default 5000; 0 for none) and gives up on a peer that\n"
+      "agent ($NAMZU_STREAM_HEARTBEAT_MS, default 15000; 0 for none) and gives up on a peer that\n"
       "sends nothing for three beats, or no ready frame within 60 s. An execution ends at its\n"
       "timeout: --timeout says how long it may still run.\n"
       "Exit status: the followed command's (128+N for signal N, 124 on timeout), 0 for --list,\n"
