@@ -303,3 +303,15 @@ host_process_mentions (const char *needle)
     }
   return FALSE;
 }
+
+guint
+sandboxes_left (void)
+{
+  g_autoptr (GDir) dir = g_dir_open (harness.state, 0, NULL);
+  const char *name;
+  guint n = 0;
+
+  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
+    n += g_str_has_prefix (name, "nz-") && !g_str_has_suffix (name, ".destroyed");
+  return n;
+}

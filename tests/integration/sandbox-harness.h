@@ -45,6 +45,9 @@ JsonObject *create_handle (const char *first, ...) G_GNUC_NULL_TERMINATED;
 char *create_sandbox (const char *first, ...) G_GNUC_NULL_TERMINATED;
 /* namzu-destroy @id, asserting {"id":@id,"destroyed":true}. */
 void destroy_ok (const char *id);
+/* Sandboxes whose state is still in harness.state ("nz-<id>", not the "nz-<id>.destroyed"
+ * tombstones a destroy leaves). */
+guint sandboxes_left (void);
 
 /* `sh -c SCRIPT sh ARGS...` on the host in harness.tmp, asserting success; returns stdout,
  * trimmed. */

@@ -27,19 +27,6 @@ teardown (void)
 }
 
 /* Sandboxes still in the case's state directory. */
-static guint
-sandboxes_left (void)
-{
-  g_autoptr (GDir) dir = g_dir_open (harness.state, 0, NULL);
-  const char *name;
-  guint n = 0;
-
-  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
-    /* Not the tombstones a destroy leaves ("nz-<id>.destroyed"). */
-    n += g_str_has_prefix (name, "nz-") && !g_str_has_suffix (name, ".destroyed");
-  return n;
-}
-
 static void
 wait_until_gone (void)
 {

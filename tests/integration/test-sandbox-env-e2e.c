@@ -15,18 +15,6 @@ setup (void)
   harness_start_reaper (0);
 }
 
-static guint
-sandboxes_left (void)
-{
-  g_autoptr (GDir) dir = g_dir_open (harness.state, 0, NULL);
-  const char *name;
-  guint n = 0;
-
-  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
-    n += g_str_has_prefix (name, "nz-");
-  return n;
-}
-
 static char *
 write_file (const char *name, const char *text)
 {
