@@ -31,7 +31,7 @@
 #define READ_CHUNK_BYTES 65536
 #define DIAL_RETRY_INTERVAL_MS 100
 
-G_DEFINE_QUARK (nz-agent-error-quark, nz_agent_error)
+G_DEFINE_QUARK (nz - agent - error - quark, nz_agent_error)
 
 struct _NzAgentClient
 {
@@ -131,7 +131,8 @@ nz_agent_client_new_for (const NzTransport *t, GError **error)
     }
   return (nz_throw (error, NZ_ERROR_UNSUPPORTED,
                     "%s needs a TLS client certificate, and this build's clients cannot present "
-                    "one yet", t->endpoint),
+                    "one yet",
+                    t->endpoint),
           NULL);
 }
 
@@ -232,9 +233,8 @@ fail_io (NzAgentClient *c, GError **error, GError *local)
   return FALSE;
 }
 
-static gboolean
-fail (NzAgentClient *c, GError **error, NzErrorCode code, const char *fmt, ...)
-  G_GNUC_PRINTF (4, 5);
+static gboolean fail (NzAgentClient *c, GError **error, NzErrorCode code, const char *fmt, ...)
+    G_GNUC_PRINTF (4, 5);
 
 static gboolean
 fail (NzAgentClient *c, GError **error, NzErrorCode code, const char *fmt, ...)
@@ -258,15 +258,13 @@ deadline_after (guint64 ms)
 
 /* Waits for @cond until @deadline. Returns FALSE with G_IO_ERROR_TIMED_OUT at the deadline. */
 static gboolean
-conn_wait (Conn *k, GIOCondition cond, gint64 deadline, GCancellable *cancellable,
-           GError **error)
+conn_wait (Conn *k, GIOCondition cond, gint64 deadline, GCancellable *cancellable, GError **error)
 {
   return nz_socket_wait_until (k->sock, cond, deadline, cancellable, error);
 }
 
 static gboolean
-conn_send_all (Conn *k, const guint8 *data, gsize len, GCancellable *cancellable,
-               GError **error)
+conn_send_all (Conn *k, const guint8 *data, gsize len, GCancellable *cancellable, GError **error)
 {
   while (len > 0)
     {
@@ -333,11 +331,11 @@ vsock_handshake (Conn *k, GCancellable *cancellable, GError **error)
         break;
       g_string_append_len (line, buf, n);
     }
-  if (nl == NULL || !g_str_has_prefix (line->str, "OK")
-      || g_ascii_isalnum (line->str[2]) || line->str[2] == '_')
+  if (nl == NULL || !g_str_has_prefix (line->str, "OK") || g_ascii_isalnum (line->str[2])
+      || line->str[2] == '_')
     {
-      g_autofree char *shown = g_strndup (line->str, nl != NULL ? (gsize)(nl - line->str)
-                                                                 : MIN (line->len, 200));
+      g_autofree char *shown
+          = g_strndup (line->str, nl != NULL ? (gsize)(nl - line->str) : MIN (line->len, 200));
 
       return fail (k->client, error, NZ_ERROR_FAILED, "vsock CONNECT %u rejected: \"%s\"",
                    k->client->ep->vsock_port, g_strchomp (shown));
@@ -350,8 +348,7 @@ vsock_handshake (Conn *k, GCancellable *cancellable, GError **error)
  * agent starting, or re-listening after a snapshot resume), or a vsock CONNECT the guest did
  * not accept yet. */
 static Conn *
-conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable,
-                GError **error)
+conn_open_once (NzAgentClient *c, gboolean *transient, GCancellable *cancellable, GError **error)
 {
   g_autoptr (GSocketClient) sc = g_socket_client_new ();
   g_autoptr (Conn) k = g_new0 (Conn, 1);
@@ -432,8 +429,7 @@ read_failed (Conn *k, NzLiteAwait await, NzLiteReadStatus st, const char *what, 
 
 /* Next frame (an empty GBytes is the terminator), or EOF, or @deadline passing. */
 static NzLiteReadStatus
-conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **out,
-                 GError **error)
+conn_read_frame (Conn *k, gint64 deadline, GCancellable *cancellable, GBytes **out, GError **error)
 {
   for (;;)
     {
@@ -614,9 +610,8 @@ conn_upgrade (Conn *k, const char *op, GCancellable *cancellable, GError **error
   g_autoptr (GByteArray) rest = g_byte_array_new ();
   GError *local = NULL;
 
-  if (!nz_worker_http_upgrade (k->sock, k->client->ep->host, k->client->ep->port,
-                               k->client->token, op,
-                               deadline_after (CONNECT_TIMEOUT_S * 1000), rest, cancellable,
+  if (!nz_worker_http_upgrade (k->sock, k->client->ep->host, k->client->ep->port, k->client->token,
+                               op, deadline_after (CONNECT_TIMEOUT_S * 1000), rest, cancellable,
                                &local))
     {
       if (local->domain == NZ_ERROR)
@@ -643,8 +638,8 @@ http_healthz (NzAgentClient *c, guint idle_ms, GCancellable *cancellable, GError
   if (k == NULL)
     return NULL;
   authority = http_authority (c->ep);
-  reply = nz_worker_http_healthz (k->sock, authority, deadline_after (idle_ms), cancellable,
-                                  &local);
+  reply
+      = nz_worker_http_healthz (k->sock, authority, deadline_after (idle_ms), cancellable, &local);
   if (reply == NULL)
     {
       if (local->domain == NZ_ERROR)
@@ -671,8 +666,7 @@ conn_request_text (NzAgentClient *c, const char *op, const char *text, GCancella
 
   /* A worker takes the token in its bearer header instead (the upgrade below). */
   if (!nz_lite_frame_envelope (&frame, op, text, text != NULL ? strlen (text) : 0,
-                               c->ep == NULL || c->ep->kind != NZ_LITE_EP_HTTP ? c->token
-                                                                                     : NULL))
+                               c->ep == NULL || c->ep->kind != NZ_LITE_EP_HTTP ? c->token : NULL))
     {
       fail (c, error, NZ_ERROR_INVALID_ARGS, "%s request: the token or the op is not UTF-8", op);
       return NULL;
@@ -716,7 +710,7 @@ conn_expect_close (Conn *k, const char *what, gboolean control, GCancellable *ca
 {
   g_autoptr (GBytes) extra = NULL;
   NzLiteReadStatus st = conn_read_frame (k, deadline_after (POST_RESPONSE_CLOSE_TIMEOUT_MS),
-                                   cancellable, &extra, error);
+                                         cancellable, &extra, error);
 
   return !read_failed (k, control ? NZ_LITE_AWAIT_CLOSE_CONTROL : NZ_LITE_AWAIT_CLOSE, st, what,
                        POST_RESPONSE_CLOSE_TIMEOUT_MS, error);
@@ -773,8 +767,8 @@ call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms
 }
 
 JsonObject *
-nz_agent_client_call (NzAgentClient *c, const char *op, JsonObject *body,
-                      GCancellable *cancellable, GError **error)
+nz_agent_client_call (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *cancellable,
+                      GError **error)
 {
   g_return_val_if_fail (c != NULL, NULL);
   g_return_val_if_fail (op != NULL, NULL);
@@ -868,8 +862,7 @@ nz_agent_client_wait_ready (NzAgentClient *c, guint timeout_ms, GError **error)
       if (reply != NULL && admit_healthz (c, reply, &local))
         return TRUE;
       /* Neither a bad endpoint, a wrong protocol nor a fenced agent heals by waiting. */
-      if (c->ep == NULL
-          || g_error_matches (local, NZ_ERROR, NZ_ERROR_PROTOCOL)
+      if (c->ep == NULL || g_error_matches (local, NZ_ERROR, NZ_ERROR_PROTOCOL)
           || g_error_matches (local, NZ_ERROR, NZ_ERROR_PERMISSION_DENIED)
           || strstr (local->message, "agent is retiring") != NULL)
         {
@@ -878,9 +871,8 @@ nz_agent_client_wait_ready (NzAgentClient *c, guint timeout_ms, GError **error)
         }
       left_ms = (deadline - g_get_monotonic_time ()) / 1000;
       if (left_ms <= 0)
-        return nz_throw (error, NZ_ERROR_TIMED_OUT,
-                         "agent %s did not become ready within %ums: %s", c->description,
-                         timeout_ms, local->message);
+        return nz_throw (error, NZ_ERROR_TIMED_OUT, "agent %s did not become ready within %ums: %s",
+                         c->description, timeout_ms, local->message);
       g_usleep (MIN (left_ms, READY_POLL_INTERVAL_MS) * 1000);
     }
 }
@@ -921,9 +913,9 @@ run_stream (Conn *k, guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer
 }
 
 gboolean
-nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
-                        guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer user_data,
-                        GCancellable *cancellable, GError **error)
+nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body, guint64 observation_ms,
+                        NzAgentFrameFunc on_frame, gpointer user_data, GCancellable *cancellable,
+                        GError **error)
 {
   g_autoptr (Conn) k = NULL;
 
@@ -936,8 +928,8 @@ nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
 }
 
 GSocketConnection *
-nz_agent_client_open (NzAgentClient *c, const char *op, JsonObject *body,
-                      GCancellable *cancellable, GError **error)
+nz_agent_client_open (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *cancellable,
+                      GError **error)
 {
   g_autoptr (Conn) k = NULL;
 
@@ -1012,7 +1004,33 @@ typedef struct
   GCancellable *cancellable;
   GError *io_error;  /* the failure fed to the core last, in our words */
   GError *bad_frame; /* a frame that is no JSON, in json-glib's words */
+  /* The phases of one nz_agent_client_exec, monotonic µs (0: not reached). */
+  gint64 t_start, t_reserved, t_dial, t_connected, t_first, t_result, t_end;
 } ExecRun;
+
+static gint64
+phase_ms (gint64 from, gint64 to)
+{
+  return from != 0 && to >= from ? (to - from) / 1000 : 0;
+}
+
+/* "timing" in the result: reserveMs (the reserve-execution round trip, its connection
+ * included), dialMs (connecting for execute: socket, worker upgrade, credential), executeMs
+ * (the execute request to its result frame), drainMs (the result frame to the stream's end),
+ * firstFrameMs (the execute request to the first frame) and totalMs (all of it). */
+static void
+exec_add_timing (ExecRun *r, JsonObject *result)
+{
+  JsonObject *t = json_object_new ();
+
+  json_object_set_int_member (t, "reserveMs", phase_ms (r->t_start, r->t_reserved));
+  json_object_set_int_member (t, "dialMs", phase_ms (r->t_dial, r->t_connected));
+  json_object_set_int_member (t, "executeMs", phase_ms (r->t_connected, r->t_result));
+  json_object_set_int_member (t, "drainMs", phase_ms (r->t_result, r->t_end));
+  json_object_set_int_member (t, "firstFrameMs", phase_ms (r->t_connected, r->t_first));
+  json_object_set_int_member (t, "totalMs", phase_ms (r->t_start, r->t_end));
+  json_object_set_object_member (result, "timing", t);
+}
 
 static void
 exec_run_clear (ExecRun *r)
@@ -1059,8 +1077,7 @@ exec_read (ExecRun *r, Conn *k, gint64 deadline, guint64 observation_ms)
   if (a == NZ_LITE_CORE_DONE && r->core.bad_frame
       && (frame = nz_agent_reply_parse (data, len, &local)) == NULL)
     {
-      fail (r->client, &r->bad_frame, NZ_ERROR_PROTOCOL, "exec stream frame: %s",
-            local->message);
+      fail (r->client, &r->bad_frame, NZ_ERROR_PROTOCOL, "exec stream frame: %s", local->message);
       g_error_free (local);
     }
   /* Frames that are neither the result nor an error go to the caller that asked for them. */
@@ -1085,8 +1102,8 @@ exec_cancel_once (ExecRun *r)
   gsize len = 0;
   const char *data;
 
-  reply = call_text (r->client, "cancel-execution", r->core.cancel_body.data,
-                     r->core.attempt_ms, NULL, &text, &local);
+  reply = call_text (r->client, "cancel-execution", r->core.cancel_body.data, r->core.attempt_ms,
+                     NULL, &text, &local);
   if (reply == NULL)
     return exec_failed (r, local);
   data = g_bytes_get_data (text, &len);
@@ -1106,12 +1123,16 @@ exec_drive (ExecRun *r, Conn *k, NzLiteCoreAction a, guint64 observation_ms, GEr
     switch (a)
       {
       case NZ_LITE_CORE_EXECUTE:
-        k = conn_request_text (r->client, "execute", r->core.request.data, r->cancellable,
-                               &local);
+        if (r->t_dial == 0) /* a retried execute's dial counts from the first try */
+          r->t_dial = g_get_monotonic_time ();
+        k = conn_request_text (r->client, "execute", r->core.request.data, r->cancellable, &local);
+        r->t_connected = g_get_monotonic_time ();
         a = k != NULL ? NZ_LITE_CORE_READ : exec_failed (r, local);
         break;
       case NZ_LITE_CORE_READ:
         a = exec_read (r, k, deadline, observation_ms);
+        if (r->t_first == 0)
+          r->t_first = g_get_monotonic_time ();
         break;
       case NZ_LITE_CORE_OUTPUT:
         if (r->on_output != NULL)
@@ -1120,6 +1141,7 @@ exec_drive (ExecRun *r, Conn *k, NzLiteCoreAction a, guint64 observation_ms, GEr
         a = NZ_LITE_CORE_READ;
         break;
       case NZ_LITE_CORE_CLOSE:
+        r->t_result = g_get_monotonic_time ();
         if (conn_expect_close (k, "exec stream", FALSE, r->cancellable, &local))
           a = nz_lite_core_closed (&r->core);
         else
@@ -1138,6 +1160,7 @@ exec_drive (ExecRun *r, Conn *k, NzLiteCoreAction a, guint64 observation_ms, GEr
         break;
       }
   g_clear_pointer (&k, conn_free);
+  r->t_end = g_get_monotonic_time ();
   switch (r->core.end)
     {
     case NZ_LITE_CORE_RESULT:
@@ -1147,6 +1170,8 @@ exec_drive (ExecRun *r, Conn *k, NzLiteCoreAction a, guint64 observation_ms, GEr
           fail (r->client, error, NZ_ERROR_PROTOCOL, "exec stream frame: %s", local->message);
           g_error_free (local);
         }
+      else if (r->t_start != 0)
+        exec_add_timing (r, result);
       return result;
     case NZ_LITE_CORE_IO_FAILED:
       g_propagate_error (error, g_steal_pointer (&r->io_error));
@@ -1183,8 +1208,8 @@ JsonObject *
 nz_agent_client_execute (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on_frame,
                          gpointer user_data, GCancellable *cancellable, GError **error)
 {
-  g_auto (ExecRun) r = { .client = c, .on_frame = on_frame, .user_data = user_data,
-                         .cancellable = cancellable };
+  g_auto (ExecRun) r
+      = { .client = c, .on_frame = on_frame, .user_data = user_data, .cancellable = cancellable };
   Conn *k;
 
   g_return_val_if_fail (c != NULL, NULL);
@@ -1228,8 +1253,11 @@ nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_ou
                       gpointer user_data, char **out_execution_id, GCancellable *cancellable,
                       GError **error)
 {
-  g_auto (ExecRun) r = { .client = c, .on_output = on_output, .user_data = user_data,
-                         .cancellable = cancellable };
+  g_auto (ExecRun) r = { .client = c,
+                         .on_output = on_output,
+                         .user_data = user_data,
+                         .cancellable = cancellable,
+                         .t_start = g_get_monotonic_time () };
   g_autoptr (JsonObject) reserved = NULL;
   g_autoptr (GBytes) text = NULL;
   g_autofree char *open = NULL;
@@ -1242,8 +1270,9 @@ nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_ou
   /* Like the reference host (spec D.2.5): the id is always the one reserved here. */
   g_return_val_if_fail (!json_object_has_member (body, "executionId"), NULL);
   /* No body: the agent mints the id (spec A.3). */
-  reserved = call_text (c, "reserve-execution", NULL, READ_IDLE_TIMEOUT_MS, cancellable, &text,
-                        error);
+  reserved
+      = call_text (c, "reserve-execution", NULL, READ_IDLE_TIMEOUT_MS, cancellable, &text, error);
+  r.t_reserved = g_get_monotonic_time ();
   if (reserved == NULL)
     return NULL;
   /* The core closes the body with the id: it takes it without its closing brace. */

@@ -27,6 +27,7 @@
 #include "nz-backend.h"
 #include "nz-json.h"
 #include "../nz-test.h"
+#include "../nz-test-exec.h"
 
 /* NAMZU_WORKER_IMAGE overrides it, so a branch can test its own build of the image. */
 #define DEFAULT_WORKER_IMAGE "namzu-worker:latest"
@@ -294,6 +295,27 @@ START_TEST (test_caps_and_no_new_privs)
   ck_assert_ptr_nonnull (strstr (self, "CapEff:\t0000000000000000"));
   ck_assert_ptr_nonnull (strstr (self, "NoNewPrivs:\t1"));
   ck_assert_str_eq (id, "1001\n/home/namzu\n");
+}
+END_TEST
+
+/* namzu-exec --json's result carries the exec's phases on docker too (through the worker). */
+START_TEST (test_exec_json_timing)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  g_auto (GStrv) lines = NULL;
+  g_autoptr (JsonObject) result = NULL;
+  guint n;
+
+  ck_assert_int_eq (tool (NULL, &out, &err, "namzu-exec", "--sandbox", shared_id, "--json", "--",
+                          "sh", "-c", "echo x; sleep 0.1", NULL),
+                    0);
+  lines = g_strsplit (out, "\n", -1);
+  n = g_strv_length (lines);
+  ck_assert_msg (n >= 2, "%s", out);
+  result = nz_json_parse_object (lines[n - 2], -1, NULL);
+  ck_assert_ptr_nonnull (result);
+  ck_assert_str_eq (nz_json_get_string (result, "type"), "result");
+  nz_test_check_exec_timing (result, 100);
 }
 END_TEST
 
@@ -572,8 +594,7 @@ START_TEST (test_sandbox_env)
   JsonArray *names;
   int rc;
 
-  ck_assert (g_file_set_contents (file, "# docker's format\nB=from the file\nA=file\n", -1,
-                                  NULL));
+  ck_assert (g_file_set_contents (file, "# docker's format\nB=from the file\nA=file\n", -1, NULL));
   rc = tool (NULL, &out, &err, "namzu-create", "--backend", "container:docker", "--image",
              worker_image (), "--network", "allow-all", "--docker-network", "bridge", "--outputs",
              out_dir, "--label", TEST_LABEL, "--env-file", file, "--env", "A=1", NULL);
@@ -589,9 +610,8 @@ START_TEST (test_sandbox_env)
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
 
-  ck_assert_int_eq (tool (NULL, &out, &err, "namzu-exec", "--sandbox", id, "--", "printenv", "A",
-                          NULL),
-                    0);
+  ck_assert_int_eq (
+      tool (NULL, &out, &err, "namzu-exec", "--sandbox", id, "--", "printenv", "A", NULL), 0);
   ck_assert_str_eq (out, "1\n");
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
@@ -602,9 +622,8 @@ START_TEST (test_sandbox_env)
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
   /* The next command has the sandbox's value again. */
-  ck_assert_int_eq (tool (NULL, &out, &err, "namzu-exec", "--sandbox", id, "--", "printenv", "A",
-                          NULL),
-                    0);
+  ck_assert_int_eq (
+      tool (NULL, &out, &err, "namzu-exec", "--sandbox", id, "--", "printenv", "A", NULL), 0);
   ck_assert_str_eq (out, "1\n");
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
@@ -668,12 +687,13 @@ END_TEST
  * (SizeRw stays 0). Beside a writable outputs directory it is refused before docker runs. */
 START_TEST (test_disk_bound)
 {
-  static const char *const paths[] = { "/tmp", "/var/tmp", "/workspace", "/home/namzu",
-                                       "/dev/shm", "/mnt/user-data/outputs" };
+  static const char *const paths[]
+      = { "/tmp", "/var/tmp", "/workspace", "/home/namzu", "/dev/shm", "/mnt/user-data/outputs" };
   g_autofree char *err = NULL, *name = NULL, *size_rw = NULL, *id = NULL, *ro = NULL;
   g_autofree char *out_dir = new_outputs ();
   g_autofree char *mount_cmd = g_strdup_printf ("mount -t tmpfs -o size=8m,mode=0777 nz-outputs "
-                                                "'%s'", out_dir);
+                                                "'%s'",
+                                                out_dir);
   g_autofree char *umount_cmd = g_strdup_printf ("umount '%s'", out_dir);
   g_autoptr (GString) failures = g_string_new (NULL);
   int rc = 0;
@@ -687,21 +707,22 @@ START_TEST (test_disk_bound)
     g_string_append_printf (failures, "create --disk-mb failed: %s", err);
   for (gsize i = 0; id != NULL && i < G_N_ELEMENTS (paths); i++)
     {
-      g_autofree char *script = g_strdup_printf (
-          "dd if=/dev/zero of=%s/fill bs=1M count=32 2>&1; echo rc=$?; "
-          "du -k %s/fill | cut -f1; rm -f %s/fill", paths[i], paths[i], paths[i]);
+      g_autofree char *script
+          = g_strdup_printf ("dd if=/dev/zero of=%s/fill bs=1M count=32 2>&1; echo rc=$?; "
+                             "du -k %s/fill | cut -f1; rm -f %s/fill",
+                             paths[i], paths[i], paths[i]);
       g_autofree char *res = sh (id, script, NULL);
       g_auto (GStrv) lines = g_strsplit (res, "\n", -1);
       guint n = g_strv_length (lines);
 
-      if (strstr (res, "No space left on device") == NULL || strstr (res, "rc=1") == NULL
-          || n < 2 || g_ascii_strtoll (lines[n - 2], NULL, 10) > 8192)
+      if (strstr (res, "No space left on device") == NULL || strstr (res, "rc=1") == NULL || n < 2
+          || g_ascii_strtoll (lines[n - 2], NULL, 10) > 8192)
         g_string_append_printf (failures, "%s is not bounded at 8 MiB: %s\n", paths[i], res);
     }
   if (id != NULL)
     {
-      const char *const a[] = { "container", "inspect", "--size", "--format", "{{.SizeRw}}",
-                                NULL, NULL };
+      const char *const a[]
+          = { "container", "inspect", "--size", "--format", "{{.SizeRw}}", NULL, NULL };
       const char *a2[G_N_ELEMENTS (a)];
 
       memcpy (a2, a, sizeof a);
@@ -713,9 +734,11 @@ START_TEST (test_disk_bound)
       /* No writable mount of a real filesystem but the (sized) outputs directory: docker's
        * /etc/hosts, hostname and resolv.conf binds are read-only under --read-only. */
       {
-        g_autofree char *rw = sh (
-            id, "awk '$4 ~ /^rw/ && $3 !~ /^(tmpfs|devtmpfs|proc|devpts|mqueue|sysfs|cgroup2?)$/ "
-            "{print $2, $3}' /proc/mounts", NULL);
+        g_autofree char *rw
+            = sh (id,
+                  "awk '$4 ~ /^rw/ && $3 !~ /^(tmpfs|devtmpfs|proc|devpts|mqueue|sysfs|cgroup2?)$/ "
+                  "{print $2, $3}' /proc/mounts",
+                  NULL);
 
         if (*rw != '\0')
           g_string_append_printf (failures, "writable host filesystems: %s\n", rw);
@@ -732,8 +755,8 @@ START_TEST (test_disk_bound)
 
   g_clear_pointer (&err, g_free);
   g_free (create (NULL, "container:docker", out_dir, &err, "--disk-mb", "8"));
-  ck_assert_msg (err != NULL && strstr (err, "--disk-mb cannot bound layout.outputs") != NULL,
-                 "%s", err);
+  ck_assert_msg (err != NULL && strstr (err, "--disk-mb cannot bound layout.outputs") != NULL, "%s",
+                 err);
 }
 END_TEST
 
@@ -748,14 +771,14 @@ assert_worker_out_of_reach (const char *id, const char *out_dir, gboolean gvisor
 {
   g_autofree char *written = g_build_filename (out_dir, "w.txt", NULL);
   struct stat st;
-  g_autofree char *attack = g_build_filename (g_getenv ("NZ_BUILD_DIR"), "tests",
-                                              "privsep-attack", NULL);
+  g_autofree char *attack
+      = g_build_filename (g_getenv ("NZ_BUILD_DIR"), "tests", "privsep-attack", NULL);
   g_autofree char *attack_dst = g_strdup_printf ("%s:privsep-attack", id);
   g_autofree char *out = NULL, *owner = NULL, *err = NULL;
   static const char *const attacks[]
-      = { "proc-environ", "proc-mem", "proc-mem-read", "proc-fd-list", "pidfd_getfd", "kill-0",
-          "kill-SIGSTOP", "ptrace-attach", "socket-in-view", "socket-replace",
-          "host-disk-write", "environ-content", "proc-fd-open", "port-takeover" };
+      = { "proc-environ",    "proc-mem",        "proc-mem-read", "proc-fd-list",   "pidfd_getfd",
+          "kill-0",          "kill-SIGSTOP",    "ptrace-attach", "socket-in-view", "socket-replace",
+          "host-disk-write", "environ-content", "proc-fd-open",  "port-takeover" };
   int rc;
 
   ck_assert_msg (tool (NULL, NULL, &err, "namzu-cp", attack, attack_dst, NULL) == 0, "%s", err);
@@ -769,8 +792,8 @@ assert_worker_out_of_reach (const char *id, const char *out_dir, gboolean gvisor
       /* gVisor's own /proc lets any uid open a process's environ (mode 0444) and list its fd
        * directory, dumpable or not (docs/security.md, runsc): there the environment must read
        * as NULs (environ-content) and no descriptor may open (proc-fd-open). */
-      if (gvisor && (strcmp (attacks[i], "proc-environ") == 0
-                     || strcmp (attacks[i], "proc-fd-list") == 0))
+      if (gvisor
+          && (strcmp (attacks[i], "proc-environ") == 0 || strcmp (attacks[i], "proc-fd-list") == 0))
         continue;
       ck_assert_msg (strstr (out, line) != NULL, "no '%s' in %s", attacks[i], out);
     }
@@ -791,8 +814,7 @@ assert_worker_out_of_reach (const char *id, const char *out_dir, gboolean gvisor
     g_autoptr (JsonObject) h = private_handle (id);
 
     ck_assert_int_eq (worker_http (id, nz_json_get_string (h, "token"), "/write-file",
-                                   "{\"path\":\"w.txt\",\"content\":\"from host\\n\"}",
-                                   NULL),
+                                   "{\"path\":\"w.txt\",\"content\":\"from host\\n\"}", NULL),
                       200);
   }
   owner = sh (id, "echo more >> w.txt && cat w.txt", NULL);
@@ -1211,6 +1233,7 @@ suite (void)
 
   tcase_set_timeout (inside, 60);
   tcase_add_test (inside, test_caps_and_no_new_privs);
+  tcase_add_test (inside, test_exec_json_timing);
   tcase_add_test (inside, test_read_only_root_and_exec_tmpfs);
   tcase_add_test (inside, test_limits);
   tcase_add_test (inside, test_workload_cannot_reach_worker_docker);

@@ -19,6 +19,7 @@
 #include "nz-errors.h"
 #include "nz-json.h"
 #include "../nz-test.h"
+#include "../nz-test-exec.h"
 
 /* The binary under test: namzu-exec (the front) or namzu-exec-full (set per tcase). */
 static const char *exec_tool = "namzu-exec";
@@ -287,9 +288,10 @@ START_TEST (test_json_events)
   guint results = 0, n;
   double code = -1;
 
-  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err,
-                              ARGS ("--json", "--", "sh", "-c", "echo a; echo b >&2; exit 5")),
-                    5);
+  ck_assert_int_eq (
+      exec_run (a, NULL, "", &out, &err,
+                ARGS ("--json", "--", "sh", "-c", "echo a; echo b >&2; sleep 0.1; exit 5")),
+      5);
   lines = g_strsplit (out, "\n", -1);
   n = g_strv_length (lines);
   ck_assert_msg (n >= 2 && *lines[n - 1] == '\0', "not newline-terminated NDJSON: %s", out);
@@ -314,6 +316,7 @@ START_TEST (test_json_events)
           ck_assert (nz_json_get_number (ev, "exitCode", &code));
           ck_assert (!nz_json_get_bool (ev, "timedOut", TRUE));
           ck_assert (g_str_has_prefix (nz_json_get_string (ev, "executionId"), "exec_"));
+          nz_test_check_exec_timing (ev, 100);
         }
     }
   ck_assert_uint_eq (results, 1);
@@ -525,14 +528,13 @@ START_TEST (test_sandbox_handles)
     ck_assert (g_file_get_contents (hpath, &htext, NULL, NULL));
     hobj = nz_json_parse_object (htext, -1, NULL);
     ck_assert (hobj != NULL
-               && nz_json_get_number (nz_json_get_object (hobj, "private"), "childPid",
-                                      &agent_pid)
+               && nz_json_get_number (nz_json_get_object (hobj, "private"), "childPid", &agent_pid)
                && agent_pid > 1);
     g_autofree char *cmd = g_strdup_printf ("sleep 1 && kill -9 %d", (int)agent_pid);
     const char *killer[] = { "/bin/sh", "-c", cmd, NULL };
 
-    ck_assert (g_spawn_async (NULL, (char **)killer, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL,
-                              NULL));
+    ck_assert (
+        g_spawn_async (NULL, (char **)killer, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, NULL));
   }
   ck_assert_int_eq (exec_run (NULL, NULL, "", &o3, &e3, ARGS ("--sandbox", id, "--", "sleep", "5")),
                     125);
@@ -574,7 +576,8 @@ START_TEST (test_front_hands_over)
 
   ck_assert_int_eq (exec_run (a, NULL, "", &o1, &e1, ARGS ("--json", "--", "echo", "hi")), 0);
   ck_assert_msg (strstr (o1, "{\"type\":\"stdout\",\"data\":\"hi\\n\"}\n")
-                     && strstr (o1, "\"type\":\"result\""), "%s", o1);
+                     && strstr (o1, "\"type\":\"result\""),
+                 "%s", o1);
   ck_assert_int_eq (exec_run (a, NULL, "", &o2, &e2, ARGS ("--detach", "--", "true")), 0);
   started = nz_json_parse_object (o2, -1, NULL);
   ck_assert_msg (started != NULL
@@ -582,8 +585,8 @@ START_TEST (test_front_hands_over)
                  "%s", o2);
   /* A repeated --env keeps its first place and its last value, as json-glib built it. */
   ck_assert_int_eq (exec_run (a, NULL, "", &o3, &e3,
-                              ARGS ("-e", "A=1", "-e", "B=2", "--env=A=3", "-t", "30s", "--",
-                                    "sh", "-c", "echo $A$B")),
+                              ARGS ("-e", "A=1", "-e", "B=2", "--env=A=3", "-t", "30s", "--", "sh",
+                                    "-c", "echo $A$B")),
                     0);
   ck_assert_str_eq (o3, "32\n");
 }
@@ -598,11 +601,11 @@ START_TEST (test_output_round_trip)
 
   env = g_strdup_printf ("X=%s", text);
   want = g_strdup_printf ("%s|%s", text, text);
-  ck_assert_int_eq (exec_run (a, NULL, "", &out, &err,
-                              ARGS ("-e", env, "--", "sh", "-c",
-                                    "printf '%s|%s' \"$X\" \"$1\"; printf '%s' \"$1\" >&2", "sh",
-                                    text)),
-                    0);
+  ck_assert_int_eq (
+      exec_run (a, NULL, "", &out, &err,
+                ARGS ("-e", env, "--", "sh", "-c",
+                      "printf '%s|%s' \"$X\" \"$1\"; printf '%s' \"$1\" >&2", "sh", text)),
+      0);
   ck_assert_str_eq (out, want);
   ck_assert_str_eq (err, text);
 }
@@ -617,7 +620,8 @@ START_TEST (test_malformed_handle)
     { "{\"id\": nz-\n", "sandbox handle" },
     { "[1,2]\n", "sandbox handle" },
     { "{\"backend\":\"container:bwrap\"}\n", "no string \"id\"" },
-    { "{\"error\":{\"code\":\"failed\",\"message\":\"create went wrong\"}}\n", "create went wrong" },
+    { "{\"error\":{\"code\":\"failed\",\"message\":\"create went wrong\"}}\n",
+      "create went wrong" },
     { "{\"id\":\"nz-00000000abcd\"}\n", "unknown sandbox" },
   };
 
@@ -657,11 +661,13 @@ START_TEST (test_retire_hand_over)
   ck_assert_msg (h != NULL && (id = nz_json_get_string (h, "id")) != NULL, "handle: %s", handle);
   envp = g_environ_setenv (g_get_environ (), "NZ_EXEC_RETIRE_UNCONFIRMED",
                            "could not confirm that execution exec_x stopped (test)", TRUE);
-  ck_assert (g_spawn_sync (NULL, (char **)(const char *[]){ full, "--sandbox", id, "--", "true", NULL },
+  ck_assert (g_spawn_sync (NULL,
+                           (char **)(const char *[]){ full, "--sandbox", id, "--", "true", NULL },
                            envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, NULL));
   ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 125, "status %d: %s", status, err);
   ck_assert_msg (strstr (err, "could not confirm that execution exec_x stopped (test)")
-                     && strstr (err, "was retired"), "%s", err);
+                     && strstr (err, "was retired"),
+                 "%s", err);
   /* Retired: nothing runs there any more. */
   ck_assert_int_eq (exec_run (NULL, NULL, "", &o2, &e2, ARGS ("--sandbox", id, "--", "true")), 125);
   g_spawn_sync (NULL, (char **)rm, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);

@@ -1,8 +1,8 @@
 /* namzu-exec: run a command in a sandbox, passing its output through and returning its status.
  *
  * The exec runs on a worker thread so the main thread can run a GMainLoop with
- * SIGINT/SIGTERM/SIGHUP sources: a signal cancels the remote execution by id and we wait for the agent's
- * confirmation before exiting 128+signal. */
+ * SIGINT/SIGTERM/SIGHUP sources: a signal cancels the remote execution by id and we wait for the
+ * agent's confirmation before exiting 128+signal. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,7 +26,6 @@
  * a TCP agent refuses first frames over 8 MiB before authentication (spec A.4). */
 #define STDIN_LIMIT_BYTES (4 * 1024 * 1024)
 
-
 static char *opt_sandbox, *opt_timeout, *opt_cwd, *opt_endpoint, *opt_id;
 static char **opt_env, **opt_command;
 static gboolean opt_json, opt_stdin, opt_detach;
@@ -38,7 +37,8 @@ static const GOptionEntry entries[] = {
     "Write NDJSON events on stdout instead of passing output through", NULL },
   { "timeout", 't', 0, G_OPTION_ARG_STRING, &opt_timeout,
     "Kill the command after MS milliseconds or a DURATION like 30s, 5m, 1h (default: the "
-    "agent's, 5m); exit 124", "MS|DURATION" },
+    "agent's, 5m); exit 124",
+    "MS|DURATION" },
   /* The command's text is taken as bytes (FILENAME: GOption converts STRING from the locale's
    * charset, which under the C locale refuses every non-ASCII byte) and checked as UTF-8 in
    * build_body, as the front takes it. */
@@ -54,27 +54,31 @@ static const GOptionEntry entries[] = {
     "ENDPOINT" },
   { "detach", 'd', 0, G_OPTION_ARG_NONE, &opt_detach,
     "Start the command with retained output and return at once, printing "
-    "{\"executionId\",\"state\"}; follow it later with namzu-attach --execution ID", NULL },
+    "{\"executionId\",\"state\"}; follow it later with namzu-attach --execution ID",
+    NULL },
   { "id", 0, 0, G_OPTION_ARG_STRING, &opt_id,
     "With --detach: the execution id to use (exec_<uuid>; default: a new one)", "ID" },
   { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt_command, NULL, NULL },
   { NULL }
 };
 
-static const char description[] =
-  "Runs COMMAND in a sandbox. Its stdout and stderr are passed through as they arrive, or\n"
-  "with --json written as NDJSON events: {\"type\":\"stdout\"|\"stderr\",\"data\":...}, ending\n"
-  "in one {\"type\":\"result\",\"exitCode\":...} line ({\"type\":\"error\",...} if it failed).\n"
-  "\n"
-  "The sandbox is --sandbox ID, else $NAMZU_SANDBOX, else the handle namzu-create printed,\n"
-  "read from stdin (not with -i):  namzu-create | namzu-exec -- make\n"
-  "\n"
-  "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 126 if it could\n"
-  "not be executed, 127 if it was not found; 125 if namzu itself failed. SIGINT, SIGTERM\n"
-  "and SIGHUP cancel the command in the sandbox, wait for that to be confirmed, and exit\n"
-  "128+N. When the sandbox cannot confirm that the command stopped, the sandbox is retired\n"
-  "(torn down, as namzu-destroy would) and namzu-exec exits 125.";
-
+static const char description[]
+    = "Runs COMMAND in a sandbox. Its stdout and stderr are passed through as they arrive, or\n"
+      "with --json written as NDJSON events: {\"type\":\"stdout\"|\"stderr\",\"data\":...}, "
+      "ending\n"
+      "in one {\"type\":\"result\",\"exitCode\":...} line ({\"type\":\"error\",...} if it "
+      "failed).\n"
+      "The result carries \"timing\": {reserveMs, dialMs, executeMs, drainMs, firstFrameMs,\n"
+      "totalMs}, the phases of this exec in whole milliseconds.\n"
+      "\n"
+      "The sandbox is --sandbox ID, else $NAMZU_SANDBOX, else the handle namzu-create printed,\n"
+      "read from stdin (not with -i):  namzu-create | namzu-exec -- make\n"
+      "\n"
+      "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 126 if it could\n"
+      "not be executed, 127 if it was not found; 125 if namzu itself failed. SIGINT, SIGTERM\n"
+      "and SIGHUP cancel the command in the sandbox, wait for that to be confirmed, and exit\n"
+      "128+N. When the sandbox cannot confirm that the command stopped, the sandbox is retired\n"
+      "(torn down, as namzu-destroy would) and namzu-exec exits 125.";
 
 static void
 emit_event (const char *type, const char *data)
@@ -110,8 +114,8 @@ exec_thread (gpointer user_data)
 {
   NzExecRun *run = user_data;
 
-  run->result = nz_agent_client_exec (run->client, run->body, on_output, run,
-                                      &run->execution_id, run->cancellable, &run->error);
+  run->result = nz_agent_client_exec (run->client, run->body, on_output, run, &run->execution_id,
+                                      run->cancellable, &run->error);
   return NULL;
 }
 
@@ -149,7 +153,8 @@ build_body (GError **error)
 
           if (key == NULL || *key == '\0')
             return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                                 "--env wants K=V, got \"%s\"", opt_env[i]), NULL);
+                                 "--env wants K=V, got \"%s\"", opt_env[i]),
+                    NULL);
           json_object_set_string_member (env, key, eq + 1);
         }
     }
@@ -160,7 +165,9 @@ build_body (GError **error)
       if (ms < 0)
         return (g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                              "--timeout wants milliseconds or a duration like 30s, 5m, 1h; got "
-                             "\"%s\"", opt_timeout), NULL);
+                             "\"%s\"",
+                             opt_timeout),
+                NULL);
       json_object_set_int_member (body, "timeoutMs", ms);
     }
   if (opt_stdin)
@@ -176,12 +183,15 @@ build_body (GError **error)
       if (in->len > STDIN_LIMIT_BYTES)
         return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
                           "-i takes at most %d bytes of stdin; copy larger input in with "
-                          "namzu-cp instead", STDIN_LIMIT_BYTES), NULL);
+                          "namzu-cp instead",
+                          STDIN_LIMIT_BYTES),
+                NULL);
       /* The wire carries stdin as a JSON string: text only, and we refuse rather than mangle. */
       if (!g_utf8_validate_len (in->str, in->len, NULL))
         return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
                           "-i sends stdin as text and this input is not UTF-8; copy binary "
-                          "input in with namzu-cp instead"), NULL);
+                          "input in with namzu-cp instead"),
+                NULL);
       json_object_set_string_member (body, "stdin", in->str);
     }
   return g_steal_pointer (&body);
@@ -191,8 +201,8 @@ build_body (GError **error)
 static gboolean
 namzu_failed (GError **error, const GError *cause)
 {
-  return nz_cli_exit_status (error, nz_exec_fail (EXIT_NAMZU, nz_error_code_name (cause), "%s",
-                                                  cause->message));
+  return nz_cli_exit_status (
+      error, nz_exec_fail (EXIT_NAMZU, nz_error_code_name (cause), "%s", cause->message));
 }
 
 gboolean
@@ -254,9 +264,8 @@ nz_tool_exec (int argc, char **argv, GCancellable *cancellable, GError **error)
     target = g_strdup_printf ("sandbox %s", handle->id);
   if (retire != NULL && handle != NULL)
     {
-      g_autoptr (GError) unconfirmed = g_error_new_literal (NZ_AGENT_ERROR,
-                                                            NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
-                                                            retire);
+      g_autoptr (GError) unconfirmed
+          = g_error_new_literal (NZ_AGENT_ERROR, NZ_AGENT_ERROR_CANCEL_UNCONFIRMED, retire);
 
       return nz_cli_exit_status (error, nz_exec_retire_unconfirmed (handle, unconfirmed));
     }
