@@ -177,8 +177,7 @@ report_gap (AttachState *st, JsonObject *frame)
   guint64 dropped = 0, from = 0;
   gboolean have_from = nz_agent_reply_count (frame, "fromOffset", &from);
 
-  if (nz_agent_reply_count (frame, "droppedBytes", &dropped) && dropped > 0
-      && st->cb->gap != NULL)
+  if (nz_agent_reply_count (frame, "droppedBytes", &dropped) && dropped > 0 && st->cb->gap != NULL)
     st->cb->gap (dropped, from, st->user_data);
   if (have_from)
     st->next_offset = from;
@@ -336,8 +335,9 @@ attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char
        * attempt that delivered output earns a resume: a peer that fails the same way each
        * time (a malformed or oversized frame) is not asked again. */
       if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED)
-          || g_error_matches (local, NZ_ERROR, NZ_ERROR_TIMED_OUT) || attempt >= ATTACH_RESUMES
-          || (ok && local == NULL) || st.next_offset == started_at)
+          || g_error_matches (local, NZ_ERROR, NZ_ERROR_TIMED_OUT)
+          || g_error_matches (local, NZ_AGENT_ERROR, NZ_AGENT_ERROR_PEER_GONE)
+          || attempt >= ATTACH_RESUMES || (ok && local == NULL) || st.next_offset == started_at)
         {
           if (local == NULL)
             nz_throw (error, NZ_ERROR_PROTOCOL, "%s %s ended without a final frame", op, id);
@@ -538,7 +538,8 @@ nz_liveness_ready (NzLiveness *l, JsonObject *ready)
   /* min(max(asked, 100) x 4, max(100, echoed)); no echo: an old agent, no heartbeat. */
   if (l->asked_ms > 0 && nz_agent_reply_count (ready, "heartbeatMs", &echoed) && echoed > 0)
     {
-      l->interval_ms = MIN (MAX (l->asked_ms, 100) * 4, MAX (100, (gint64)MIN (echoed, G_MAXINT32)));
+      l->interval_ms
+          = MIN (MAX (l->asked_ms, 100) * 4, MAX (100, (gint64)MIN (echoed, G_MAXINT32)));
       l->next_send = l->last_seen + l->interval_ms * 1000;
     }
 }
@@ -578,9 +579,12 @@ nz_liveness_tick (NzLiveness *l, NzAgentDuplex *d, const char *what, GError **er
   if (l->interval_ms == 0)
     return TRUE;
   if (now - l->last_seen >= l->interval_ms * 3000)
-    return nz_throw (error, NZ_ERROR_TIMED_OUT,
-                     "%s: the peer sent nothing for %" G_GINT64_FORMAT "ms and is treated as gone",
-                     what, l->interval_ms * 3);
+    {
+      g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_PEER_GONE,
+                   "%s: the peer sent nothing for %" G_GINT64_FORMAT "ms and is treated as gone",
+                   what, l->interval_ms * 3);
+      return FALSE;
+    }
   if (now >= l->next_send)
     {
       g_autoptr (JsonObject) beat = json_object_new ();

@@ -101,7 +101,8 @@ void nz_liveness_seen (NzLiveness *l);
 /* How long poll() may wait before nz_liveness_tick must run, in ms (-1: for ever). */
 int nz_liveness_poll_ms (const NzLiveness *l);
 /* Sends a heartbeat when one is due; FALSE (and @error) when the stream is dead or the send
- * failed. @what names the stream in the error. */
+ * failed: NZ_AGENT_ERROR_PEER_GONE after three silent beats, NZ_ERROR_TIMED_OUT with no ready
+ * frame within NZ_HOST_READ_IDLE_TIMEOUT_MS. @what names the stream in the error. */
 gboolean nz_liveness_tick (NzLiveness *l, NzAgentDuplex *d, const char *what, GError **error);
 
 G_END_DECLS
