@@ -8,6 +8,7 @@
 #include "nz-frame.h"
 #include "nz-host-timing.h"
 #include "nz-json.h"
+#include "nz-lite-exec.h"
 #include "nz-token.h"
 
 /* How often a detaching exec asks whether its command started. */
@@ -169,6 +170,7 @@ typedef struct
   gboolean superseded;
   gboolean slow;
   char *refusal;
+  gint64 heartbeat_ms; /* attach-session: the heartbeat to ask for (0: none) */
 } AttachState;
 
 static void
@@ -245,7 +247,7 @@ session_stream (NzAgentClient *c, JsonObject *body, AttachState *st, GError **er
   g_autoptr (NzAgentDuplex) d = NULL;
   NzLiveness live;
 
-  nz_liveness_start (&live, body, nz_liveness_asked_ms ());
+  nz_liveness_start (&live, body, st->heartbeat_ms);
   d = nz_agent_duplex_open (c, "attach-session", body, error);
   if (d == NULL)
     return FALSE;
@@ -289,10 +291,11 @@ session_stream (NzAgentClient *c, JsonObject *body, AttachState *st, GError **er
 
 static JsonObject *
 attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char *id,
-             guint64 from_offset, guint64 observation_ms, const NzAttachCallbacks *callbacks,
-             gpointer user_data, GCancellable *cancellable, GError **error)
+             guint64 from_offset, guint64 observation_ms, gint64 heartbeat_ms,
+             const NzAttachCallbacks *callbacks, gpointer user_data, GCancellable *cancellable,
+             GError **error)
 {
-  AttachState st = { callbacks, user_data, from_offset, NULL, FALSE, FALSE, NULL };
+  AttachState st = { callbacks, user_data, from_offset, NULL, FALSE, FALSE, NULL, heartbeat_ms };
 
   for (int attempt = 0;; attempt++)
     {
@@ -360,17 +363,17 @@ nz_agent_attach_execution (NzAgentClient *c, const char *execution_id, guint64 f
 {
   g_return_val_if_fail (c != NULL && execution_id != NULL && callbacks != NULL, NULL);
   return attach_loop (c, "attach-execution", "executionId", execution_id, from_offset,
-                      observation_ms, callbacks, user_data, cancellable, error);
+                      observation_ms, 0, callbacks, user_data, cancellable, error);
 }
 
 JsonObject *
 nz_agent_attach_session (NzAgentClient *c, const char *session_id, guint64 from_offset,
-                         const NzAttachCallbacks *callbacks, gpointer user_data,
-                         GCancellable *cancellable, GError **error)
+                         gint64 heartbeat_ms, const NzAttachCallbacks *callbacks,
+                         gpointer user_data, GCancellable *cancellable, GError **error)
 {
   g_return_val_if_fail (c != NULL && session_id != NULL && callbacks != NULL, NULL);
-  return attach_loop (c, "attach-session", "sessionId", session_id, from_offset, 0, callbacks,
-                      user_data, cancellable, error);
+  return attach_loop (c, "attach-session", "sessionId", session_id, from_offset, 0, heartbeat_ms,
+                      callbacks, user_data, cancellable, error);
 }
 
 /* ---- duplex ---- */
@@ -506,6 +509,26 @@ nz_agent_duplex_next (NzAgentDuplex *d, gboolean may_read, JsonObject **out_fram
 }
 
 /* ---- stream liveness (spec D.2.11) ---- */
+
+gboolean
+nz_liveness_parse (const char *text, gint64 *out_ms, GError **error)
+{
+  long long ms;
+
+  if (text == NULL)
+    return (*out_ms = nz_liveness_asked_ms ()), TRUE;
+  if (g_str_equal (text, "0") || g_str_equal (text, "off"))
+    return (*out_ms = 0), TRUE;
+  ms = nz_lite_exec_parse_timeout_ms (text);
+  if (ms < 1 || ms > G_MAXINT32)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--heartbeat wants milliseconds, a duration like 15s, or off; got \"%s\"", text);
+      return FALSE;
+    }
+  *out_ms = ms;
+  return TRUE;
+}
 
 gint64
 nz_liveness_asked_ms (void)
