@@ -8,7 +8,8 @@
  *   - G_SPAWN_ERROR_NOENT / G_SPAWN_ERROR_ACCES when the agent could not start the command,
  *     so a tool can answer 127 / 126 like a shell;
  *   - NZ_AGENT_ERROR_DIAL_FAILED when the agent could not be reached at all, so nothing of
- *     that request was sent (the reference's AgentDialFailedError, spec D.2.3).
+ *     that request was sent (the reference's AgentDialFailedError, spec D.2.3);
+ *   - NZ_AGENT_ERROR_PEER_GONE when a stream's peer missed its heartbeats (nz_liveness_tick).
  *
  * A client is not thread-safe: use it from one thread at a time. */
 #pragma once
@@ -33,6 +34,9 @@ typedef enum
    * RemoteCancellationUnknownError, spec D.2): whatever ran may still run, so the sandbox
    * must be retired (nz_backend_retire). */
   NZ_AGENT_ERROR_CANCEL_UNCONFIRMED,
+  /* A long-lived stream's peer sent nothing, not even a heartbeat, for three agreed beats
+   * (spec D.2.11): it is treated as gone, and asking it again would only hang again. */
+  NZ_AGENT_ERROR_PEER_GONE,
 } NzAgentErrorCode;
 
 /* The only protocol version the agent speaks and we admit (spec A.9). */
@@ -43,8 +47,8 @@ typedef enum
 #define NZ_AGENT_TCP_PREAUTH_FRAME_LIMIT (8u * 1024 * 1024)
 
 /* Parses one reply frame's payload (a reply, a stream frame, a worker's JSON body) as an
- * untrusted object: nested deeper than nz-json's bound (json_too_deep), not one object, or not JSON is
- * NZ_ERROR_PROTOCOL. Returns a new reference. Every client read goes through here (and the
+ * untrusted object: nested deeper than nz-json's bound (json_too_deep), not one object, or not JSON
+ * is NZ_ERROR_PROTOCOL. Returns a new reference. Every client read goes through here (and the
  * client-reply fuzzer drives it). */
 JsonObject *nz_agent_reply_parse (const char *data, gsize len, GError **error);
 /* A reply's byte count or offset: TRUE and *@out set only for a JSON number that is a safe
@@ -101,8 +105,7 @@ JsonObject *nz_agent_client_call (NzAgentClient *c, const char *op, JsonObject *
 /* healthz with protocol admission (spec A.9): `ok` must be true and `protocolVersion` exactly
  * 2. Returns the reply (new reference). A mismatch is NZ_ERROR_PROTOCOL; a fenced agent is
  * NZ_ERROR_FAILED "agent is retiring". */
-JsonObject *nz_agent_client_healthz (NzAgentClient *c, GCancellable *cancellable,
-                                     GError **error);
+JsonObject *nz_agent_client_healthz (NzAgentClient *c, GCancellable *cancellable, GError **error);
 
 /* Features advertised by the last successful healthz (NULL-terminated, owned by @c), or NULL
  * when none was seen yet. */
@@ -137,9 +140,8 @@ GSocketConnection *nz_agent_client_open (NzAgentClient *c, const char *op, JsonO
  * (G_SPAWN_ERROR for spawn ENOENT/EACCES, else NZ_ERROR with the agent's string). The stream
  * is observed for timeoutMs + 10 s. A socket closed before the terminator is "socket closed
  * before exec stream terminator". */
-JsonObject *nz_agent_client_execute (NzAgentClient *c, JsonObject *body,
-                                     NzAgentFrameFunc on_frame, gpointer user_data,
-                                     GCancellable *cancellable, GError **error);
+JsonObject *nz_agent_client_execute (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on_frame,
+                                     gpointer user_data, GCancellable *cancellable, GError **error);
 
 typedef enum
 {
@@ -153,9 +155,9 @@ typedef void (*NzExecOutputFunc) (NzExecStream stream, const char *data, gsize l
                                   gpointer user_data);
 
 /* reserve-execution (no body: the agent mints the id), then execute @body with that
- * executionId (@body must not carry one), deltas to @on_output. Returns the `result` frame (new reference; `exitCode`,
- * `timedOut`, `signal`?, `durationMs`, ...). @out_execution_id (may be NULL) receives the id
- * as soon as it is known, even on failure.
+ * executionId (@body must not carry one), deltas to @on_output. Returns the `result` frame (new
+ * reference; `exitCode`, `timedOut`, `signal`?, `durationMs`, ...). @out_execution_id (may be NULL)
+ * receives the id as soon as it is known, even on failure.
  *
  * When @cancellable fires, the remote execution is cancelled by id (cancel-execution, retried
  * for up to ~8 s, each attempt bounded at 2 s) and the call returns G_IO_ERROR_CANCELLED once

@@ -8,6 +8,7 @@
 #include "nz-frame.h"
 #include "nz-host-timing.h"
 #include "nz-json.h"
+#include "nz-lite-exec.h"
 #include "nz-token.h"
 
 /* How often a detaching exec asks whether its command started. */
@@ -169,6 +170,7 @@ typedef struct
   gboolean superseded;
   gboolean slow;
   char *refusal;
+  gint64 heartbeat_ms; /* attach-session: the heartbeat to ask for (0: none) */
 } AttachState;
 
 static void
@@ -177,8 +179,7 @@ report_gap (AttachState *st, JsonObject *frame)
   guint64 dropped = 0, from = 0;
   gboolean have_from = nz_agent_reply_count (frame, "fromOffset", &from);
 
-  if (nz_agent_reply_count (frame, "droppedBytes", &dropped) && dropped > 0
-      && st->cb->gap != NULL)
+  if (nz_agent_reply_count (frame, "droppedBytes", &dropped) && dropped > 0 && st->cb->gap != NULL)
     st->cb->gap (dropped, from, st->user_data);
   if (have_from)
     st->next_offset = from;
@@ -246,7 +247,7 @@ session_stream (NzAgentClient *c, JsonObject *body, AttachState *st, GError **er
   g_autoptr (NzAgentDuplex) d = NULL;
   NzLiveness live;
 
-  nz_liveness_start (&live, body, nz_liveness_asked_ms ());
+  nz_liveness_start (&live, body, st->heartbeat_ms);
   d = nz_agent_duplex_open (c, "attach-session", body, error);
   if (d == NULL)
     return FALSE;
@@ -290,10 +291,11 @@ session_stream (NzAgentClient *c, JsonObject *body, AttachState *st, GError **er
 
 static JsonObject *
 attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char *id,
-             guint64 from_offset, guint64 observation_ms, const NzAttachCallbacks *callbacks,
-             gpointer user_data, GCancellable *cancellable, GError **error)
+             guint64 from_offset, guint64 observation_ms, gint64 heartbeat_ms,
+             const NzAttachCallbacks *callbacks, gpointer user_data, GCancellable *cancellable,
+             GError **error)
 {
-  AttachState st = { callbacks, user_data, from_offset, NULL, FALSE, FALSE, NULL };
+  AttachState st = { callbacks, user_data, from_offset, NULL, FALSE, FALSE, NULL, heartbeat_ms };
 
   for (int attempt = 0;; attempt++)
     {
@@ -336,8 +338,9 @@ attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char
        * attempt that delivered output earns a resume: a peer that fails the same way each
        * time (a malformed or oversized frame) is not asked again. */
       if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED)
-          || g_error_matches (local, NZ_ERROR, NZ_ERROR_TIMED_OUT) || attempt >= ATTACH_RESUMES
-          || (ok && local == NULL) || st.next_offset == started_at)
+          || g_error_matches (local, NZ_ERROR, NZ_ERROR_TIMED_OUT)
+          || g_error_matches (local, NZ_AGENT_ERROR, NZ_AGENT_ERROR_PEER_GONE)
+          || attempt >= ATTACH_RESUMES || (ok && local == NULL) || st.next_offset == started_at)
         {
           if (local == NULL)
             nz_throw (error, NZ_ERROR_PROTOCOL, "%s %s ended without a final frame", op, id);
@@ -360,17 +363,17 @@ nz_agent_attach_execution (NzAgentClient *c, const char *execution_id, guint64 f
 {
   g_return_val_if_fail (c != NULL && execution_id != NULL && callbacks != NULL, NULL);
   return attach_loop (c, "attach-execution", "executionId", execution_id, from_offset,
-                      observation_ms, callbacks, user_data, cancellable, error);
+                      observation_ms, 0, callbacks, user_data, cancellable, error);
 }
 
 JsonObject *
 nz_agent_attach_session (NzAgentClient *c, const char *session_id, guint64 from_offset,
-                         const NzAttachCallbacks *callbacks, gpointer user_data,
-                         GCancellable *cancellable, GError **error)
+                         gint64 heartbeat_ms, const NzAttachCallbacks *callbacks,
+                         gpointer user_data, GCancellable *cancellable, GError **error)
 {
   g_return_val_if_fail (c != NULL && session_id != NULL && callbacks != NULL, NULL);
-  return attach_loop (c, "attach-session", "sessionId", session_id, from_offset, 0, callbacks,
-                      user_data, cancellable, error);
+  return attach_loop (c, "attach-session", "sessionId", session_id, from_offset, 0, heartbeat_ms,
+                      callbacks, user_data, cancellable, error);
 }
 
 /* ---- duplex ---- */
@@ -507,6 +510,26 @@ nz_agent_duplex_next (NzAgentDuplex *d, gboolean may_read, JsonObject **out_fram
 
 /* ---- stream liveness (spec D.2.11) ---- */
 
+gboolean
+nz_liveness_parse (const char *text, gint64 *out_ms, GError **error)
+{
+  long long ms;
+
+  if (text == NULL)
+    return (*out_ms = nz_liveness_asked_ms ()), TRUE;
+  if (g_str_equal (text, "0") || g_str_equal (text, "off"))
+    return (*out_ms = 0), TRUE;
+  ms = nz_lite_exec_parse_timeout_ms (text);
+  if (ms < 1 || ms > G_MAXINT32)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--heartbeat wants milliseconds, a duration like 15s, or off; got \"%s\"", text);
+      return FALSE;
+    }
+  *out_ms = ms;
+  return TRUE;
+}
+
 gint64
 nz_liveness_asked_ms (void)
 {
@@ -538,7 +561,8 @@ nz_liveness_ready (NzLiveness *l, JsonObject *ready)
   /* min(max(asked, 100) x 4, max(100, echoed)); no echo: an old agent, no heartbeat. */
   if (l->asked_ms > 0 && nz_agent_reply_count (ready, "heartbeatMs", &echoed) && echoed > 0)
     {
-      l->interval_ms = MIN (MAX (l->asked_ms, 100) * 4, MAX (100, (gint64)MIN (echoed, G_MAXINT32)));
+      l->interval_ms
+          = MIN (MAX (l->asked_ms, 100) * 4, MAX (100, (gint64)MIN (echoed, G_MAXINT32)));
       l->next_send = l->last_seen + l->interval_ms * 1000;
     }
 }
@@ -578,9 +602,12 @@ nz_liveness_tick (NzLiveness *l, NzAgentDuplex *d, const char *what, GError **er
   if (l->interval_ms == 0)
     return TRUE;
   if (now - l->last_seen >= l->interval_ms * 3000)
-    return nz_throw (error, NZ_ERROR_TIMED_OUT,
-                     "%s: the peer sent nothing for %" G_GINT64_FORMAT "ms and is treated as gone",
-                     what, l->interval_ms * 3);
+    {
+      g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_PEER_GONE,
+                   "%s: the peer sent nothing for %" G_GINT64_FORMAT "ms and is treated as gone",
+                   what, l->interval_ms * 3);
+      return FALSE;
+    }
   if (now >= l->next_send)
     {
       g_autoptr (JsonObject) beat = json_object_new ();

@@ -39,10 +39,11 @@ JsonObject *nz_agent_attach_execution (NzAgentClient *c, const char *execution_i
 
 /* attach-session (read-only follow) from @from_offset until the session's exit frame, which
  * is returned (new reference; `exitCode`, `signal`? numeric). Another attachment taking over
- * is NZ_ERROR_BUSY "superseded"; a slow reader NZ_ERROR_FAILED. */
+ * is NZ_ERROR_BUSY "superseded"; a slow reader NZ_ERROR_FAILED. @heartbeat_ms: the heartbeat
+ * to ask for (nz_liveness_parse; 0: none); a peer that misses it is NZ_AGENT_ERROR_PEER_GONE. */
 JsonObject *nz_agent_attach_session (NzAgentClient *c, const char *session_id, guint64 from_offset,
-                                     const NzAttachCallbacks *callbacks, gpointer user_data,
-                                     GCancellable *cancellable, GError **error);
+                                     gint64 heartbeat_ms, const NzAttachCallbacks *callbacks,
+                                     gpointer user_data, GCancellable *cancellable, GError **error);
 
 /* A duplex stream connection: frames both ways, for terminals. */
 typedef struct _NzAgentDuplex NzAgentDuplex;
@@ -83,6 +84,9 @@ NzDuplexResult nz_agent_duplex_next (NzAgentDuplex *d, gboolean may_read, JsonOb
 /* The heartbeat a host tool asks for: $NAMZU_STREAM_HEARTBEAT_MS (a whole number of ms; 0 for
  * none), else NZ_HOST_STREAM_HEARTBEAT_MS. */
 gint64 nz_liveness_asked_ms (void);
+/* A tool's --heartbeat: MS, a DURATION like 15s (nz_lite_exec_parse_timeout_ms), or "0"/"off"
+ * for none; NULL: nz_liveness_asked_ms(). Anything else is a G_OPTION_ERROR (a usage error). */
+gboolean nz_liveness_parse (const char *text, gint64 *out_ms, GError **error);
 
 typedef struct
 {
@@ -101,7 +105,8 @@ void nz_liveness_seen (NzLiveness *l);
 /* How long poll() may wait before nz_liveness_tick must run, in ms (-1: for ever). */
 int nz_liveness_poll_ms (const NzLiveness *l);
 /* Sends a heartbeat when one is due; FALSE (and @error) when the stream is dead or the send
- * failed. @what names the stream in the error. */
+ * failed: NZ_AGENT_ERROR_PEER_GONE after three silent beats, NZ_ERROR_TIMED_OUT with no ready
+ * frame within NZ_HOST_READ_IDLE_TIMEOUT_MS. @what names the stream in the error. */
 gboolean nz_liveness_tick (NzLiveness *l, NzAgentDuplex *d, const char *what, GError **error);
 
 G_END_DECLS

@@ -106,7 +106,8 @@ run (guint8 call, NzAgentClient *c)
         g_autoptr (JsonObject) end
             = call % 9 == 3
                   ? nz_agent_attach_execution (c, "exec_1", 0, 0, &attach_cb, NULL, NULL, &error)
-                  : nz_agent_attach_session (c, "s1", 0, &attach_cb, NULL, NULL, &error);
+                  : nz_agent_attach_session (c, "s1", 0, nz_liveness_asked_ms (), &attach_cb, NULL,
+                                             NULL, &error);
 
         if (end != NULL && nz_json_get_object (end, "result") != NULL)
           (void)nz_exec_exit_status (nz_json_get_object (end, "result"));
@@ -175,8 +176,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     {
       g_log_set_handler (NULL, G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING, fatal_log, NULL);
       g_log_set_handler ("Json", G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING, fatal_log, NULL);
-      g_log_set_handler ("GLib-GIO", G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING, fatal_log,
-                         NULL);
+      g_log_set_handler ("GLib-GIO", G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING, fatal_log, NULL);
       init = TRUE;
     }
   if (size == 0)

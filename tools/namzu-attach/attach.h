@@ -12,7 +12,7 @@ G_BEGIN_DECLS
 gboolean nz_attach_follow_execution (NzAgentClient *c, const char *execution_id, guint64 from,
                                      long long timeout_ms, GError **error);
 gboolean nz_attach_follow_session (NzAgentClient *c, const char *session_id, guint64 from,
-                                   GError **error);
+                                   gint64 heartbeat_ms, GError **error);
 
 /* What follow.c shares with the terminal: output bytes on our stdout or stderr, the status an
  * exit frame carries, and a failure of namzu itself (said on stderr, NZ_EXEC_EXIT_NAMZU). */
@@ -22,9 +22,10 @@ int nz_attach_fail (const GError *cause);
 gboolean nz_attach_exit_status (GError **error, int status);
 
 /* terminal.c: an interactive terminal running @command (NULL or empty: the agent's shell);
- * @persistent_id: the session it keeps running as after we detach, or NULL. */
+ * @persistent_id: the session it keeps running as after we detach, or NULL; @heartbeat_ms: the
+ * heartbeat to ask for (0: none). */
 gboolean nz_attach_terminal (NzAgentClient *c, char **command, const char *persistent_id,
-                             GError **error);
+                             gint64 heartbeat_ms, GError **error);
 
 /* sessions.c: one call each, its reply printed as JSON. */
 gboolean nz_attach_list_sessions (NzAgentClient *c, GError **error);

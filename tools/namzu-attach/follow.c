@@ -96,11 +96,12 @@ nz_attach_session_status (JsonObject *exit_frame)
 }
 
 gboolean
-nz_attach_follow_session (NzAgentClient *c, const char *session_id, guint64 from, GError **error)
+nz_attach_follow_session (NzAgentClient *c, const char *session_id, guint64 from,
+                          gint64 heartbeat_ms, GError **error)
 {
   g_autoptr (GError) local_error = NULL;
-  g_autoptr (JsonObject) end
-      = nz_agent_attach_session (c, session_id, from, &attach_callbacks, NULL, NULL, &local_error);
+  g_autoptr (JsonObject) end = nz_agent_attach_session (
+      c, session_id, from, heartbeat_ms, &attach_callbacks, NULL, NULL, &local_error);
 
   if (end == NULL)
     return nz_attach_exit_status (error, nz_attach_fail (local_error));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attach.h"
+#include "nz-agent-sessions.h"
 #include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-lite-exec.h"
@@ -13,7 +14,9 @@
 #include "nz-tools.h"
 
 static char *opt_sandbox, *opt_endpoint, *opt_execution, *opt_session, *opt_kill, *opt_signal;
-static char *opt_start, *opt_timeout;
+static char *opt_start, *opt_timeout, *opt_heartbeat;
+/* --heartbeat in ms (0: none), parsed once in nz_tool_attach(). */
+static gint64 heartbeat_ms;
 /* --timeout in ms, parsed once in nz_tool_attach(); the agent's 30 min ceiling by default. */
 static long long timeout_ms = 1800000;
 static gint64 opt_from;
@@ -32,6 +35,10 @@ static const GOptionEntry entries[] = {
     "With --execution: the longest it may still run, as ms or 30s, 5m, 1h (default 30m, the "
     "agent's ceiling); namzu-attach gives up 10 s after that",
     "DURATION" },
+  { "heartbeat", 0, 0, G_OPTION_ARG_STRING, &opt_heartbeat,
+    "With --session or --terminal: ask the agent for a heartbeat every MS milliseconds or "
+    "DURATION (e.g. 15s), or off for none (default $NAMZU_STREAM_HEARTBEAT_MS, else 15 s)",
+    "MS|DURATION|off" },
   { "terminal", 't', 0, G_OPTION_ARG_NONE, &opt_terminal,
     "Open an interactive terminal (default command /bin/sh)", NULL },
   { "persistent", 'p', 0, G_OPTION_ARG_NONE, &opt_persistent,
@@ -72,9 +79,10 @@ static const char description[]
       "Output bytes that the agent's ring no longer holds are reported on stderr (\"N bytes\n"
       "dropped before offset M\"), never skipped silently.\n"
       "Sessions and terminals may stay quiet for ever: namzu-attach agrees a heartbeat with the\n"
-      "agent ($NAMZU_STREAM_HEARTBEAT_MS, default 15000; 0 for none) and gives up on a peer that\n"
-      "sends nothing for three beats, or no ready frame within 60 s. An execution ends at its\n"
-      "timeout: --timeout says how long it may still run.\n"
+      "agent (--heartbeat, else $NAMZU_STREAM_HEARTBEAT_MS, else 15 s; off or 0 for none) and\n"
+      "gives up on a peer that sends nothing for three beats (\"the peer sent nothing for Nms\n"
+      "and is treated as gone\", exit 125), or no ready frame within 60 s. An execution ends at\n"
+      "its timeout: --timeout says how long it may still run.\n"
       "Exit status: the followed command's (128+N for signal N, 124 on timeout), 0 for --list,\n"
       "--kill and a detached terminal, 125 when namzu itself failed.";
 
@@ -114,6 +122,8 @@ nz_tool_attach (int argc, char **argv, GCancellable *cancellable, GError **error
                          "--timeout wants milliseconds or a duration like 30s, 5m, 1h (at most "
                          "%d ms); got \"%s\"",
                          G_MAXINT32, opt_timeout);
+  if (!nz_liveness_parse (opt_heartbeat, &heartbeat_ms, error))
+    return FALSE;
   if (opt_persistent && (!opt_terminal || opt_session == NULL))
     return nz_cli_usage (error, "--persistent needs --terminal and --session ID");
   if (!opt_terminal && opt_start == NULL && opt_command != NULL && opt_command[0] != NULL)
@@ -132,9 +142,10 @@ nz_tool_attach (int argc, char **argv, GCancellable *cancellable, GError **error
   if (opt_execution != NULL)
     return nz_attach_follow_execution (client, opt_execution, (guint64)opt_from, timeout_ms, error);
   if (opt_terminal)
-    return nz_attach_terminal (client, opt_command, opt_persistent ? opt_session : NULL, error);
+    return nz_attach_terminal (client, opt_command, opt_persistent ? opt_session : NULL,
+                               heartbeat_ms, error);
   if (opt_session != NULL)
-    return nz_attach_follow_session (client, opt_session, (guint64)opt_from, error);
+    return nz_attach_follow_session (client, opt_session, (guint64)opt_from, heartbeat_ms, error);
   if (opt_list)
     return nz_attach_list_sessions (client, error);
   if (opt_start != NULL)

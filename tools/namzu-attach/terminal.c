@@ -60,7 +60,8 @@ send_event (NzAgentDuplex *d, JsonObject *ev)
 }
 
 gboolean
-nz_attach_terminal (NzAgentClient *c, char **command, const char *persistent_id, GError **error)
+nz_attach_terminal (NzAgentClient *c, char **command, const char *persistent_id,
+                    gint64 heartbeat_ms, GError **error)
 {
   g_autoptr (JsonObject) body = json_object_new ();
   g_autoptr (NzAgentDuplex) d = NULL;
@@ -83,7 +84,7 @@ nz_attach_terminal (NzAgentClient *c, char **command, const char *persistent_id,
       json_object_set_boolean_member (body, "persistent", TRUE);
       json_object_set_string_member (body, "sessionId", persistent_id);
     }
-  nz_liveness_start (&live, body, nz_liveness_asked_ms ());
+  nz_liveness_start (&live, body, heartbeat_ms);
   d = nz_agent_duplex_open (c, "terminal", body, &local_error);
   if (d == NULL)
     return nz_attach_exit_status (error, nz_attach_fail (local_error));
@@ -195,8 +196,9 @@ nz_attach_terminal (NzAgentClient *c, char **command, const char *persistent_id,
             {
               const char *code = nz_json_get_string (frame, "error");
 
-              nz_cli_warn ("terminal: %s", code != NULL ? code : "the agent sent an error "
-                                                                 "frame with no error code");
+              nz_cli_warn ("terminal: %s", code != NULL ? code
+                                                        : "the agent sent an error "
+                                                          "frame with no error code");
               status = NZ_EXEC_EXIT_NAMZU;
               exited = TRUE;
             }

@@ -21,7 +21,6 @@
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-json.h"
-#include "nz-lite-exec.h"
 #include "nz-tools.h"
 
 #include "forward.h"
@@ -123,25 +122,6 @@ parse_spec (const char *spec, struct sockaddr_storage *ss, socklen_t *sslen, gui
   return TRUE;
 }
 
-static gboolean
-parse_heartbeat (gint64 *out, GError **error)
-{
-  long long ms;
-
-  if (opt_heartbeat == NULL)
-    return (*out = nz_liveness_asked_ms ()), TRUE;
-  if (g_str_equal (opt_heartbeat, "0") || g_str_equal (opt_heartbeat, "off"))
-    return (*out = 0), TRUE;
-  ms = nz_lite_exec_parse_timeout_ms (opt_heartbeat);
-  if (ms < 1 || ms > G_MAXINT32)
-    return nz_cli_usage (error,
-                         "--heartbeat wants milliseconds, a duration like 15s, or off; "
-                         "got \"%s\"",
-                         opt_heartbeat);
-  *out = ms;
-  return TRUE;
-}
-
 static void
 print_listening (int lfd, guint remote, NzHandle *handle)
 {
@@ -194,7 +174,7 @@ nz_tool_port_forward (int argc, char **argv, GCancellable *cancellable, GError *
   if (opt_spec == NULL || opt_spec[0] == NULL || opt_spec[1] != NULL)
     return nz_cli_usage (error, "wants exactly one [ADDR:]LOCAL:REMOTE");
   if (!parse_spec (opt_spec[0], &ss, &sslen, &target.remote_port, error)
-      || !parse_heartbeat (&target.heartbeat_ms, error))
+      || !nz_liveness_parse (opt_heartbeat, &target.heartbeat_ms, error))
     return FALSE;
   client = nz_sandbox_open_client (opt_endpoint, opt_sandbox, TRUE, &handle, error);
   /* Fail now, not on the first connection, when the sandbox cannot be reached. */
