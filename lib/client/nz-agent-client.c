@@ -881,8 +881,9 @@ nz_agent_client_wait_ready (NzAgentClient *c, guint timeout_ms, GError **error)
 
 /* Reads frames until the terminator. */
 static gboolean
-run_stream (Conn *k, guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer user_data,
-            GCancellable *cancellable, GError **error)
+run_stream (Conn *k, const char *op, guint64 observation_ms, gint64 probe_ms,
+            NzAgentFrameFunc on_frame, gpointer user_data, GCancellable *cancellable,
+            GError **error)
 {
   gint64 deadline = deadline_after (observation_ms);
 
@@ -893,8 +894,27 @@ run_stream (Conn *k, guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer
       GError *local = NULL;
       gsize len = 0;
       const char *data;
-      NzLiteReadStatus st = conn_read_frame (k, deadline, cancellable, &payload, error);
+      gint64 wait = probe_ms > 0 ? MIN (deadline, g_get_monotonic_time () + probe_ms * 1000)
+                                 : deadline;
+      NzLiteReadStatus st = conn_read_frame (k, wait, cancellable, &payload, error);
 
+      /* Silent for one interval on a stream whose wire has no heartbeat: is the peer there?
+       * A healthz on a connection of its own, bounded by the same interval, says. */
+      if (st == NZ_LITE_READ_TIMEOUT && wait < deadline)
+        {
+          g_autoptr (JsonObject) alive
+              = call_internal (k->client, "healthz", NULL, (guint)probe_ms, cancellable, &local);
+
+          if (alive != NULL)
+            continue;
+          g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_PEER_GONE,
+                       "%s: the peer sent nothing for %" G_GINT64_FORMAT
+                       "ms and did not answer a healthz within as long (%s); it is treated as "
+                       "gone",
+                       op, probe_ms, local->message);
+          g_error_free (local);
+          return FALSE;
+        }
       if (read_failed (k, NZ_LITE_AWAIT_FRAME, st, "stream", observation_ms, error))
         return FALSE;
       data = g_bytes_get_data (payload, &len);
@@ -913,9 +933,9 @@ run_stream (Conn *k, guint64 observation_ms, NzAgentFrameFunc on_frame, gpointer
 }
 
 gboolean
-nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body, guint64 observation_ms,
-                        NzAgentFrameFunc on_frame, gpointer user_data, GCancellable *cancellable,
-                        GError **error)
+nz_agent_client_stream_probed (NzAgentClient *c, const char *op, JsonObject *body,
+                               guint64 observation_ms, gint64 probe_ms, NzAgentFrameFunc on_frame,
+                               gpointer user_data, GCancellable *cancellable, GError **error)
 {
   g_autoptr (Conn) k = NULL;
 
@@ -924,7 +944,16 @@ nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body, guin
   k = conn_request (c, op, body, cancellable, error);
   if (k == NULL)
     return FALSE;
-  return run_stream (k, observation_ms, on_frame, user_data, cancellable, error);
+  return run_stream (k, op, observation_ms, probe_ms, on_frame, user_data, cancellable, error);
+}
+
+gboolean
+nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body, guint64 observation_ms,
+                        NzAgentFrameFunc on_frame, gpointer user_data, GCancellable *cancellable,
+                        GError **error)
+{
+  return nz_agent_client_stream_probed (c, op, body, observation_ms, 0, on_frame, user_data,
+                                        cancellable, error);
 }
 
 GSocketConnection *

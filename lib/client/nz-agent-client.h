@@ -127,6 +127,13 @@ typedef gboolean (*NzAgentFrameFunc) (JsonObject *frame, gpointer user_data, GEr
 gboolean nz_agent_client_stream (NzAgentClient *c, const char *op, JsonObject *body,
                                  guint64 observation_ms, NzAgentFrameFunc on_frame,
                                  gpointer user_data, GCancellable *cancellable, GError **error);
+/* The same, for a stream whose wire has no heartbeat (attach-execution): after @probe_ms of
+ * silence (0: never) a healthz on a new connection must answer within @probe_ms, else the
+ * stream ends with NZ_AGENT_ERROR_PEER_GONE. */
+gboolean nz_agent_client_stream_probed (NzAgentClient *c, const char *op, JsonObject *body,
+                                        guint64 observation_ms, gint64 probe_ms,
+                                        NzAgentFrameFunc on_frame, gpointer user_data,
+                                        GCancellable *cancellable, GError **error);
 
 /* A duplex stream op (terminal, attach-session, tcp-connect): dials, sends {op, token?, body?}
  * and hands the open connection over (new reference); the caller reads and writes frames

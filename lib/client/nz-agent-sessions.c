@@ -309,8 +309,8 @@ attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char
       if (strcmp (op, "attach-session") == 0)
         ok = session_stream (c, body, &st, &local);
       else
-        ok = nz_agent_client_stream (c, op, body, observation_ms, attach_frame, &st, cancellable,
-                                     &local);
+        ok = nz_agent_client_stream_probed (c, op, body, observation_ms, heartbeat_ms, attach_frame,
+                                            &st, cancellable, &local);
       if (st.refusal != NULL)
         {
           g_autofree char *code = g_steal_pointer (&st.refusal);
@@ -358,12 +358,14 @@ attach_loop (NzAgentClient *c, const char *op, const char *id_member, const char
 
 JsonObject *
 nz_agent_attach_execution (NzAgentClient *c, const char *execution_id, guint64 from_offset,
-                           guint64 observation_ms, const NzAttachCallbacks *callbacks,
-                           gpointer user_data, GCancellable *cancellable, GError **error)
+                           guint64 observation_ms, gint64 heartbeat_ms,
+                           const NzAttachCallbacks *callbacks, gpointer user_data,
+                           GCancellable *cancellable, GError **error)
 {
   g_return_val_if_fail (c != NULL && execution_id != NULL && callbacks != NULL, NULL);
+  /* The wire has no heartbeat here (spec A.6): silence is answered by a healthz probe. */
   return attach_loop (c, "attach-execution", "executionId", execution_id, from_offset,
-                      observation_ms, 0, callbacks, user_data, cancellable, error);
+                      observation_ms, heartbeat_ms, callbacks, user_data, cancellable, error);
 }
 
 JsonObject *

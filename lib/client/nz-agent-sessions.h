@@ -31,11 +31,14 @@ typedef struct
  * returned (new reference; `outcome`, `result`?, `error`?, `nextOffset`). A connection lost
  * before the end is resumed from the last nextOffset (a few times). The agent ends every
  * execution by its timeout, so a connection that has not ended @observation_ms after it
- * opened (0: no bound) is a peer that lies or hangs: NZ_ERROR_TIMED_OUT. */
+ * opened (0: no bound) is a peer that lies or hangs: NZ_ERROR_TIMED_OUT. The wire has no
+ * heartbeat: after @heartbeat_ms of silence (0: never) a healthz probe on a new connection must
+ * answer within as long, else NZ_AGENT_ERROR_PEER_GONE (not resumed). */
 JsonObject *nz_agent_attach_execution (NzAgentClient *c, const char *execution_id,
                                        guint64 from_offset, guint64 observation_ms,
-                                       const NzAttachCallbacks *callbacks, gpointer user_data,
-                                       GCancellable *cancellable, GError **error);
+                                       gint64 heartbeat_ms, const NzAttachCallbacks *callbacks,
+                                       gpointer user_data, GCancellable *cancellable,
+                                       GError **error);
 
 /* attach-session (read-only follow) from @from_offset until the session's exit frame, which
  * is returned (new reference; `exitCode`, `signal`? numeric). Another attachment taking over

@@ -105,7 +105,7 @@ run (guint8 call, NzAgentClient *c)
       {
         g_autoptr (JsonObject) end
             = call % 9 == 3
-                  ? nz_agent_attach_execution (c, "exec_1", 0, 0, &attach_cb, NULL, NULL, &error)
+                  ? nz_agent_attach_execution (c, "exec_1", 0, 0, 0, &attach_cb, NULL, NULL, &error)
                   : nz_agent_attach_session (c, "s1", 0, nz_liveness_asked_ms (), &attach_cb, NULL,
                                              NULL, &error);
 

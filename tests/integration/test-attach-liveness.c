@@ -1,6 +1,7 @@
 /* namzu-attach against a frozen agent (issue 15, spec D.2.11): with a heartbeat agreed, an
  * agent that stops answering mid-stream (SIGSTOP: its socket stays open, nothing arrives)
- * ends --session and --terminal with the named error and exit 125, instead of a hang. Bad
+ * ends --session, --terminal and --execution (a healthz probe there) with the named error and exit
+ * 125, instead of a hang. Bad
  * --heartbeat values are usage errors. */
 #include "agent-harness.h"
 
@@ -165,6 +166,43 @@ START_TEST (test_terminal_frozen_agent)
 }
 END_TEST
 
+/* attach-execution: the wire has no heartbeat, so the silence is answered by a healthz on a
+ * new connection, which a frozen agent never answers. */
+START_TEST (test_execution_frozen_agent)
+{
+  Agent *a = agent_start (FALSE);
+  g_autofree char *exec = nz_test_tool ("namzu-exec");
+  g_autofree char *endpoint = g_strdup_printf ("unix:%s", a->sock_path);
+  g_auto (GStrv) env = agent_env (NULL);
+  const char *argv[] = { exec, "--endpoint", endpoint, "--detach",
+                         "--", "/bin/sh",    "-c",     "echo hel''lo; exec sleep 60",
+                         NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  g_autoptr (JsonObject) started = NULL;
+  int status = 0;
+  Tool t;
+
+  ck_assert (g_spawn_sync (NULL, (char **)argv, env, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                           &status, NULL));
+  ck_assert_msg (g_spawn_check_wait_status (status, NULL), "namzu-exec --detach: %s", err);
+  started = nz_json_parse_object (out, -1, NULL);
+  ck_assert_ptr_nonnull (started);
+  {
+    const char *follow[] = { "--heartbeat", "200ms", "--execution",
+                             nz_json_get_string (started, "executionId"), NULL };
+
+    t = tool_start (a, follow);
+  }
+  wait_output (&t, "hello");
+  /* Silent but alive: the probe is answered and the stream goes on. */
+  g_usleep (600 * 1000);
+  ck_assert_msg (waitpid (t.pid, &status, WNOHANG) == 0,
+                 "namzu-attach --execution gave up on a live, quiet agent");
+  assert_gone (&t, a, "--execution");
+  agent_stop (a);
+}
+END_TEST
+
 START_TEST (test_bad_heartbeat)
 {
   Agent *a = agent_start (FALSE);
@@ -189,6 +227,7 @@ main (void)
   tcase_set_timeout (tc, 90);
   tcase_add_test (tc, test_session_frozen_agent);
   tcase_add_test (tc, test_terminal_frozen_agent);
+  tcase_add_test (tc, test_execution_frozen_agent);
   tcase_add_test (tc, test_bad_heartbeat);
   suite_add_tcase (s, tc);
   return nz_test_run (s);

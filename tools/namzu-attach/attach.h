@@ -10,7 +10,7 @@ G_BEGIN_DECLS
 /* follow.c: an execution's or a session's output, replayed from @from and followed; the exit
  * status is the command's. @timeout_ms: the longest the execution may still run. */
 gboolean nz_attach_follow_execution (NzAgentClient *c, const char *execution_id, guint64 from,
-                                     long long timeout_ms, GError **error);
+                                     long long timeout_ms, gint64 heartbeat_ms, GError **error);
 gboolean nz_attach_follow_session (NzAgentClient *c, const char *session_id, guint64 from,
                                    gint64 heartbeat_ms, GError **error);
 

@@ -54,11 +54,11 @@ observation_ms (long long timeout_ms)
 
 gboolean
 nz_attach_follow_execution (NzAgentClient *c, const char *execution_id, guint64 from,
-                            long long timeout_ms, GError **error)
+                            long long timeout_ms, gint64 heartbeat_ms, GError **error)
 {
   g_autoptr (GError) local_error = NULL;
   g_autoptr (JsonObject) end
-      = nz_agent_attach_execution (c, execution_id, from, observation_ms (timeout_ms),
+      = nz_agent_attach_execution (c, execution_id, from, observation_ms (timeout_ms), heartbeat_ms,
                                    &attach_callbacks, NULL, NULL, &local_error);
   JsonObject *result;
   int status;

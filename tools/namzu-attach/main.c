@@ -37,7 +37,9 @@ static const GOptionEntry entries[] = {
     "DURATION" },
   { "heartbeat", 0, 0, G_OPTION_ARG_STRING, &opt_heartbeat,
     "With --session or --terminal: ask the agent for a heartbeat every MS milliseconds or "
-    "DURATION (e.g. 15s), or off for none (default $NAMZU_STREAM_HEARTBEAT_MS, else 15 s)",
+    "DURATION (e.g. 15s); with --execution (whose wire has none): probe the agent with a "
+    "healthz after that much silence; off for none (default $NAMZU_STREAM_HEARTBEAT_MS, else "
+    "15 s)",
     "MS|DURATION|off" },
   { "terminal", 't', 0, G_OPTION_ARG_NONE, &opt_terminal,
     "Open an interactive terminal (default command /bin/sh)", NULL },
@@ -81,8 +83,11 @@ static const char description[]
       "Sessions and terminals may stay quiet for ever: namzu-attach agrees a heartbeat with the\n"
       "agent (--heartbeat, else $NAMZU_STREAM_HEARTBEAT_MS, else 15 s; off or 0 for none) and\n"
       "gives up on a peer that sends nothing for three beats (\"the peer sent nothing for Nms\n"
-      "and is treated as gone\", exit 125), or no ready frame within 60 s. An execution ends at\n"
-      "its timeout: --timeout says how long it may still run.\n"
+      "and is treated as gone\", exit 125), or no ready frame within 60 s. An execution's\n"
+      "stream has no heartbeat on the wire: after one silent interval namzu-attach asks the\n"
+      "agent for a healthz on a new connection, and a peer that does not answer within the\n"
+      "interval is treated as gone (exit 125). An execution ends at its timeout: --timeout\n"
+      "says how long it may still run.\n"
       "Exit status: the followed command's (128+N for signal N, 124 on timeout), 0 for --list,\n"
       "--kill and a detached terminal, 125 when namzu itself failed.";
 
@@ -140,7 +145,8 @@ nz_tool_attach (int argc, char **argv, GCancellable *cancellable, GError **error
     return FALSE;
 
   if (opt_execution != NULL)
-    return nz_attach_follow_execution (client, opt_execution, (guint64)opt_from, timeout_ms, error);
+    return nz_attach_follow_execution (client, opt_execution, (guint64)opt_from, timeout_ms,
+                                       heartbeat_ms, error);
   if (opt_terminal)
     return nz_attach_terminal (client, opt_command, opt_persistent ? opt_session : NULL,
                                heartbeat_ms, error);
