@@ -139,6 +139,95 @@ read_to_eof (int fd)
     }
 }
 
+/* Echoes every connection's bytes and never closes one itself. */
+static const char echo_server[]
+    = "exec python3 -c '\n"
+      "import socket, threading\n"
+      "def echo(c):\n"
+      "    while True:\n"
+      "        b = c.recv(65536)\n"
+      "        if not b: break\n"
+      "        c.sendall(b)\n"
+      "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+      "s.bind((\"127.0.0.1\", 8200)); s.listen()\n"
+      "while True:\n"
+      "    threading.Thread(target=echo, args=(s.accept()[0],)).start()\n"
+      "'";
+
+/* The host pid of the sandbox's agent: bwrap's child, or that child's child of that name. */
+static pid_t
+agent_pid (void)
+{
+  g_autofree char *path = g_build_filename (harness.state, harness.sandbox, "handle.json", NULL);
+  g_autofree char *text = NULL;
+  g_autoptr (JsonObject) handle = NULL;
+  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
+  JsonObject *priv;
+  const char *name;
+  pid_t child;
+
+  ck_assert (g_file_get_contents (path, &text, NULL, NULL));
+  handle = nz_json_parse_object (text, -1, NULL);
+  priv = handle != NULL ? nz_json_get_object (handle, "private") : NULL;
+  ck_assert_ptr_nonnull (priv);
+  child = (pid_t)json_object_get_int_member (priv, "childPid");
+  while ((name = g_dir_read_name (proc)) != NULL)
+    {
+      g_autofree char *status_path = g_strdup_printf ("/proc/%s/status", name);
+      g_autofree char *status = NULL;
+      g_autofree char *want_ppid = g_strdup_printf ("\nPPid:\t%d\n", (int)child);
+      pid_t pid = (pid_t)atoi (name);
+
+      if (pid <= 0 || !g_file_get_contents (status_path, &status, NULL, NULL))
+        continue;
+      if (g_str_has_prefix (status, "Name:\tnamzu-agent\n")
+          && (pid == child || strstr (status, want_ppid) != NULL))
+        return pid;
+    }
+  ck_abort_msg ("no namzu-agent below bwrap's child %d", (int)child);
+  return -1;
+}
+
+/* A frozen agent (SIGSTOP: its socket open, nothing arriving) under an open connection: the
+ * heartbeat agreed on tcp-connect ends that connection with the named warning instead of
+ * leaving it hanging; the forward itself goes on. */
+START_TEST (test_frozen_agent_ends_the_connection)
+{
+  g_autofree char *err = NULL;
+  pid_t agent;
+  int fd;
+  char c;
+  Forward f;
+
+  serve_inside ("echo", echo_server, 8200);
+  f = start_forward (8200, "200ms");
+  fd = connect_local (f.port);
+  /* An echo: the tcp-connect stream is up before the agent is frozen; the server inside keeps
+   * the connection open and silent from here on. */
+  ck_assert (write (fd, "ping", 4) == 4);
+  {
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    char buf[16];
+
+    ck_assert_msg (poll (&pfd, 1, 10000) == 1, "no echo through the forward");
+    ck_assert_int_eq (read (fd, buf, sizeof buf), 4);
+  }
+  agent = agent_pid ();
+  ck_assert_int_eq (kill (agent, SIGSTOP), 0);
+  {
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    int ready = poll (&pfd, 1, 30000);
+    ssize_t n = ready == 1 ? read (fd, &c, 1) : 1;
+
+    kill (agent, SIGCONT);
+    ck_assert_msg (ready == 1 && n <= 0, "the connection outlived a frozen agent");
+  }
+  close (fd);
+  err = stop_forward (&f);
+  ck_assert_msg (strstr (err, "is treated as gone") != NULL, "stderr: %s", err);
+}
+END_TEST
+
 START_TEST (test_http_through_the_forward)
 {
   g_autofree char *want = NULL, *got = NULL, *err = NULL;
@@ -221,7 +310,7 @@ START_TEST (test_nothing_listens_inside)
 {
   g_autofree char *err = NULL;
   g_autoptr (GString) got = NULL;
-  Forward f = start_forward (8200, "off");
+  Forward f = start_forward (8200, "200ms");
   int fd = connect_local (f.port);
 
   got = read_to_eof (fd);
@@ -286,6 +375,7 @@ main (void)
   tcase_add_test (tc, test_http_through_the_forward);
   tcase_add_test (tc, test_half_close_reaches_the_sandbox);
   tcase_add_test (tc, test_nothing_listens_inside);
+  tcase_add_test (tc, test_frozen_agent_ends_the_connection);
   tcase_add_test (tc, test_refusals);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
