@@ -6,11 +6,16 @@
 
 static const char *const fs_ops[]
     = { "list-files", "walk-files", "stat-file", "remove-file", "move-file", NULL };
+static const char *const tree_ops[] = { "make-directory", "make-symlink", "set-file-mode", NULL };
 
-gboolean
-nz_agent_fsops_handles (const char *op)
+const char *
+nz_agent_fsops_feature (const char *op)
 {
-  return g_strv_contains (fs_ops, op);
+  if (g_strv_contains (fs_ops, op))
+    return "file-ops";
+  if (g_strv_contains (tree_ops, op))
+    return "file-tree-ops";
+  return NULL;
 }
 
 void
@@ -31,8 +36,14 @@ nz_agent_fsops_op (NzAgentConn *conn, NzEnvelope *env)
     ok = nz_fsops_stat (guest, env->body, reply, &error);
   else if (strcmp (op, "remove-file") == 0)
     ok = nz_fsops_remove (guest, env->body, reply, &error);
-  else
+  else if (strcmp (op, "move-file") == 0)
     ok = nz_fsops_move (guest, env->body, reply, &error);
+  else if (strcmp (op, "make-directory") == 0)
+    ok = nz_fsops_make_directory (guest, env->body, reply, &error);
+  else if (strcmp (op, "make-symlink") == 0)
+    ok = nz_fsops_make_symlink (guest, env->body, reply, &error);
+  else
+    ok = nz_fsops_set_mode (guest, env->body, reply, &error);
   if (!ok)
     {
       nz_agent_conn_reply_error (conn, error->message);

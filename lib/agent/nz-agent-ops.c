@@ -44,18 +44,21 @@ static const struct
   { "guest-boot-id", FEATURE_ON },
   /* Additive (docs/agent.md): list-files, walk-files, stat-file, remove-file, move-file. */
   { "file-ops", FEATURE_ON },
+  /* Additive, for directory copies: make-directory, make-symlink, set-file-mode. */
+  { "file-tree-ops", FEATURE_ON },
 };
 
 /* Test-only (docs/agent.md): NAMZU_AGENT_TEST_HIDE_FEATURES=a,b makes this agent behave like
  * one without those features (not advertised, their ops unknown), so a host's fallback for an
- * older agent can be tested against the real one. Only `file-ops` can be hidden. */
+ * older agent can be tested against the real one. Only `file-ops` and `file-tree-ops` can be
+ * hidden. */
 static gboolean
 feature_hidden (const char *name)
 {
   const char *hide = g_getenv ("NAMZU_AGENT_TEST_HIDE_FEATURES");
   g_auto (GStrv) names = NULL;
 
-  if (hide == NULL || strcmp (name, "file-ops") != 0)
+  if (hide == NULL || (strcmp (name, "file-ops") != 0 && strcmp (name, "file-tree-ops") != 0))
     return FALSE;
   names = g_strsplit (hide, ",", -1);
   return g_strv_contains ((const char *const *)names, name);
@@ -366,7 +369,6 @@ nz_agent_ops_has_nul_escape (const char *json, gsize len)
   return FALSE;
 }
 
-
 void
 nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
 {
@@ -418,7 +420,7 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
   /* Refuse rather than act on a truncated string (stdin, content, a path or an argument). */
   if ((strcmp (op, "execute") == 0 || strcmp (op, "write-file") == 0
        || strcmp (op, "read-file") == 0 || strcmp (op, "read-file-stream") == 0
-       || nz_agent_fsops_handles (op))
+       || nz_agent_fsops_feature (op) != NULL)
       && payload_data != NULL && nz_agent_ops_has_nul_escape (payload_data, payload_len))
     {
       if (strcmp (op, "execute") == 0 || strcmp (op, "read-file-stream") == 0)
@@ -460,7 +462,7 @@ nz_agent_ops_dispatch (NzAgentConn *conn, NzEnvelope *env, GBytes *payload)
       NZ_PRIVSEP_FS_SCOPE;
       nz_agent_filestream_op (conn, env);
     }
-  else if (nz_agent_fsops_handles (op) && !feature_hidden ("file-ops"))
+  else if (nz_agent_fsops_feature (op) != NULL && !feature_hidden (nz_agent_fsops_feature (op)))
     {
       NZ_PRIVSEP_FS_SCOPE;
       nz_agent_fsops_op (conn, env);

@@ -355,6 +355,9 @@ fallback_abs (NzAgentClient *c, const char *path, char **out_workspace, GCancell
   g_autofree char *ws = NULL;
   int status = -1;
 
+  /* An absolute path needs no round trip (a directory copy sends thousands of them). */
+  if (out_workspace == NULL && g_path_is_absolute (path))
+    return g_canonicalize_filename (path, "/");
   if (!fallback_run (c, pwd, &f, &status, cancellable, error))
     return NULL;
   ws = g_strstrip (g_strdup (f.out->str));
@@ -642,5 +645,125 @@ nz_agent_fs_move (NzAgentClient *c, const char *from, const char *to, GCancellab
   json_object_set_string_member (body, "from", from);
   json_object_set_string_member (body, "to", to);
   reply = call_op (c, "move-file", body, cancellable, error);
+  return reply != NULL;
+}
+
+/* ---- file-tree-ops: make-directory, make-symlink, set-file-mode ---- */
+
+/* Runs one fallback command @argv whose only output of interest is its exit status. */
+static gboolean
+fallback_simple (NzAgentClient *c, const char *const *argv, const char *what,
+                 GCancellable *cancellable, GError **error)
+{
+  g_auto (Fallback) f = { 0 };
+  int status = -1;
+
+  if (!fallback_run (c, argv, &f, &status, cancellable, error))
+    return FALSE;
+  return status == 0 || fallback_failed (&f, what, error);
+}
+
+char *
+nz_agent_fs_make_directory (NzAgentClient *c, const char *path, gint mode,
+                            GCancellable *cancellable, GError **error)
+{
+  g_autoptr (JsonObject) body = NULL;
+  g_autoptr (JsonObject) reply = NULL;
+  const char *made;
+
+  g_return_val_if_fail (c != NULL && path != NULL && mode <= 0777, NULL);
+  if (!use_op (c, cancellable, error))
+    return NULL;
+  if (!nz_agent_client_has_feature (c, NZ_AGENT_FS_TREE_FEATURE))
+    {
+      g_autofree char *abs = fallback_abs (c, path, NULL, cancellable, error);
+      g_autofree char *octal = g_strdup_printf ("%o", mode >= 0 ? mode : 0755);
+
+      if (abs == NULL)
+        return NULL;
+      {
+        /* install -d: mkdir -p, and the mode set on the last directory even when it was
+         * there already (mkdir -m would leave an existing one as it is). */
+        const char *const with_mode[] = { "install", "-d", "-m", octal, "--", abs, NULL };
+        const char *const plain[] = { "mkdir", "-p", "--", abs, NULL };
+
+        if (!fallback_simple (c, mode >= 0 ? with_mode : plain, "mkdir", cancellable, error))
+          return NULL;
+      }
+      return g_steal_pointer (&abs);
+    }
+  body = json_object_new ();
+  json_object_set_string_member (body, "path", path);
+  if (mode >= 0)
+    json_object_set_int_member (body, "mode", mode);
+  if ((reply = call_op (c, "make-directory", body, cancellable, error)) == NULL)
+    return NULL;
+  made = nz_json_get_string (reply, "path");
+  if (made == NULL || made[0] != '/')
+    {
+      nz_throw (error, NZ_ERROR_PROTOCOL, "the agent's make-directory reply is malformed");
+      return NULL;
+    }
+  return g_strdup (made);
+}
+
+gboolean
+nz_agent_fs_make_symlink (NzAgentClient *c, const char *path, const char *target,
+                          GCancellable *cancellable, GError **error)
+{
+  g_autoptr (JsonObject) body = NULL;
+  g_autoptr (JsonObject) reply = NULL;
+
+  g_return_val_if_fail (c != NULL && path != NULL && target != NULL, FALSE);
+  if (!use_op (c, cancellable, error))
+    return FALSE;
+  if (!nz_agent_client_has_feature (c, NZ_AGENT_FS_TREE_FEATURE))
+    {
+      g_autofree char *abs = fallback_abs (c, path, NULL, cancellable, error);
+
+      if (abs == NULL)
+        return FALSE;
+      {
+        /* -T: @path is the link's name, never a directory to put it in; -n -f: a link or a
+         * file there is replaced, not written through (a directory is refused). */
+        const char *const argv[] = { "ln", "-s", "-f", "-n", "-T", "--", target, abs, NULL };
+
+        return fallback_simple (c, argv, "symlink", cancellable, error);
+      }
+    }
+  body = json_object_new ();
+  json_object_set_string_member (body, "path", path);
+  json_object_set_string_member (body, "target", target);
+  reply = call_op (c, "make-symlink", body, cancellable, error);
+  return reply != NULL;
+}
+
+gboolean
+nz_agent_fs_set_mode (NzAgentClient *c, const char *path, gint mode, GCancellable *cancellable,
+                      GError **error)
+{
+  g_autoptr (JsonObject) body = NULL;
+  g_autoptr (JsonObject) reply = NULL;
+
+  g_return_val_if_fail (c != NULL && path != NULL && mode >= 0 && mode <= 0777, FALSE);
+  if (!use_op (c, cancellable, error))
+    return FALSE;
+  if (!nz_agent_client_has_feature (c, NZ_AGENT_FS_TREE_FEATURE))
+    {
+      g_autofree char *abs = fallback_abs (c, path, NULL, cancellable, error);
+      g_autofree char *octal = g_strdup_printf ("%o", mode);
+
+      if (abs == NULL)
+        return FALSE;
+      {
+        const char *const argv[] = { "chmod", octal, "--", abs, NULL };
+
+        return fallback_simple (c, argv, "chmod", cancellable, error);
+      }
+    }
+  body = json_object_new ();
+  json_object_set_string_member (body, "path", path);
+  json_object_set_int_member (body, "mode", mode);
+  reply = call_op (c, "set-file-mode", body, cancellable, error);
   return reply != NULL;
 }

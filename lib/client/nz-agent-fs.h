@@ -1,5 +1,7 @@
-/* nz-agent-fs.h: host-side file verbs beyond read and write: list, walk, stat, remove, move.
- * Each uses the agent's `file-ops` ops when healthz advertises the feature (docs/agent.md),
+/* nz-agent-fs.h: host-side file verbs beyond read and write: list, walk, stat, remove, move,
+ * and mkdir, symlink, chmod for directory copies.
+ * Each uses the agent's `file-ops` / `file-tree-ops` ops when healthz advertises the feature
+ * (docs/agent.md),
  * and otherwise runs GNU find / rm / mv through `execute` with an argv (no shell), which is
  * what a reference agent or a namzu-worker without the feature offers. Blocking, like
  * nz-agent-client.
@@ -17,6 +19,8 @@
 G_BEGIN_DECLS
 
 #define NZ_AGENT_FS_FEATURE "file-ops"
+/* make-directory, make-symlink, set-file-mode: what a directory copy needs besides writes. */
+#define NZ_AGENT_FS_TREE_FEATURE "file-tree-ops"
 
 #define NZ_AGENT_FS_ERROR (nz_agent_fs_error_quark ())
 GQuark nz_agent_fs_error_quark (void);
@@ -60,5 +64,22 @@ gboolean nz_agent_fs_remove (NzAgentClient *c, const char *path, gboolean recurs
 /* rename(2) of @from to @to (a symlink moves as a link; an existing @to file is replaced). */
 gboolean nz_agent_fs_move (NzAgentClient *c, const char *from, const char *to,
                            GCancellable *cancellable, GError **error);
+
+/* mkdir -p of @path; with @mode >= 0 (permission bits, at most 0777) the last directory gets
+ * exactly those bits, also when it was there. Returns the directory's absolute path in the
+ * sandbox (new string), so later calls need no workspace lookup. Through `execute`:
+ * `install -d -m MODE` (or `mkdir -p`). */
+char *nz_agent_fs_make_directory (NzAgentClient *c, const char *path, gint mode,
+                                  GCancellable *cancellable, GError **error);
+
+/* A symlink @path -> @target (only text; the parent must exist). A file or a link at @path is
+ * replaced, a directory is not. Through `execute`: `ln -sfnT`. */
+gboolean nz_agent_fs_make_symlink (NzAgentClient *c, const char *path, const char *target,
+                                   GCancellable *cancellable, GError **error);
+
+/* chmod of @path itself to @mode (0..0777); the op refuses a symlink. Through `execute`:
+ * `chmod` (which, run with the workload's rights, follows one). */
+gboolean nz_agent_fs_set_mode (NzAgentClient *c, const char *path, gint mode,
+                               GCancellable *cancellable, GError **error);
 
 G_END_DECLS

@@ -25,6 +25,8 @@
 #define REMOVE_ROOT "remove_refused: a root of the workspace jail cannot be removed"
 #define MOVE_ROOT "move_refused: a root of the workspace jail cannot be moved or replaced"
 #define REMOVE_TOO_DEEP "remove_too_deep: more than 128 nested directories"
+#define INVALID_TARGET "invalid_target: target must be a non-empty string of at most 4095 bytes"
+#define MODE_ROOT "mode_refused: a root of the workspace jail cannot be changed"
 
 static gboolean
 int_member (JsonObject *body, const char *name, gint64 fallback, gint64 min, gint64 max,
@@ -445,5 +447,151 @@ nz_fsops_move (NzGuest *guest, JsonObject *body, JsonObject *reply, GError **err
   fsync (to_fd);
   json_object_set_string_member (reply, "from", from_lexical);
   json_object_set_string_member (reply, "to", to_lexical);
+  return TRUE;
+}
+
+/* ---- file-tree-ops: what a directory copy needs besides writes ---- */
+
+/* The optional (@required FALSE) or required permission bits member "mode": 0..0777, or -1. */
+static gboolean
+mode_member (JsonObject *body, gboolean required, gint64 *out, GError **error)
+{
+  if (required && nz_json_member (body, "mode") == NULL)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS, "missing_mode");
+  return int_member (body, "mode", -1, 0, 0777, out, error);
+}
+
+/* @path's parent in the write roots (made with mkdir -p when @make_parent), as an fd, with the
+ * entry's name in *@out_base and the jailed path in *@out_lexical. No root of the jail. */
+static int
+write_entry_parent (NzGuest *guest, const char *path, gboolean make_parent, char **out_lexical,
+                    char **out_base, GError **error)
+{
+  g_autofree char *root = NULL;
+  g_autofree char *lexical = NULL;
+  int fd;
+
+  if (path == NULL || *path == '\0')
+    {
+      nz_throw (error, NZ_ERROR_INVALID_ARGS, INVALID_PATH);
+      return -1;
+    }
+  if ((lexical = nz_jail_resolve_write (guest->jail, path, &root, error)) == NULL)
+    return -1;
+  if (is_a_root (guest, lexical))
+    {
+      nz_throw (error, NZ_ERROR_PERMISSION_DENIED, MODE_ROOT);
+      return -1;
+    }
+  if (make_parent)
+    {
+      g_autofree char *parent = g_path_get_dirname (lexical);
+
+      if (!nz_jail_mkdir_p_within (parent, root, error))
+        return -1;
+    }
+  if ((fd = nz_jail_open_entry_parent (lexical, root, NULL, out_base, error)) >= 0)
+    *out_lexical = g_steal_pointer (&lexical);
+  return fd;
+}
+
+gboolean
+nz_fsops_make_directory (NzGuest *guest, JsonObject *body, JsonObject *reply, GError **error)
+{
+  NZ_PRIVSEP_FS_SCOPE;
+  g_autofree char *lexical = NULL;
+  g_autofree char *base = NULL;
+  nz_autofd int dirfd = -1;
+  gboolean created = TRUE;
+  gint64 mode = -1;
+  struct stat st;
+
+  if (!mode_member (body, FALSE, &mode, error))
+    return FALSE;
+  dirfd
+      = write_entry_parent (guest, nz_json_get_string (body, "path"), TRUE, &lexical, &base, error);
+  if (dirfd < 0)
+    return FALSE;
+  if (mkdirat (dirfd, base, mode >= 0 ? (mode_t)mode : 0777) != 0)
+    {
+      int errsv = errno;
+
+      /* An existing directory is done (mkdir -p); anything else there is not a directory. */
+      if (errsv != EEXIST || fstatat (dirfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0
+          || !S_ISDIR (st.st_mode))
+        return nz_jstext_throw_errno (error, errsv, "mkdir", lexical);
+      created = FALSE;
+    }
+  /* The exact bits, whatever the umask, and on an existing directory too. Not following a
+   * symlink swapped in meanwhile (glibc refuses to chmod a link: EOPNOTSUPP). */
+  if (mode >= 0 && fchmodat (dirfd, base, (mode_t)mode, AT_SYMLINK_NOFOLLOW) != 0)
+    return nz_jstext_throw_errno (error, errno, "chmod", lexical);
+  json_object_set_string_member (reply, "path", lexical);
+  json_object_set_boolean_member (reply, "created", created);
+  return TRUE;
+}
+
+gboolean
+nz_fsops_make_symlink (NzGuest *guest, JsonObject *body, JsonObject *reply, GError **error)
+{
+  NZ_PRIVSEP_FS_SCOPE;
+  const char *target = nz_json_get_string (body, "target");
+  g_autofree char *lexical = NULL;
+  g_autofree char *base = NULL;
+  g_autofree char *tmp = NULL;
+  nz_autofd int dirfd = -1;
+  struct stat st;
+
+  if (target == NULL || *target == '\0' || strlen (target) >= 4096)
+    return nz_throw (error, NZ_ERROR_INVALID_ARGS, INVALID_TARGET);
+  dirfd = write_entry_parent (guest, nz_json_get_string (body, "path"), FALSE, &lexical, &base,
+                              error);
+  if (dirfd < 0)
+    return FALSE;
+  /* The target is only text: never resolved here, and the jail refuses to follow it out. */
+  if (symlinkat (target, dirfd, base) == 0)
+    goto done;
+  if (errno != EEXIST)
+    return nz_jstext_throw_errno (error, errno, "symlink", lexical);
+  /* ln -sfn: a file or a link there is replaced (atomically, by a rename); a directory is
+   * not. */
+  if (fstatat (dirfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR (st.st_mode))
+    return nz_jstext_throw_errno (error, EEXIST, "symlink", lexical);
+  tmp = g_strdup_printf (".namzu-link-%08x%08x", g_random_int (), g_random_int ());
+  if (symlinkat (target, dirfd, tmp) != 0)
+    return nz_jstext_throw_errno (error, errno, "symlink", lexical);
+  if (renameat (dirfd, tmp, dirfd, base) != 0)
+    {
+      int errsv = errno;
+
+      unlinkat (dirfd, tmp, 0);
+      return nz_jstext_throw_errno (error, errsv, "rename", lexical);
+    }
+done:
+  json_object_set_string_member (reply, "path", lexical);
+  json_object_set_string_member (reply, "target", target);
+  return TRUE;
+}
+
+gboolean
+nz_fsops_set_mode (NzGuest *guest, JsonObject *body, JsonObject *reply, GError **error)
+{
+  NZ_PRIVSEP_FS_SCOPE;
+  g_autofree char *lexical = NULL;
+  g_autofree char *base = NULL;
+  nz_autofd int dirfd = -1;
+  gint64 mode = -1;
+
+  if (!mode_member (body, TRUE, &mode, error))
+    return FALSE;
+  dirfd = write_entry_parent (guest, nz_json_get_string (body, "path"), FALSE, &lexical, &base,
+                              error);
+  if (dirfd < 0)
+    return FALSE;
+  /* The entry itself: a symlink is refused (EOPNOTSUPP), never followed. */
+  if (fchmodat (dirfd, base, (mode_t)mode, AT_SYMLINK_NOFOLLOW) != 0)
+    return nz_jstext_throw_errno (error, errno, "chmod", lexical);
+  json_object_set_string_member (reply, "path", lexical);
+  json_object_set_int_member (reply, "mode", mode);
   return TRUE;
 }

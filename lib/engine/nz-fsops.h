@@ -46,4 +46,17 @@ gboolean nz_fsops_remove (NzGuest *guest, JsonObject *body, JsonObject *reply, G
  * stays a link); neither side may be a root. Reply: {from, to}. */
 gboolean nz_fsops_move (NzGuest *guest, JsonObject *body, JsonObject *reply, GError **error);
 
+/* file-tree-ops (docs/agent.md), each in the write roots and never on a root of the jail:
+ * make-directory {path, mode?}: mkdir -p, the last directory's permission bits set exactly
+ * (0..0777) whether it was made or there; reply {path, created}. */
+gboolean nz_fsops_make_directory (NzGuest *guest, JsonObject *body, JsonObject *reply,
+                                  GError **error);
+/* make-symlink {path, target}: a link (its target only text) in an existing parent; a file or
+ * link already there is replaced by a rename, a directory is not. Reply {path, target}. */
+gboolean nz_fsops_make_symlink (NzGuest *guest, JsonObject *body, JsonObject *reply,
+                                GError **error);
+/* set-file-mode {path, mode}: chmod of the entry itself (0..0777); a symlink is refused, never
+ * followed. Reply {path, mode}. */
+gboolean nz_fsops_set_mode (NzGuest *guest, JsonObject *body, JsonObject *reply, GError **error);
+
 G_END_DECLS

@@ -126,40 +126,48 @@ START_TEST (test_parts_refusals)
                       "missing_path_or_content");
   assert_reply_error (a, "write-file", "{\"content\":\"x\",\"part\":{}}",
                       "missing_path_or_content");
-  assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"offset\":-1}}",
-                      "write_part_invalid_offset: -1");
-  assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"offset\":\"5\"}}",
-                      "write_part_invalid_offset: \"5\"");
-  assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"offset\":1.5}}",
-                      "write_part_invalid_offset: 1.5");
-  assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"final\":true}}",
-                      "write_part_missing_rename_target");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"offset\":-1}}",
+      "write_part_invalid_offset: -1");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"offset\":\"5\"}}",
+      "write_part_invalid_offset: \"5\"");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"offset\":1.5}}",
+      "write_part_invalid_offset: 1.5");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-a.part\",\"content\":\"\",\"part\":{\"final\":true}}",
+      "write_part_missing_rename_target");
   /* Offsets must continue the temp exactly. */
-  assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"x\",\"part\":{\"offset\":3}}",
-                      "write_part_offset_mismatch: temp file is absent, part starts at offset 3");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"x\",\"part\":{\"offset\":3}}",
+      "write_part_offset_mismatch: temp file is absent, part starts at offset 3");
   {
     g_autoptr (JsonObject) r = send_part (a, temp, "abcd", 0, NULL);
   }
-  assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"x\",\"part\":{\"offset\":3}}",
-                      "write_part_offset_mismatch: temp file is 4 bytes, part starts at offset 3");
-  assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"x\",\"part\":{\"offset\":5}}",
-                      "write_part_offset_mismatch: temp file is 4 bytes, part starts at offset 5");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"x\",\"part\":{\"offset\":3}}",
+      "write_part_offset_mismatch: temp file is 4 bytes, part starts at offset 3");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"x\",\"part\":{\"offset\":5}}",
+      "write_part_offset_mismatch: temp file is 4 bytes, part starts at offset 5");
   /* An escaping renameTo is refused before any byte is written: the temp stays 4 bytes. */
   body = g_strdup_printf ("{\"path\":\"%s\",\"content\":\"zz\",\"part\":{\"offset\":4,"
                           "\"final\":true,\"renameTo\":\"%s\"}}",
                           temp, outside);
   assert_reply_error (a, "write-file", body, "path escapes the workspace");
-  assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"zz\",\"part\":{\"offset\":4,"
-                      "\"final\":true,\"renameTo\":\"../x\"}}",
-                      "path escapes the workspace");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-r-f.part\",\"content\":\"zz\",\"part\":{\"offset\":4,"
+      "\"final\":true,\"renameTo\":\"../x\"}}",
+      "path escapes the workspace");
   {
     struct stat st;
 
@@ -172,10 +180,11 @@ START_TEST (test_parts_refusals)
     g_autofree char *link = ws_path (a, "out");
 
     ck_assert_int_eq (symlink (a->dir, link), 0);
-    assert_reply_error (a, "write-file",
-                        "{\"path\":\".namzu-write-r-f.part\",\"content\":\"zz\",\"part\":{\"offset\":4,"
-                        "\"final\":true,\"renameTo\":\"out/x\"}}",
-                        "symlink escapes the workspace");
+    assert_reply_error (
+        a, "write-file",
+        "{\"path\":\".namzu-write-r-f.part\",\"content\":\"zz\",\"part\":{\"offset\":4,"
+        "\"final\":true,\"renameTo\":\"out/x\"}}",
+        "symlink escapes the workspace");
   }
   assert_reply_error (a, "write-file",
                       "{\"path\":\"../.namzu-write-a.part\",\"content\":\"\",\"part\":{}}",
@@ -193,16 +202,18 @@ START_TEST (test_parts_discard)
   g_autofree char *missing_dir = ws_path (a, "nodir");
 
   /* Decided on the name alone. */
-  assert_reply_error (a, "write-file", "{\"path\":\"real.txt\",\"content\":\"\",\"part\":{\"discard\":true}}",
-                      "write_part_not_a_temp_file");
   assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-.part\",\"content\":\"\",\"part\":{\"discard\":true}}",
+                      "{\"path\":\"real.txt\",\"content\":\"\",\"part\":{\"discard\":true}}",
                       "write_part_not_a_temp_file");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-.part\",\"content\":\"\",\"part\":{\"discard\":true}}",
+      "write_part_not_a_temp_file");
   /* Absent file or parent: success, and nothing is created. */
   {
-    g_autoptr (JsonObject) r
-        = reply (a, "write-file",
-                 "{\"path\":\"nodir/.namzu-write-1-a.part\",\"content\":\"\",\"part\":{\"discard\":true}}");
+    g_autoptr (JsonObject) r = reply (
+        a, "write-file",
+        "{\"path\":\"nodir/.namzu-write-1-a.part\",\"content\":\"\",\"part\":{\"discard\":true}}");
 
     ck_assert (nz_json_get_bool (r, "ok", FALSE));
     ck_assert (nz_json_get_bool (r, "discarded", FALSE));
@@ -218,9 +229,8 @@ START_TEST (test_parts_discard)
   ck_assert (g_file_set_contents (temp_abs, "partial", -1, NULL));
   for (int k = 0; k < 2; k++)
     {
-      g_autoptr (JsonObject) r
-          = reply (a, "write-file",
-                   "{\"path\":\"sub/.namzu-write-9-f.part\",\"part\":{\"discard\":true}}");
+      g_autoptr (JsonObject) r = reply (
+          a, "write-file", "{\"path\":\"sub/.namzu-write-9-f.part\",\"part\":{\"discard\":true}}");
 
       ck_assert (nz_json_get_bool (r, "discarded", FALSE));
     }
@@ -228,9 +238,10 @@ START_TEST (test_parts_discard)
   /* A link named like a temp, pointing at a real file: refused on the real name. */
   ck_assert (g_file_set_contents (real, "keep", -1, NULL));
   ck_assert_int_eq (symlink (real, sneaky), 0);
-  assert_reply_error (a, "write-file",
-                      "{\"path\":\".namzu-write-link.part\",\"content\":\"\",\"part\":{\"discard\":true}}",
-                      "write_part_not_a_temp_file");
+  assert_reply_error (
+      a, "write-file",
+      "{\"path\":\".namzu-write-link.part\",\"content\":\"\",\"part\":{\"discard\":true}}",
+      "write_part_not_a_temp_file");
   assert_file (a, "real.txt", "keep");
   agent_stop (a);
 }
@@ -404,7 +415,8 @@ START_TEST (test_read_stream)
     ck_assert_int_eq (member_int (r->end, "bytesSent"), 5000);
   }
   {
-    g_autoptr (StreamRun) r = read_stream (a, "{\"path\":\"big.bin\",\"offset\":4990,\"length\":100}");
+    g_autoptr (StreamRun) r
+        = read_stream (a, "{\"path\":\"big.bin\",\"offset\":4990,\"length\":100}");
 
     ck_assert_int_eq (member_int (r->meta, "length"), 10);
     ck_assert_uint_eq (r->data->len, 10);
@@ -719,7 +731,8 @@ START_TEST (test_fs_walk)
   ck_assert (find_entry (listed, c) == NULL);
   ck_assert_uint_eq (n_entries (listed), 6); /* f1.txt a lf ld etc out */
 
-  pattern = reply (a, "walk-files", "{\"root\":\".\",\"pattern\":\"*.txt\",\"includeHidden\":true}");
+  pattern
+      = reply (a, "walk-files", "{\"root\":\".\",\"pattern\":\"*.txt\",\"includeHidden\":true}");
   ck_assert_uint_eq (n_entries (pattern), 3);
 
   /* A root that does not exist is an empty walk, not a failure. */
@@ -773,8 +786,7 @@ START_TEST (test_fs_stat_remove_move)
   st_root = reply (a, "stat-file", "{\"path\":\".\"}");
   ck_assert_str_eq (nz_json_get_string (nz_json_get_object (st_root, "entry"), "type"),
                     "directory");
-  assert_reply_error (a, "stat-file", "{\"path\":\"etc/passwd\"}",
-                      "symlink escapes the workspace");
+  assert_reply_error (a, "stat-file", "{\"path\":\"etc/passwd\"}", "symlink escapes the workspace");
   assert_reply_error (a, "stat-file", "{\"path\":\"../x\"}", "path escapes the workspace");
   assert_reply_error (a, "stat-file", "{}", "missing_path");
   {
@@ -872,18 +884,129 @@ START_TEST (test_fs_stat_remove_move)
 }
 END_TEST
 
+/* ---- file-tree-ops: make-directory, make-symlink, set-file-mode ---- */
+
+static guint
+mode_of (Agent *a, const char *rel)
+{
+  g_autofree char *path = ws_path (a, rel);
+  struct stat sb;
+
+  ck_assert_msg (lstat (path, &sb) == 0, "%s", rel);
+  return sb.st_mode & 07777;
+}
+
+/* The reply's error, starting with @prefix (the errno part carries the agent's own path). */
+static void
+assert_error_prefix (Agent *a, const char *op, const char *body, const char *prefix)
+{
+  g_autoptr (JsonObject) r = reply (a, op, body);
+  const char *err = nz_json_get_string (r, "error");
+
+  ck_assert_msg (!nz_json_get_bool (r, "ok", TRUE) && err != NULL && g_str_has_prefix (err, prefix),
+                 "%s %s: %s, not %s...", op, body, err, prefix);
+}
+
+START_TEST (test_fs_tree_ops)
+{
+  Agent *a = start (_i, NULL);
+  g_autofree char *f1 = ws_path (a, "f1.txt");
+  char link[256] = { 0 };
+  struct stat etc_before, etc_after;
+
+  make_tree (a);
+  ck_assert_int_eq (stat ("/etc", &etc_before), 0);
+  /* make-directory: mkdir -p, the exact bits whatever the umask, on an existing one too. */
+  {
+    g_autoptr (JsonObject) r = reply (a, "make-directory", "{\"path\":\"n/m\",\"mode\":448}");
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert (nz_json_get_bool (r, "created", FALSE));
+    ck_assert (g_str_has_suffix (nz_json_get_string (r, "path"), "/n/m"));
+    ck_assert_uint_eq (mode_of (a, "n/m"), 0700);
+  }
+  {
+    g_autoptr (JsonObject) r = reply (a, "make-directory", "{\"path\":\"n/m\",\"mode\":511}");
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert (!nz_json_get_bool (r, "created", TRUE));
+    ck_assert_uint_eq (mode_of (a, "n/m"), 0777);
+  }
+  assert_error_prefix (a, "make-directory", "{\"path\":\"f1.txt\"}", "EEXIST: file exists, mkdir");
+  /* A link to a directory is not a directory here: never made into one, never followed. */
+  assert_error_prefix (a, "make-directory", "{\"path\":\"etc\",\"mode\":511}",
+                       "EEXIST: file exists, mkdir");
+  assert_reply_error (a, "make-directory", "{\"path\":\"out/x\"}", "symlink escapes the workspace");
+  assert_reply_error (a, "make-directory", "{\"path\":\"../x\"}", "path escapes the workspace");
+  assert_reply_error (a, "make-directory", "{\"path\":\".\",\"mode\":511}",
+                      "mode_refused: a root of the workspace jail cannot be changed");
+  assert_reply_error (a, "make-directory", "{\"path\":\"x\",\"mode\":2541}",
+                      "invalid_mode: mode must be an integer in [0, 511]");
+  assert_reply_error (a, "make-directory", "{\"mode\":448}", "missing_path");
+  /* make-symlink: the target is text; a file there is replaced, a directory is not. */
+  {
+    g_autoptr (JsonObject) r
+        = reply (a, "make-symlink", "{\"path\":\"s1\",\"target\":\"/etc/passwd\"}");
+    g_autofree char *s1 = ws_path (a, "s1");
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert_int_eq (readlink (s1, link, sizeof link - 1), strlen ("/etc/passwd"));
+    ck_assert_str_eq (link, "/etc/passwd");
+  }
+  {
+    g_autoptr (JsonObject) r = reply (a, "make-symlink", "{\"path\":\"f1.txt\",\"target\":\"a\"}");
+    struct stat sb;
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert (lstat (f1, &sb) == 0 && S_ISLNK (sb.st_mode));
+  }
+  assert_error_prefix (a, "make-symlink", "{\"path\":\"a\",\"target\":\"x\"}",
+                       "EEXIST: file exists, symlink");
+  assert_reply_error (a, "make-symlink", "{\"path\":\"out/s\",\"target\":\"x\"}",
+                      "symlink escapes the workspace");
+  assert_reply_error (a, "make-symlink", "{\"path\":\"s2\"}",
+                      "invalid_target: target must be a non-empty string of at most 4095 bytes");
+  assert_error_prefix (a, "make-symlink", "{\"path\":\"nope/s\",\"target\":\"x\"}", "ENOENT:");
+  /* set-file-mode: the entry itself; a link is refused and what it names keeps its bits. */
+  {
+    g_autoptr (JsonObject) r = reply (a, "set-file-mode", "{\"path\":\"a/b/c.txt\",\"mode\":384}");
+
+    ck_assert (nz_json_get_bool (r, "ok", FALSE));
+    ck_assert_uint_eq (mode_of (a, "a/b/c.txt"), 0600);
+  }
+  assert_error_prefix (a, "set-file-mode", "{\"path\":\"etc\",\"mode\":511}", "EOPNOTSUPP:");
+  assert_error_prefix (a, "set-file-mode", "{\"path\":\"ld\",\"mode\":0}", "EOPNOTSUPP:");
+  ck_assert_uint_eq (mode_of (a, "a") & 0700, 0700);
+  assert_reply_error (a, "set-file-mode", "{\"path\":\"a\"}", "missing_mode");
+  assert_reply_error (a, "set-file-mode", "{\"path\":\".\",\"mode\":0}",
+                      "mode_refused: a root of the workspace jail cannot be changed");
+  assert_reply_error (a, "set-file-mode", "{\"path\":\"../x\",\"mode\":0}",
+                      "path escapes the workspace");
+  assert_reply_error (a, "set-file-mode", "{\"path\":\"out/x\",\"mode\":0}",
+                      "symlink escapes the workspace");
+  ck_assert_int_eq (stat ("/etc", &etc_after), 0);
+  ck_assert_uint_eq (etc_after.st_mode, etc_before.st_mode);
+  agent_stop (a);
+}
+END_TEST
+
 /* The test-only knob hides file-ops: not advertised, and its ops are unknown. */
 START_TEST (test_fs_hidden)
 {
-  static const char *const env[] = { "NAMZU_AGENT_TEST_HIDE_FEATURES=file-ops", NULL };
+  static const char *const env[]
+      = { "NAMZU_AGENT_TEST_HIDE_FEATURES=file-ops,file-tree-ops", NULL };
   Agent *a = start (_i, env);
   g_autoptr (JsonObject) h = reply (a, "healthz", NULL);
   JsonArray *f = nz_json_get_array (h, "features");
 
   for (guint k = 0; k < json_array_get_length (f); k++)
-    ck_assert_str_ne (json_array_get_string_element (f, k), "file-ops");
+    {
+      ck_assert_str_ne (json_array_get_string_element (f, k), "file-ops");
+      ck_assert_str_ne (json_array_get_string_element (f, k), "file-tree-ops");
+    }
   ck_assert_uint_ge (json_array_get_length (f), 6);
   assert_reply_error (a, "walk-files", "{\"root\":\".\"}", "unknown_op: walk-files");
+  assert_reply_error (a, "make-directory", "{\"path\":\"x\"}", "unknown_op: make-directory");
   agent_stop (a);
 }
 END_TEST
@@ -905,6 +1028,7 @@ main (void)
   tcase_add_loop_test (tc, test_final_part_chmod_refused, 0, 2);
   tcase_add_loop_test (tc, test_fs_walk, 0, 2);
   tcase_add_loop_test (tc, test_fs_stat_remove_move, 0, 2);
+  tcase_add_loop_test (tc, test_fs_tree_ops, 0, 2);
   tcase_add_loop_test (tc, test_fs_hidden, 0, 2);
   suite_add_tcase (s, tc);
   return nz_test_run (s);

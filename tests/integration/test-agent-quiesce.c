@@ -146,10 +146,10 @@ START_TEST (test_quiesce_refusals)
   for (guint k = 0; bad[k] != NULL; k++)
     {
       g_autofree char *body = g_strdup_printf ("{\"graceMs\":%s}", bad[k]);
-      g_autofree char *msg = g_strdup_printf (
-          "graceMs must be a positive integer of at most 4999ms "
-          "(NAMZU_AGENT_CANCEL_CONFIRM_TIMEOUT_MS minus one), got %s",
-          shown[k]);
+      g_autofree char *msg
+          = g_strdup_printf ("graceMs must be a positive integer of at most 4999ms "
+                             "(NAMZU_AGENT_CANCEL_CONFIRM_TIMEOUT_MS minus one), got %s",
+                             shown[k]);
       g_autoptr (JsonObject) r = assert_refused (a, "quiesce", body, "quiesce_invalid_grace");
 
       ck_assert_str_eq (nz_json_get_string (r, "message"), msg);
@@ -222,10 +222,10 @@ START_TEST (test_quiesce_rounds_and_deadline)
   Agent *a = start (_i, (const char *const[]){ "NAMZU_AGENT_QUIESCE_MAX_ROUNDS=1", NULL });
   g_autofree char *id = NULL;
   g_autofree char *marker = ws_path (a, "started");
-  g_autofree char *args = g_strdup_printf (
-      "\"command\":\"sh\",\"args\":[\"-c\",\"trap '' TERM; touch %s; "
-      "while :; do sleep 2 & sleep 0.02; done\"]",
-      marker);
+  g_autofree char *args
+      = g_strdup_printf ("\"command\":\"sh\",\"args\":[\"-c\",\"trap '' TERM; touch %s; "
+                         "while :; do sleep 2 & sleep 0.02; done\"]",
+                         marker);
   int fd = start_tracked (a, args, &id);
   g_autoptr (JsonObject) r = NULL;
   const char *msg;
@@ -294,9 +294,17 @@ START_TEST (test_features_order)
 {
   Agent *a = start (_i, NULL);
   g_autoptr (JsonObject) h = reply (a, "healthz", NULL);
-  static const char *const order[] = { "write-file-parts", "execution-attach", "stream-heartbeat",
-                                       "read-file-stream", "sessions",         "quiesce",
-                                       "flush",            "guest-boot-id",    "file-ops", NULL };
+  static const char *const order[] = { "write-file-parts",
+                                       "execution-attach",
+                                       "stream-heartbeat",
+                                       "read-file-stream",
+                                       "sessions",
+                                       "quiesce",
+                                       "flush",
+                                       "guest-boot-id",
+                                       "file-ops",
+                                       "file-tree-ops",
+                                       NULL };
   JsonArray *f = nz_json_get_array (h, "features");
   guint pos = 0;
 
@@ -333,7 +341,8 @@ START_TEST (test_flush)
     g_autoptr (JsonObject) e
         = assert_refused (a, "flush", "{\"timeoutMs\":0}", "flush_invalid_timeout");
 
-    ck_assert_str_eq (nz_json_get_string (e, "message"), "timeoutMs must be a positive integer, got 0");
+    ck_assert_str_eq (nz_json_get_string (e, "message"),
+                      "timeoutMs must be a positive integer, got 0");
   }
   {
     g_autoptr (JsonObject) e
@@ -500,9 +509,9 @@ END_TEST
  * drain short. */
 START_TEST (test_sigterm_deadline)
 {
-  Agent *a = agent_start_ex (_i == 1, (const char *const[]){ "NAMZU_AGENT_FLUSH_COMMAND=sleep 5",
-                                                             "NAMZU_AGENT_SHUTDOWN_DEADLINE_MS=1200",
-                                                             NULL },
+  Agent *a = agent_start_ex (_i == 1,
+                             (const char *const[]){ "NAMZU_AGENT_FLUSH_COMMAND=sleep 5",
+                                                    "NAMZU_AGENT_SHUTDOWN_DEADLINE_MS=1200", NULL },
                              TRUE);
   g_autofree char *err = NULL;
   int status = 0;
@@ -531,8 +540,8 @@ END_TEST
 /* NAMZU_AGENT_RESEED_HOOK runs before listening and on SIGUSR1, which re-listens. */
 START_TEST (test_reseed_and_relisten)
 {
-  g_autofree char *hook = g_strdup (
-      "NAMZU_AGENT_RESEED_HOOK=echo seeded >> \"$NAMZU_SANDBOX_WORKSPACE/reseed\"");
+  g_autofree char *hook
+      = g_strdup ("NAMZU_AGENT_RESEED_HOOK=echo seeded >> \"$NAMZU_SANDBOX_WORKSPACE/reseed\"");
   Agent *a = start (_i, (const char *const[]){ hook, NULL });
   g_autofree char *log = ws_path (a, "reseed");
   g_autofree char *text = NULL;

@@ -400,9 +400,17 @@ START_TEST (test_healthz)
   ck_assert (nz_json_get_number (r, "protocolVersion", &v) && v == 2);
   /* The spec's order (A.6.1); `flush` only when the flush program resolves. */
   {
-    static const char *const spec_order[]
-        = { "write-file-parts", "execution-attach", "stream-heartbeat", "read-file-stream",
-            "sessions", "quiesce", "flush", "guest-boot-id", "file-ops", NULL };
+    static const char *const spec_order[] = { "write-file-parts",
+                                              "execution-attach",
+                                              "stream-heartbeat",
+                                              "read-file-stream",
+                                              "sessions",
+                                              "quiesce",
+                                              "flush",
+                                              "guest-boot-id",
+                                              "file-ops",
+                                              "file-tree-ops",
+                                              NULL };
     guint j = 0;
 
     for (guint i = 0; spec_order[i] != NULL; i++)
@@ -411,8 +419,8 @@ START_TEST (test_healthz)
             && g_strcmp0 (json_array_get_string_element (features, j), spec_order[i]) == 0)
           j++;
         else
-          ck_assert_msg (g_strcmp0 (spec_order[i], "flush") == 0, "feature %s missing or out of order",
-                         spec_order[i]);
+          ck_assert_msg (g_strcmp0 (spec_order[i], "flush") == 0,
+                         "feature %s missing or out of order", spec_order[i]);
       }
     ck_assert_uint_eq (j, json_array_get_length (features));
   }
@@ -985,10 +993,10 @@ START_TEST (test_startup_refusals)
                           "agent: NAMZU_AGENT_BIND_TOKEN is set but empty — unset it to run "
                           "without a credential, or set it to a per-instance secret");
   /* Privsep and the token descriptor (additive knobs). */
-  assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
-                                                 "NAMZU_AGENT_UID=5", NULL },
-                          "NAMZU_AGENT_UID, NAMZU_AGENT_GID, NAMZU_AGENT_WORKLOAD_UID and "
-                          "NAMZU_AGENT_WORKLOAD_GID go together");
+  assert_startup_refused (
+      (const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x", "NAMZU_AGENT_UID=5", NULL },
+      "NAMZU_AGENT_UID, NAMZU_AGENT_GID, NAMZU_AGENT_WORKLOAD_UID and "
+      "NAMZU_AGENT_WORKLOAD_GID go together");
   assert_startup_refused ((const char *const[]){ "NAMZU_AGENT_UNIX_PATH=/nonexistent/x",
                                                  "NAMZU_AGENT_UID=7", "NAMZU_AGENT_GID=7",
                                                  "NAMZU_AGENT_WORKLOAD_UID=7",
@@ -1023,8 +1031,7 @@ token_pipe_at_fd3 (gpointer user_data)
 {
   int fds[2];
 
-  if (pipe (fds) != 0 || write (fds[1], TOKEN "\n", strlen (TOKEN) + 1) < 0
-      || dup2 (fds[0], 3) < 0)
+  if (pipe (fds) != 0 || write (fds[1], TOKEN "\n", strlen (TOKEN) + 1) < 0 || dup2 (fds[0], 3) < 0)
     _exit (127);
   close (fds[1]);
 }
@@ -1043,8 +1050,7 @@ START_TEST (test_token_over_fd)
   agent_child_setup = NULL;
   ok = reply (a, "{\"op\":\"reserve-execution\",\"token\":\"" TOKEN "\"}");
   ck_assert (nz_json_get_bool (ok, "ok", FALSE));
-  assert_reply_error (a, "{\"op\":\"reserve-execution\",\"token\":\"" TOKEN "x\"}",
-                      "unauthorized");
+  assert_reply_error (a, "{\"op\":\"reserve-execution\",\"token\":\"" TOKEN "x\"}", "unauthorized");
   environ_path = g_strdup_printf ("/proc/%d/environ", (int)a->pid);
   ck_assert (g_file_get_contents (environ_path, &environ_text, &len, NULL));
   for (gsize i = 0; i < len; i++)
