@@ -2,7 +2,9 @@
 #include "sandbox-harness.h"
 
 #include <glib/gstdio.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nz-json.h"
@@ -314,4 +316,44 @@ sandboxes_left (void)
   while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
     n += g_str_has_prefix (name, "nz-") && !g_str_has_suffix (name, ".destroyed");
   return n;
+}
+
+GPid
+harness_spawn_listening (const char *const *argv, char **env, FILE **out)
+{
+  g_autoptr (GError) error = NULL;
+  char line[256] = { 0 };
+  GPid pid;
+  int out_fd;
+
+  ck_assert_msg (g_spawn_async_with_pipes (NULL, (char **)argv, env,
+                                           G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH, NULL,
+                                           NULL, &pid, NULL, &out_fd, NULL, &error),
+                 "%s: %s", argv[0], error != NULL ? error->message : "");
+  *out = fdopen (out_fd, "r");
+  ck_assert (fgets (line, sizeof line, *out) != NULL);
+  ck_assert_msg (strstr (line, "listening") != NULL, "%s", line);
+  return pid;
+}
+
+GPid
+harness_start_agent (const char *ws, const char *sock, const char *hide, FILE **out)
+{
+  g_autofree char *agent = nz_test_tool ("namzu-agent");
+  g_auto (GStrv) env = g_get_environ ();
+  const char *argv[] = { agent, NULL };
+
+  env = g_environ_setenv (env, "NAMZU_SANDBOX_WORKSPACE", ws, TRUE);
+  env = g_environ_setenv (env, "NAMZU_AGENT_UNIX_PATH", sock, TRUE);
+  env = g_environ_setenv (env, "NAMZU_AGENT_TEST_HIDE_FEATURES", hide, TRUE);
+  return harness_spawn_listening (argv, env, out);
+}
+
+void
+harness_stop (GPid pid, FILE *out)
+{
+  kill (pid, SIGTERM);
+  waitpid (pid, NULL, 0);
+  g_spawn_close_pid (pid);
+  fclose (out);
 }

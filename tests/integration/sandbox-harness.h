@@ -8,6 +8,7 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <json-glib/json-glib.h>
 
@@ -62,6 +63,15 @@ void sh_in_ok (const char *script);
 char *sh_in_out (const char *script);
 /* `test @test_expr` in the sandbox. */
 gboolean sandbox_has (const char *test_expr);
+
+/* A local server (@argv; @env NULL: ours) that prints a line with "listening" once bound:
+ * started with its stdout on *@out, returned once that line came. */
+GPid harness_spawn_listening (const char *const *argv, char **env, FILE **out);
+/* A bare namzu-agent (the built one) serving @ws on the unix socket @sock, with
+ * NAMZU_AGENT_TEST_HIDE_FEATURES=@hide. */
+GPid harness_start_agent (const char *ws, const char *sock, const char *hide, FILE **out);
+/* SIGTERM, reap, close. */
+void harness_stop (GPid pid, FILE *out);
 
 /* @pid has exited (no /proc entry, or a zombie). */
 gboolean pid_gone (pid_t pid);

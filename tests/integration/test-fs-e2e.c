@@ -124,34 +124,18 @@ END_TEST
 /* A namzu-agent without file-ops: every verb through execute. */
 START_TEST (test_fs_fallback)
 {
-  g_autofree char *agent = nz_test_tool ("namzu-agent");
   g_autofree char *ws = g_build_filename (harness.tmp, "ws", NULL);
   g_autofree char *sock = g_build_filename (harness.tmp, "a.sock", NULL);
   g_autofree char *endpoint = g_strconcat ("unix:", sock, NULL);
   g_autofree char *script = g_strdup_printf ("cd '%s' && %s", ws, tree);
-  g_auto (GStrv) env = g_get_environ ();
-  const char *argv[] = { agent, NULL };
-  g_autoptr (GError) error = NULL;
-  char line[256] = { 0 };
-  GPid pid;
-  int out_fd;
   FILE *f;
+  GPid pid;
 
   ck_assert_int_eq (g_mkdir (ws, 0755), 0);
   ck_assert_int_eq (system (script), 0);
-  env = g_environ_setenv (env, "NAMZU_SANDBOX_WORKSPACE", ws, TRUE);
-  env = g_environ_setenv (env, "NAMZU_AGENT_UNIX_PATH", sock, TRUE);
-  env = g_environ_setenv (env, "NAMZU_AGENT_TEST_HIDE_FEATURES", "file-ops", TRUE);
-  ck_assert (g_spawn_async_with_pipes (NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
-                                       NULL, &pid, NULL, &out_fd, NULL, &error));
-  f = fdopen (out_fd, "r");
-  ck_assert (fgets (line, sizeof line, f) != NULL);
-  ck_assert_msg (strstr (line, "listening") != NULL, "%s", line);
+  pid = harness_start_agent (ws, sock, "file-ops", &f);
   exercise ("--endpoint", endpoint, "execute");
-  kill (pid, SIGTERM);
-  waitpid (pid, NULL, 0);
-  g_spawn_close_pid (pid);
-  fclose (f);
+  harness_stop (pid, f);
 }
 END_TEST
 

@@ -1,6 +1,6 @@
-/* namzu-cp: copy one file into or out of a sandbox. Uploads go through the write-file parts
- * protocol (atomic: the target appears whole or not at all), downloads through
- * read-file-stream (checked against the announced length). */
+/* namzu-cp: copy a file (or, with -r, a directory: tree.c) into or out of a sandbox. Uploads
+ * go through the write-file parts protocol (atomic: the target appears whole or not at all),
+ * downloads through read-file-stream (checked against the announced length). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,18 +18,25 @@
 #include "nz-json.h"
 #include "nz-state.h"
 #include "nz-tools.h"
+#include "tree.h"
 
 static char *opt_sandbox, *opt_endpoint;
 /* G_MININT: not given (0 would be a part size, and is refused). */
 static gint opt_part_kib = G_MININT;
+static gboolean opt_recursive;
 static char **opt_args;
 
 static const GOptionEntry entries[] = {
   { "sandbox", 's', 0, G_OPTION_ARG_STRING, &opt_sandbox,
     "Sandbox for :PATH operands (default: $NAMZU_SANDBOX, else the JSON handle on stdin "
-    "when stdin is not a data operand)", "ID" },
-  { "part-kib", 0, 0, G_OPTION_ARG_INT, &opt_part_kib,
-    "Upload part size in KiB (default 256)", "KIB" },
+    "when stdin is not a data operand)",
+    "ID" },
+  { "recursive", 'r', 0, G_OPTION_ARG_NONE, &opt_recursive,
+    "Copy a directory and everything below it; symlinks are copied as symlinks and never "
+    "followed, permission bits are kept",
+    NULL },
+  { "part-kib", 0, 0, G_OPTION_ARG_INT, &opt_part_kib, "Upload part size in KiB (default 256)",
+    "KIB" },
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
     "For testing and direct agent use: talk to the agent at unix:/PATH, tcp:HOST:PORT or "
     "a namzu-worker's http://HOST:PORT instead of a sandbox; the token comes from $NAMZU_TOKEN",
@@ -48,6 +55,11 @@ static const char description[]
       "  namzu-cp :out/report.json .             namzu-cp :log.txt - | less\n"
       "Prints {\"sandbox\",\"source\",\"destination\",\"direction\",\"bytes\"} on stdout, unless\n"
       "the data itself goes to stdout. Progress goes to stderr when it is a terminal.\n"
+      "With -r, SRC may be a directory: it lands in DST/<name> when DST is a directory\n"
+      "(or ends in /), else at DST, like cp -r; the result adds files, directories,\n"
+      "symlinks and skipped (FIFOs, sockets and devices are skipped). Nothing from the\n"
+      "sandbox is written outside DST, whatever its agent replies:\n"
+      "  namzu-cp -r ./src :project/            namzu-cp -r :out ./results\n"
       "Exit status: 0 copied, 1 failure (nothing is left half-written in the sandbox), 2 bad "
       "usage.";
 
@@ -146,8 +158,7 @@ download_to_local (NzAgentClient *client, const char *src, const char *dst, gint
   struct stat st;
 
   if (g_str_equal (dst, "-"))
-    return nz_agent_files_download (client, src, STDOUT_FILENO, progress, NULL, bytes, NULL,
-                                    error);
+    return nz_agent_files_download (client, src, STDOUT_FILENO, progress, NULL, bytes, NULL, error);
   /* A device or a FIFO (/dev/null, a named pipe) is written as it is, never replaced. */
   if (stat (dst, &st) == 0 && !S_ISREG (st.st_mode))
     {
@@ -173,10 +184,39 @@ download_to_local (NzAgentClient *client, const char *src, const char *dst, gint
   return TRUE;
 }
 
+static gboolean
+copy_tree (NzAgentClient *client, NzHandle *handle, gboolean upload, const char *src,
+           const char *dst, GError **error)
+{
+  g_auto (NzCpTree) t = { 0 };
+  g_autoptr (JsonObject) out = json_object_new ();
+  gboolean ok = upload ? nz_cp_tree_upload (client, src, dst, progress, NULL, &t, error)
+                       : nz_cp_tree_download (client, src, dst, progress, NULL, &t, error);
+
+  if (show_progress)
+    fputc ('\n', stderr);
+  if (!ok)
+    return FALSE;
+  if (handle != NULL)
+    json_object_set_string_member (out, "sandbox", handle->id);
+  json_object_set_string_member (out, "source", t.source);
+  json_object_set_string_member (out, "destination", t.destination);
+  json_object_set_string_member (out, "direction", upload ? "upload" : "download");
+  json_object_set_int_member (out, "bytes", t.bytes);
+  json_object_set_int_member (out, "files", t.files);
+  json_object_set_int_member (out, "directories", t.directories);
+  json_object_set_int_member (out, "symlinks", t.symlinks);
+  json_object_set_int_member (out, "skipped", t.skipped);
+  if (!nz_cli_print_object (out))
+    return nz_cli_exit_status (error, NZ_EXIT_FAILURE);
+  return TRUE;
+}
+
 gboolean
 nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("SRC DST - copy a file into or out of a sandbox");
+  g_autoptr (GOptionContext) ctx
+      = g_option_context_new ("SRC DST - copy a file or (-r) a directory into or out of a sandbox");
   g_autoptr (NzHandle) handle = NULL;
   g_autoptr (NzAgentClient) client = NULL;
   g_autofree char *local = NULL;
@@ -213,11 +253,16 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
   if (sandbox == NULL)
     sandbox = opt_sandbox;
 
+  if (opt_recursive && (g_str_equal (src.path, "-") || g_str_equal (dst.path, "-")))
+    return nz_cli_usage (error, "-r copies a directory, not stdin or stdout");
+
   client = nz_sandbox_open_client (opt_endpoint, sandbox, !stdin_is_data, &handle, error);
   if (client == NULL)
     return FALSE;
   show_progress = isatty (STDERR_FILENO);
   signal (SIGPIPE, SIG_IGN);
+  if (opt_recursive)
+    return copy_tree (client, handle, upload, src.path, dst.path, error);
   if (upload)
     {
       nz_autofd int fd = -1;
@@ -231,8 +276,8 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
       if (fd < 0)
         return nz_throw_errno_prefix (error, "open '%s'", src.path);
       ok = nz_agent_files_upload (client, fd, remote,
-                                  opt_part_kib > 0 ? (gsize)opt_part_kib * 1024 : 0, progress,
-                                  NULL, &bytes, NULL, error);
+                                  opt_part_kib > 0 ? (gsize)opt_part_kib * 1024 : 0, progress, NULL,
+                                  &bytes, NULL, error);
     }
   else
     {
