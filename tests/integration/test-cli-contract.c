@@ -813,7 +813,22 @@ produce_egress_isolate (void)
   ck_assert_int_eq (expect_lines ("egress-isolate-result", out), 1);
 }
 
-/* A usage mistake prints nothing on stdout (exit 2). */
+/* A refused value is exit 2 with the error object: a flag out of range, a config, a seed. */
+static void
+produce_refusals (void)
+{
+  g_autofree char *seed = g_build_filename (harness.tmp, "seed.json", NULL);
+  g_autoptr (JsonObject) a = NULL, b = NULL, c = NULL;
+
+  ck_assert (
+      g_file_set_contents (seed, "{\"name\":\"Not A Label\",\"repositories\":[]}", -1, NULL));
+  a = tool_object (2, "error", "namzu-create", "--cpus", "0");
+  b = tool_object (2, "error", "namzu-create", "--config", seed);
+  c = tool_object (2, "error", "namzu-seed", "--root", "/home/namzu/seeds", "--sandbox",
+                   "nz-000000000000", seed);
+}
+
+/* A usage mistake the option parser catches prints nothing on stdout (exit 2). */
 static void
 produce_usage (void)
 {
@@ -859,6 +874,7 @@ static const struct
     "egress-profile egress-translate-docker egress-translate-kubernetes egress-check error" },
   { "egress-set", produce_egress_set, "egress-set-result error" },
   { "egress-isolate", produce_egress_isolate, "egress-isolate-result" },
+  { "refusals", produce_refusals, "error" },
   { "usage", produce_usage, "" },
 };
 
