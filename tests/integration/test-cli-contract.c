@@ -947,6 +947,9 @@ main (void)
   nz_test_require_program ("bwrap", "bubblewrap (bwrap) is not installed");
   nz_test_require_program ("git", "git is not installed");
   nz_test_require_program ("unshare", "unshare (util-linux) is not installed");
+  /* The handle's limits come from a sandbox created with --memory-mb and friends. */
+  nz_test_require (access ("/sys/fs/cgroup/pids", W_OK) == 0 || geteuid () == 0,
+                   "no writable cgroups (run as root)");
   tcase_add_test (doc, test_every_object_run);
   suite_add_tcase (s, doc);
   tcase_add_checked_fixture (tools, setup, teardown);
