@@ -518,31 +518,88 @@ tool_events (int want_rc, const char *tool, const char *const *args)
 
 /* ---- the producers: each runs tools for real and checks what they print ------------------ */
 
+#ifdef NZ_CONTRACT_DOCKER
+static const char *
+worker_image (void)
+{
+  const char *image = g_getenv ("NAMZU_WORKER_IMAGE");
+
+  return image != NULL && *image != '\0' ? image : "namzu-worker:latest";
+}
+#endif
+
+/* @args after the options that pick the backend this binary runs on (new strings). */
+static GPtrArray *
+backend_args (const char *const *args)
+{
+  GPtrArray *all = g_ptr_array_new_with_free_func (g_free);
+
+#ifdef NZ_CONTRACT_DOCKER
+  {
+    /* Docker needs an outputs bind; the workload (uid namzu) writes there. */
+    g_autofree char *outputs = g_build_filename (harness.tmp, "outputs-XXXXXX", NULL);
+
+    ck_assert (g_mkdtemp (outputs) != NULL);
+    ck_assert_int_eq (chmod (outputs, 0777), 0);
+    g_ptr_array_add (all, g_strdup ("--backend"));
+    g_ptr_array_add (all, g_strdup ("container:docker"));
+    g_ptr_array_add (all, g_strdup ("--image"));
+    g_ptr_array_add (all, g_strdup (worker_image ()));
+    g_ptr_array_add (all, g_strdup ("--outputs"));
+    g_ptr_array_add (all, g_strdup (outputs));
+  }
+#endif
+  for (; args != NULL && *args != NULL; args++)
+    g_ptr_array_add (all, g_strdup (*args));
+  g_ptr_array_add (all, NULL);
+  return all;
+}
+
+/* namzu-create on this binary's backend with @args: checks the handle, returns it. */
+static JsonObject *
+new_handle (const char *const *args)
+{
+  g_autoptr (GPtrArray) all = backend_args (args);
+  g_autofree char *out = NULL, *err = NULL;
+  int rc = run_toolv (NULL, &out, &err, "namzu-create", (const char *const *)all->pdata);
+
+  ck_assert_msg (rc == 0, "namzu-create: exit %d: %s", rc, err);
+  ck_assert_msg (expect_lines ("handle", out) == 1, "namzu-create printed %s", out);
+  return nz_json_parse_object (out, -1, NULL);
+}
+
+#define new_sandbox(...) new_sandbox_id (new_handle ((const char *const[]){ __VA_ARGS__, NULL }))
+
+static char *
+new_sandbox_id (JsonObject *h)
+{
+  char *id = g_strdup (nz_json_get_string (h, "id"));
+
+  json_object_unref (h);
+  return id;
+}
+
 static void
 produce_create (void)
 {
-  g_autoptr (JsonObject) plain_h = create_handle (NULL, NULL);
-  g_autoptr (JsonObject) full
-      = create_handle ("--ttl", "1h", "--idle-timeout", "10m", "--env", "A=1", "--memory-mb", "256",
-                       "--max-processes", "64", "--cpus", "1.5", NULL);
-  g_autofree char *text = nz_json_object_to_string (full, NULL);
-  g_autoptr (JsonNode) node = json_node_new (JSON_NODE_OBJECT);
+  g_autoptr (JsonObject) plain_h = new_handle (NULL);
+  g_autoptr (JsonObject) full = new_handle (
+      (const char *const[]){ "--ttl", "1h", "--idle-timeout", "10m", "--env", "A=1", "--memory-mb",
+                             "256", "--max-processes", "64", "--cpus", "1.5", NULL });
 
-  /* create_handle() checked one line and no token: the contract is checked here. */
-  json_node_set_object (node, plain_h);
-  expect_object ("handle", node, "(namzu-create)");
-  json_node_set_object (node, full);
-  expect_object ("handle", node, text);
   /* The optional fields these options add are really there, so their rows were checked. */
   ck_assert (json_object_has_member (full, "expiresAt")
              && json_object_has_member (full, "envNames"));
+  ck_assert (json_object_has_member (nz_json_get_object (full, "limits"), "cpus"));
+  /* Never the token. */
+  ck_assert (!json_object_has_member (plain_h, "token") && !json_object_has_member (full, "token"));
 }
 
 static void
 produce_ls (void)
 {
-  g_autofree char *a = create_sandbox (NULL, NULL);
-  g_autofree char *b = create_sandbox ("--ttl", "1h", NULL);
+  g_autofree char *a = new_sandbox (NULL);
+  g_autofree char *b = new_sandbox ("--ttl", "1h");
   g_autofree char *out = NULL, *err = NULL;
 
   ck_assert_int_eq (run_tool (NULL, &out, &err, "namzu-ls", NULL), 0);
@@ -555,7 +612,7 @@ produce_ls (void)
 static void
 produce_destroy (void)
 {
-  g_autofree char *id = create_sandbox (NULL, NULL);
+  g_autofree char *id = new_sandbox (NULL);
   g_autoptr (JsonObject) first
       = tool_object (0, "destroy-result", "namzu-destroy", "--sandbox", id);
   g_autoptr (JsonObject) again
@@ -570,7 +627,7 @@ produce_destroy (void)
 static void
 produce_exec (void)
 {
-  g_autofree char *id = create_sandbox (NULL, NULL);
+  g_autofree char *id = new_sandbox (NULL);
 
   tool_events (3, "namzu-exec",
                (const char *const[]){ "--json", "--sandbox", id, "--", "sh", "-c",
@@ -590,7 +647,7 @@ produce_exec (void)
 static void
 produce_exec_detach (void)
 {
-  g_autofree char *id = create_sandbox (NULL, NULL);
+  g_autofree char *id = new_sandbox (NULL);
   g_autoptr (JsonObject) o = tool_object (0, "exec-detached", "namzu-exec", "--detach", "--sandbox",
                                           id, "--", "sleep", "1");
 
@@ -600,14 +657,19 @@ produce_exec_detach (void)
 static void
 produce_run (void)
 {
-  tool_events (0, "namzu-run", (const char *const[]){ "--json", "--", "echo", "hi", NULL });
-  tool_events (5, "namzu-run", (const char *const[]){ "--json", "--", "sh", "-c", "exit 5", NULL });
+  g_autoptr (GPtrArray) ok
+      = backend_args ((const char *const[]){ "--json", "--", "echo", "hi", NULL });
+  g_autoptr (GPtrArray) five
+      = backend_args ((const char *const[]){ "--json", "--", "sh", "-c", "exit 5", NULL });
+
+  tool_events (0, "namzu-run", (const char *const *)ok->pdata);
+  tool_events (5, "namzu-run", (const char *const *)five->pdata);
 }
 
 static void
 produce_cp (void)
 {
-  g_autofree char *id = create_sandbox (NULL, NULL);
+  g_autofree char *id = new_sandbox (NULL);
   g_autofree char *local = g_build_filename (harness.tmp, "local.txt", NULL);
   g_autofree char *back = g_build_filename (harness.tmp, "back.txt", NULL);
   g_autofree char *remote = g_strdup_printf ("%s:in/local.txt", id);
@@ -625,7 +687,7 @@ produce_cp (void)
 static void
 produce_fs (void)
 {
-  g_autofree char *id = create_sandbox (NULL, NULL);
+  g_autofree char *id = new_sandbox (NULL);
   g_autofree char *out = NULL;
   g_autoptr (JsonObject) a = NULL, b = NULL, c = NULL, d = NULL, e = NULL, f = NULL, g = NULL;
   g_autoptr (JsonObject) h = NULL, i = NULL;
@@ -649,7 +711,7 @@ produce_fs (void)
 static void
 produce_sessions (void)
 {
-  g_autofree char *id = create_sandbox (NULL, NULL);
+  g_autofree char *id = new_sandbox (NULL);
   g_autoptr (JsonObject) started = NULL, list = NULL, killed = NULL, unknown = NULL;
 
   started = tool_object (0, "session-summary", "namzu-attach", "--sandbox", id, "--start-detached",
@@ -663,7 +725,7 @@ produce_sessions (void)
 static void
 produce_quiesce (void)
 {
-  g_autofree char *id = create_sandbox (NULL, NULL);
+  g_autofree char *id = new_sandbox (NULL);
   g_autofree char *out = NULL, *err = NULL;
   g_autoptr (JsonObject) q = NULL, qf = NULL;
   int rc;
@@ -692,7 +754,7 @@ produce_seed (void)
                   "git -C w -c user.name=t -c user.email=t@example.invalid commit -q -m c\n"
                   "mkdir up; git clone -q --bare w up/r.git; git -C w rev-parse HEAD",
                   NULL);
-  id = create_sandbox ("--uploads", up, NULL);
+  id = new_sandbox ("--uploads", up);
   ck_assert_int_eq (
       sh_in_sandbox (id,
                      "git config --global "
@@ -721,7 +783,7 @@ produce_seed (void)
 static void
 produce_port_forward (void)
 {
-  g_autofree char *id = create_sandbox (NULL, NULL);
+  g_autofree char *id = new_sandbox (NULL);
   g_autofree char *tool = nz_test_tool ("namzu-port-forward");
   const char *argv[] = { tool, "--sandbox", id, "0:8080", NULL };
   g_autoptr (GError) error = NULL;
@@ -789,8 +851,8 @@ produce_egress_offline (void)
 static void
 produce_egress_set (void)
 {
-  g_autofree char *plain_id = create_sandbox (NULL, NULL);
-  g_autofree char *id = create_sandbox ("--egress", "example.com", NULL);
+  g_autofree char *plain_id = new_sandbox (NULL);
+  g_autofree char *id = new_sandbox ("--egress", "example.com");
   g_autoptr (JsonObject) set = NULL, refused = NULL;
 
   set = tool_object (0, "egress-set-result", "namzu-egress", "set", "--sandbox", id, "example.org");
@@ -851,32 +913,40 @@ produce_usage (void)
     }
 }
 
-/* Each case: what it runs, and the objects it must have checked (space-separated). */
+/* Each case: what it runs, the objects it must have checked (space-separated), and whether
+ * test-cli-contract-docker runs it on container:docker too (the others need what only bwrap
+ * has here: --uploads for the seed's repositories, an egress proxy without its image, or no
+ * sandbox at all). */
 static const struct
 {
   const char *name;
   void (*produce) (void);
   const char *objects;
+  gboolean docker;
 } cases[] = {
-  { "create", produce_create, "handle" },
-  { "ls", produce_ls, "ls-entry" },
-  { "destroy", produce_destroy, "destroy-result error" },
-  { "exec", produce_exec, "exec-output-event exec-result-event exec-error-event" },
-  { "exec-detach", produce_exec_detach, "exec-detached" },
-  { "run", produce_run, "exec-output-event exec-result-event" },
-  { "cp", produce_cp, "cp-result error" },
-  { "fs", produce_fs, "fs-listing fs-entry fs-rm-result fs-mv-result error" },
-  { "sessions", produce_sessions, "session-summary session-list error" },
-  { "quiesce", produce_quiesce, "quiesce-result flush-result quiesce-flush-result" },
-  { "seed", produce_seed, "seed-report" },
-  { "port-forward", produce_port_forward, "port-forward-listening" },
+  { "create", produce_create, "handle", TRUE },
+  { "ls", produce_ls, "ls-entry", TRUE },
+  { "destroy", produce_destroy, "destroy-result error", TRUE },
+  { "exec", produce_exec, "exec-output-event exec-result-event exec-error-event", TRUE },
+  { "exec-detach", produce_exec_detach, "exec-detached", TRUE },
+  { "run", produce_run, "exec-output-event exec-result-event", TRUE },
+  { "cp", produce_cp, "cp-result error", TRUE },
+  { "fs", produce_fs, "fs-listing fs-entry fs-rm-result fs-mv-result error", TRUE },
+  { "sessions", produce_sessions, "session-summary session-list error", TRUE },
+  { "quiesce", produce_quiesce, "quiesce-result flush-result quiesce-flush-result", TRUE },
+  { "seed", produce_seed, "seed-report", FALSE },
+  { "port-forward", produce_port_forward, "port-forward-listening", TRUE },
   { "egress-offline", produce_egress_offline,
-    "egress-profile egress-translate-docker egress-translate-kubernetes egress-check error" },
-  { "egress-set", produce_egress_set, "egress-set-result error" },
-  { "egress-isolate", produce_egress_isolate, "egress-isolate-result" },
-  { "refusals", produce_refusals, "error" },
-  { "usage", produce_usage, "" },
+    "egress-profile egress-translate-docker egress-translate-kubernetes egress-check error",
+    FALSE },
+  { "egress-set", produce_egress_set, "egress-set-result error", FALSE },
+  { "egress-isolate", produce_egress_isolate, "egress-isolate-result", FALSE },
+  { "refusals", produce_refusals, "error", FALSE },
+  { "usage", produce_usage, "", FALSE },
 };
+
+/* The indexes of the cases this binary runs. */
+static guint run_cases[G_N_ELEMENTS (cases)];
 
 /* Documented objects no case here prints (docker-only ones would go here, with why). */
 static const char *const not_run_here[] = { NULL };
@@ -897,13 +967,14 @@ teardown (void)
 
 START_TEST (test_tool_output)
 {
-  g_auto (GStrv) want = g_strsplit (cases[_i].objects, " ", -1);
+  guint i = run_cases[_i];
+  g_auto (GStrv) want = g_strsplit (cases[i].objects, " ", -1);
 
-  cases[_i].produce ();
+  cases[i].produce ();
   for (char **w = want; *w != NULL; w++)
     if (**w != '\0')
       ck_assert_msg (g_hash_table_contains (validated, *w), "case %s checked no %s object",
-                     cases[_i].name, *w);
+                     cases[i].name, *w);
 }
 END_TEST
 
@@ -943,18 +1014,38 @@ main (void)
   Suite *s = suite_create ("cli-contract");
   TCase *doc = tcase_create ("doc");
   TCase *tools = tcase_create ("tools");
+  guint n = 0;
 
   nz_test_require_program ("bwrap", "bubblewrap (bwrap) is not installed");
-  nz_test_require_program ("git", "git is not installed");
-  nz_test_require_program ("unshare", "unshare (util-linux) is not installed");
   /* The handle's limits come from a sandbox created with --memory-mb and friends. */
   nz_test_require (access ("/sys/fs/cgroup/pids", W_OK) == 0 || geteuid () == 0,
                    "no writable cgroups (run as root)");
+#ifdef NZ_CONTRACT_DOCKER
+  {
+    g_autofree char *inspect
+        = g_strdup_printf ("docker image inspect --format '{{.Id}}' '%s'", worker_image ());
+    g_autofree char *docker = g_find_program_in_path ("docker");
+    g_autofree char *img = NULL, *img_err = NULL;
+    int rc = 1;
+
+    nz_test_require (
+        docker != NULL && g_spawn_command_line_sync (inspect, &img, &img_err, &rc, NULL) && rc == 0,
+        "a running docker daemon and the worker image");
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    if (cases[i].docker)
+      run_cases[n++] = i;
+#else
+  nz_test_require_program ("git", "git is not installed");
+  nz_test_require_program ("unshare", "unshare (util-linux) is not installed");
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    run_cases[n++] = i;
+#endif
   tcase_add_test (doc, test_every_object_run);
   suite_add_tcase (s, doc);
   tcase_add_checked_fixture (tools, setup, teardown);
-  tcase_set_timeout (tools, 120);
-  tcase_add_loop_test (tools, test_tool_output, 0, G_N_ELEMENTS (cases));
+  tcase_set_timeout (tools, 180);
+  tcase_add_loop_test (tools, test_tool_output, 0, n);
   suite_add_tcase (s, tools);
   return nz_test_run (s);
 }
