@@ -605,6 +605,7 @@ produce_ls (void)
   ck_assert_int_eq (run_tool (NULL, &out, &err, "namzu-ls", NULL), 0);
   ck_assert_int_eq (expect_lines ("ls-entry", out), 2);
   g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
   ck_assert_int_eq (run_tool (NULL, &out, &err, "namzu-ls", "--no-probe", NULL), 0);
   ck_assert_int_eq (expect_lines ("ls-entry", out), 2);
 }
