@@ -1,5 +1,6 @@
 /* docs/cli.md is the CLI's machine-readable contract: this test parses it and runs every tool
- * for real (container:bwrap sandboxes, the built tools) and checks every JSON object they print
+ * for real (the built tools, container:bwrap sandboxes; test-cli-contract-docker.c builds this
+ * file again for container:docker) and checks every JSON object they print
  * against it: each required field present with its documented type, optional ones typed right
  * when present, and no field the page does not document (a field added without its row fails).
  *
@@ -504,16 +505,29 @@ tool_objectv (int want_rc, const char *name, const char *tool, const char *const
 #define tool_object(rc, name, tool, ...)                                                           \
   tool_objectv (rc, name, tool, (const char *const[]){ __VA_ARGS__, NULL })
 
-/* Runs namzu-exec or namzu-run --json with @args, asserts exit status @want_rc and checks
- * every event line. */
+/* Runs namzu-exec or namzu-run --json with @args, asserts exit status @want_rc, checks every
+ * event line, and that the stream ends in its one result or error line. */
 static void
 tool_events (int want_rc, const char *tool, const char *const *args)
 {
   g_autofree char *out = NULL, *err = NULL;
   int rc = run_toolv (NULL, &out, &err, tool, args);
+  g_auto (GStrv) lines = NULL;
+  guint n;
 
   ck_assert_msg (rc == want_rc, "%s: exit %d, not %d: %s%s", tool, rc, want_rc, out, err);
-  ck_assert (expect_lines_by (NULL, exec_event, out) >= 1);
+  n = expect_lines_by (NULL, exec_event, out);
+  ck_assert (n >= 1);
+  lines = g_strsplit (out, "\n", -1);
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr (JsonObject) ev = nz_json_parse_object (lines[i], -1, NULL);
+      const char *kind = exec_event (ev);
+      gboolean ends = !g_str_equal (kind, "exec-output-event");
+
+      ck_assert_msg (ends == (i == n - 1), "%s: line %u of %u is an %s: %s", tool, i + 1, n, kind,
+                     out);
+    }
 }
 
 /* ---- the producers: each runs tools for real and checks what they print ------------------ */
