@@ -261,7 +261,13 @@ contract_load (void)
           g_ptr_array_add (order, c->name);
         }
       else if (c != NULL && g_str_has_prefix (l, "Extends "))
-        c->extends = plain (l + strlen ("Extends "));
+        {
+          c->extends = plain (l + strlen ("Extends "));
+          ck_assert_msg (g_hash_table_contains (contracts, c->extends),
+                         "docs/cli.md line %u: object %s extends '%s', which no earlier heading "
+                         "defines",
+                         i + 1, c->name, c->extends);
+        }
       else if (c != NULL && g_str_has_prefix (l, "|"))
         {
           if (!header)
@@ -700,6 +706,25 @@ produce_cp (void)
 }
 
 static void
+produce_cp_tree (void)
+{
+  g_autofree char *id = new_sandbox (NULL);
+  g_autofree char *tree = g_build_filename (harness.tmp, "tree", NULL);
+  g_autofree char *sub = g_build_filename (tree, "sub", NULL);
+  g_autofree char *file = g_build_filename (sub, "f.txt", NULL);
+  g_autofree char *back = g_build_filename (harness.tmp, "tree-back", NULL);
+  g_autofree char *remote = g_strdup_printf ("%s:in/tree", id);
+  g_autoptr (JsonObject) up = NULL, down = NULL;
+
+  ck_assert_int_eq (g_mkdir_with_parents (sub, 0755), 0);
+  ck_assert (g_file_set_contents (file, "hello\n", -1, NULL));
+  up = tool_object (0, "cp-tree-result", "namzu-cp", "-r", tree, remote);
+  down = tool_object (0, "cp-tree-result", "namzu-cp", "-r", remote, back);
+  ck_assert_int_eq (json_object_get_int_member (up, "files"), 1);
+  ck_assert_int_eq (json_object_get_int_member (down, "directories"), 2);
+}
+
+static void
 produce_fs (void)
 {
   g_autofree char *id = new_sandbox (NULL);
@@ -946,6 +971,7 @@ static const struct
   { "exec-detach", produce_exec_detach, "exec-detached", TRUE },
   { "run", produce_run, "exec-output-event exec-result-event", TRUE },
   { "cp", produce_cp, "cp-result error", TRUE },
+  { "cp-tree", produce_cp_tree, "cp-tree-result", TRUE },
   { "fs", produce_fs, "fs-listing fs-entry fs-rm-result fs-mv-result error", TRUE },
   { "sessions", produce_sessions, "session-summary session-list error", TRUE },
   { "quiesce", produce_quiesce, "quiesce-result flush-result quiesce-flush-result", TRUE },
