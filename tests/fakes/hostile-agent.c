@@ -116,8 +116,9 @@ read_request (int fd, char *pre, size_t pre_len)
 static bool
 is_stream_op (const char *op)
 {
-  static const char *const streams[] = { "execute", "attach-execution", "attach-session",
-                                         "terminal", "read-file-stream", "tcp-connect", NULL };
+  static const char *const streams[] = { "execute",  "attach-execution", "attach-session",
+                                         "terminal", "read-file-stream", "tcp-connect",
+                                         NULL };
 
   for (int i = 0; streams[i] != NULL; i++)
     if (strcmp (op, streams[i]) == 0)
@@ -135,8 +136,7 @@ put_terminal_frame (int fd, const char *op, const char *members)
                      : strcmp (op, "read-file-stream") == 0 ? "end"
                                                             : "exit";
 
-  snprintf (buf, sizeof buf, "{\"type\":\"%s\"%s%s}", type, *members != '\0' ? "," : "",
-            members);
+  snprintf (buf, sizeof buf, "{\"type\":\"%s\"%s%s}", type, *members != '\0' ? "," : "", members);
   put_json (fd, buf);
 }
 
@@ -172,7 +172,23 @@ hostile (int fd, const char *op)
 {
   bool stream = is_stream_op (op);
 
-  if (strcmp (shape, "wrong-types") == 0)
+  if (strcmp (shape, "extra-members") == 0)
+    {
+      /* A well-formed end whose frame carries members nobody documented and documented ones
+       * of the wrong type: what a host prints must be its own documented shape. */
+      if (!stream)
+        put_json (fd, "{\"ok\":true,\"injected\":\"pwned\",\"durationMs\":\"x\"}");
+      else
+        {
+          put_json (fd, "{\"type\":\"stdout_delta\",\"data\":\"hi\\n\",\"injected\":1}");
+          put_terminal_frame (fd, op,
+                              "\"exitCode\":0,\"timedOut\":\"no\",\"durationMs\":\"x\","
+                              "\"signal\":\"SIGNOPE\",\"stdoutTruncated\":[],\"injected\":"
+                              "\"pwned\",\"timing\":{\"evil\":1},\"executionId\":\"exec_evil\"");
+          put_terminator (fd);
+        }
+    }
+  else if (strcmp (shape, "wrong-types") == 0)
     {
       if (!stream)
         put_json (fd, "{\"ok\":true,\"error\":5,\"message\":[],\"executionId\":5,\"state\":{},"
@@ -187,9 +203,10 @@ hostile (int fd, const char *op)
           put_json (fd, "{\"type\":\"stderr_delta\",\"data\":[],\"offset\":\"x\"}");
           put_json (fd, "{\"type\":\"data\",\"data\":5,\"stream\":5,\"nextOffset\":-1}");
           put_json (fd, "{\"type\":5,\"data\":\"x\"}");
-          put_terminal_frame (fd, op, "\"exitCode\":\"0\",\"signal\":1e300,\"timedOut\":\"y\","
-                                      "\"result\":5,\"outcome\":[],\"error\":{},"
-                                      "\"bytesSent\":\"x\",\"nextOffset\":-5");
+          put_terminal_frame (fd, op,
+                              "\"exitCode\":\"0\",\"signal\":1e300,\"timedOut\":\"y\","
+                              "\"result\":5,\"outcome\":[],\"error\":{},"
+                              "\"bytesSent\":\"x\",\"nextOffset\":-5");
           put_terminator (fd);
         }
     }
@@ -214,8 +231,9 @@ hostile (int fd, const char *op)
           put_json (fd, "{\"type\":\"stdout_delta\",\"data\":null,\"nextOffset\":null}");
           put_json (fd, "{\"type\":\"data\",\"data\":null,\"stream\":null}");
           put_json (fd, "{\"type\":\"meta\",\"length\":null}");
-          put_terminal_frame (fd, op, "\"exitCode\":null,\"signal\":null,\"result\":null,"
-                                      "\"outcome\":null,\"error\":null,\"bytesSent\":null");
+          put_terminal_frame (fd, op,
+                              "\"exitCode\":null,\"signal\":null,\"result\":null,"
+                              "\"outcome\":null,\"error\":null,\"bytesSent\":null");
           put_terminator (fd);
         }
     }
@@ -300,8 +318,7 @@ hostile (int fd, const char *op)
   else if (strcmp (shape, "deep") == 0)
     {
       /* Deep nesting: json-glib recurses once per level. */
-      deep (fd, stream ? "{\"type\":\"stdout_delta\",\"data\":\"x\",\"a\":"
-                       : "{\"ok\":true,\"a\":",
+      deep (fd, stream ? "{\"type\":\"stdout_delta\",\"data\":\"x\",\"a\":" : "{\"ok\":true,\"a\":",
             1u << 20);
       if (stream)
         put_terminator (fd);
@@ -326,8 +343,9 @@ hostile (int fd, const char *op)
         {
           put_json (fd, "{\"type\":\"attached\",\"executionId\":\"other\",\"fromOffset\":0,"
                         "\"droppedBytes\":0,\"sessionId\":\"other\"}");
-          put_terminal_frame (fd, op, "\"executionId\":\"other\",\"exitCode\":0,"
-                                      "\"outcome\":\"completed\",\"result\":{\"exitCode\":0}");
+          put_terminal_frame (fd, op,
+                              "\"executionId\":\"other\",\"exitCode\":0,"
+                              "\"outcome\":\"completed\",\"result\":{\"exitCode\":0}");
           put_terminator (fd);
         }
     }
@@ -335,8 +353,9 @@ hostile (int fd, const char *op)
     {
       if (stream)
         {
-          put_terminal_frame (fd, op, "\"exitCode\":0,\"result\":{\"exitCode\":0},"
-                                      "\"bytesSent\":0");
+          put_terminal_frame (fd, op,
+                              "\"exitCode\":0,\"result\":{\"exitCode\":0},"
+                              "\"bytesSent\":0");
           put_terminator (fd);
         }
       else
@@ -470,8 +489,8 @@ main (int argc, char **argv)
   signal (SIGPIPE, SIG_DFL);
   if (http)
     {
-      struct sockaddr_in sin = { .sin_family = AF_INET,
-                                 .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+      struct sockaddr_in sin
+          = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
       socklen_t sl = sizeof sin;
 
       lfd = socket (AF_INET, SOCK_STREAM, 0);

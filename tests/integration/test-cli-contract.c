@@ -665,6 +665,31 @@ produce_exec (void)
       (const char *const[]){ "--json", "--sandbox", "nz-000000000000", "--", "true", NULL });
 }
 
+/* An agent the workload took over (tests/fakes/hostile-agent, shape extra-members) adds
+ * members to its result frame and mistypes documented ones: namzu-exec --json still prints
+ * exactly the documented shape. */
+static void
+produce_exec_hostile (void)
+{
+  g_autofree char *fake
+      = g_build_filename (g_getenv ("NZ_BUILD_DIR"), "tests", "hostile-agent", NULL);
+  g_autofree char *sock = g_build_filename (harness.tmp, "hostile.sock", NULL);
+  g_autofree char *endpoint = g_strconcat ("unix:", sock, NULL);
+  const char *argv[] = { fake, endpoint, "extra-members", "execute", NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  FILE *f;
+  GPid pid = harness_spawn_listening (argv, NULL, &f);
+
+  g_setenv ("NAMZU_TOKEN", "t", TRUE);
+  tool_events (0, "namzu-exec",
+               (const char *const[]){ "--json", "--endpoint", endpoint, "--", "true", NULL });
+  ck_assert_int_eq (run_tool (NULL, &out, &err, "namzu-exec", "--json", "--endpoint", endpoint,
+                              "--", "true", NULL),
+                    0);
+  ck_assert_msg (strstr (out, "pwned") == NULL && strstr (out, "evil") == NULL, "%s", out);
+  harness_stop (pid, f);
+}
+
 static void
 produce_exec_detach (void)
 {
@@ -968,6 +993,7 @@ static const struct
   { "ls", produce_ls, "ls-entry", TRUE },
   { "destroy", produce_destroy, "destroy-result error", TRUE },
   { "exec", produce_exec, "exec-output-event exec-result-event exec-error-event", TRUE },
+  { "exec-hostile", produce_exec_hostile, "exec-output-event exec-result-event", FALSE },
   { "exec-detach", produce_exec_detach, "exec-detached", TRUE },
   { "run", produce_run, "exec-output-event exec-result-event", TRUE },
   { "cp", produce_cp, "cp-result error", TRUE },

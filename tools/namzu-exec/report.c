@@ -86,6 +86,51 @@ lite_kind (const GError *e)
   return NZ_LITE_ERR_FAILED;
 }
 
+/* The result line as docs/cli.md documents it, rebuilt from the agent's frame: only the
+ * members we know, each of its type, so a workload that owns its agent cannot add members to
+ * (or change the shape of) what a script reads from namzu-exec --json. */
+static JsonObject *
+checked_result (JsonObject *result, const char *execution_id)
+{
+  static const char *const flags[] = { "timedOut", "stdoutTruncated", "stderrTruncated" };
+  JsonObject *out = json_object_new ();
+  JsonObject *timing = nz_json_get_object (result, "timing");
+  const char *sig = nz_json_get_string (result, "signal");
+  double code = -1, duration = 0;
+
+  json_object_set_string_member (out, "type", "result");
+  if (!nz_json_get_number (result, "exitCode", &code) || code != (double)(gint64)code)
+    code = -1;
+  json_object_set_int_member (out, "exitCode", (gint64)code);
+  if (sig != NULL && nz_signal_from_name (sig) > 0)
+    json_object_set_string_member (out, "signal", sig);
+  for (guint i = 0; i < G_N_ELEMENTS (flags); i++)
+    json_object_set_boolean_member (out, flags[i], nz_json_get_bool (result, flags[i], FALSE));
+  if (!nz_json_get_number (result, "durationMs", &duration) || !(duration >= 0) || duration > 1e15)
+    duration = 0;
+  json_object_set_int_member (out, "durationMs", (gint64)duration);
+  json_object_set_string_member (out, "executionId", execution_id);
+  /* Ours, measured on this host (nz-agent-client); still rebuilt member by member, should a
+   * path have left the agent's own. */
+  if (timing != NULL)
+    {
+      static const char *const phases[]
+          = { "reserveMs", "dialMs", "executeMs", "drainMs", "firstFrameMs", "totalMs" };
+      JsonObject *t = json_object_new ();
+
+      for (guint i = 0; i < G_N_ELEMENTS (phases); i++)
+        {
+          double v = 0;
+
+          if (!nz_json_get_number (timing, phases[i], &v) || !(v >= 0) || v > 1e15)
+            v = 0;
+          json_object_set_int_member (t, phases[i], (gint64)v);
+        }
+      json_object_set_object_member (out, "timing", t);
+    }
+  return out;
+}
+
 int
 nz_exec_finish (NzExecRun *run, NzHandle *handle, const char *target, const char *command)
 {
@@ -99,8 +144,9 @@ nz_exec_finish (NzExecRun *run, NzHandle *handle, const char *target, const char
     {
       if (report_json)
         {
-          json_object_set_string_member (run->result, "executionId", run->execution_id);
-          nz_cli_print_object (run->result);
+          g_autoptr (JsonObject) line = checked_result (run->result, run->execution_id);
+
+          nz_cli_print_object (line);
         }
       status = nz_exec_exit_status (run->result);
       if (status >= 0)
