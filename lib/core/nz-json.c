@@ -704,3 +704,70 @@ nz_json_format_time_ms (gint64 ms)
                           g_date_time_get_hour (t), g_date_time_get_minute (t),
                           g_date_time_get_second (t), (int)(ms % 1000));
 }
+
+static gboolean
+pick_int (JsonNode *n, gint64 *out)
+{
+  double v;
+
+  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) == G_TYPE_STRING
+      || json_node_get_value_type (n) == G_TYPE_BOOLEAN)
+    return FALSE;
+  v = json_node_get_double (n);
+  if (!(v >= -9007199254740992.0 && v <= 9007199254740992.0) || v != (double)(gint64)v)
+    return FALSE;
+  *out = (gint64)v;
+  return TRUE;
+}
+
+JsonObject *
+nz_json_pick (JsonObject *from, const NzJsonPick *schema)
+{
+  JsonObject *out = json_object_new ();
+
+  g_return_val_if_fail (schema != NULL, out);
+  for (const NzJsonPick *f = schema; from != NULL && f->name != NULL; f++)
+    {
+      JsonNode *n = nz_json_member (from, f->name);
+      gint64 v;
+
+      if (n == NULL)
+        continue;
+      switch (f->type)
+        {
+        case NZ_JSON_PICK_STRING:
+          if (nz_json_node_string (n) != NULL)
+            json_object_set_string_member (out, f->name, nz_json_node_string (n));
+          break;
+        case NZ_JSON_PICK_INT:
+          if (pick_int (n, &v))
+            json_object_set_int_member (out, f->name, v);
+          break;
+        case NZ_JSON_PICK_BOOL:
+          if (JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_BOOLEAN)
+            json_object_set_boolean_member (out, f->name, json_node_get_boolean (n));
+          break;
+        case NZ_JSON_PICK_STRINGS:
+        case NZ_JSON_PICK_OBJECTS:
+          if (JSON_NODE_HOLDS_ARRAY (n))
+            {
+              JsonArray *in = json_node_get_array (n);
+              JsonArray *arr = json_array_new ();
+
+              for (guint i = 0; i < json_array_get_length (in); i++)
+                {
+                  JsonNode *e = json_array_get_element (in, i);
+
+                  if (f->type == NZ_JSON_PICK_STRINGS && nz_json_node_string (e) != NULL)
+                    json_array_add_string_element (arr, nz_json_node_string (e));
+                  else if (f->type == NZ_JSON_PICK_OBJECTS && JSON_NODE_HOLDS_OBJECT (e))
+                    json_array_add_object_element (
+                        arr, nz_json_pick (json_node_get_object (e), f->members));
+                }
+              json_object_set_array_member (out, f->name, arr);
+            }
+          break;
+        }
+    }
+  return out;
+}

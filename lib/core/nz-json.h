@@ -30,7 +30,8 @@ gboolean nz_json_check_depth (const char *data, gssize len, GError **error);
  * JsonParser. */
 gboolean nz_json_parser_load (JsonParser *parser, const char *data, gssize len, GError **error);
 
-/* Parses @data as one JSON object (nesting bounded, see above). Returns a new reference, or NULL with NZ_ERROR_PROTOCOL. */
+/* Parses @data as one JSON object (nesting bounded, see above). Returns a new reference, or NULL
+ * with NZ_ERROR_PROTOCOL. */
 JsonObject *nz_json_parse_object (const char *data, gssize len, GError **error);
 
 /* TRUE when JSON text @data (@len bytes) holds a \u0000 escape: json-glib cuts a string at
@@ -78,5 +79,28 @@ void nz_json_append_escaped_byte (GString *out, guchar c);
 /* @ms since the epoch as RFC 3339 UTC with milliseconds ("2026-12-03T07:11:11.000Z"), how a
  * handle shows a wall-clock instant to people. Returns a new string. */
 char *nz_json_format_time_ms (gint64 ms);
+
+/* A member a host relays from an untrusted reply, and the one JSON shape it may have. */
+typedef enum
+{
+  NZ_JSON_PICK_STRING,
+  NZ_JSON_PICK_INT, /* a whole number within +-2^53 */
+  NZ_JSON_PICK_BOOL,
+  NZ_JSON_PICK_STRINGS, /* an array of strings */
+  NZ_JSON_PICK_OBJECTS, /* an array of objects, each picked by .members */
+} NzJsonPickType;
+
+typedef struct NzJsonPick
+{
+  const char *name; /* NULL ends a schema */
+  NzJsonPickType type;
+  const struct NzJsonPick *members;
+} NzJsonPick;
+
+/* A new object holding only @schema's members of @from, each of its type; anything else (an
+ * unknown member, a mistyped one, a mistyped array element) is dropped. What a tool prints
+ * from an agent's reply goes through this, so a workload that owns its agent cannot add
+ * members to a tool's output or change their shape. */
+JsonObject *nz_json_pick (JsonObject *from, const NzJsonPick *schema);
 
 G_END_DECLS

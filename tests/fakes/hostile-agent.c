@@ -177,7 +177,13 @@ hostile (int fd, const char *op)
       /* A well-formed end whose frame carries members nobody documented and documented ones
        * of the wrong type: what a host prints must be its own documented shape. */
       if (!stream)
-        put_json (fd, "{\"ok\":true,\"injected\":\"pwned\",\"durationMs\":\"x\"}");
+        put_json (fd, "{\"ok\":true,\"injected\":\"pwned\",\"durationMs\":\"x\","
+                      "\"scope\":\"pid-namespace\",\"graceMs\":\"x\",\"rounds\":1,\"stopped\":"
+                      "[{\"pid\":1,\"command\":\"sh\",\"signal\":\"SIGTERM\",\"evil\":1},\"evil\"],"
+                      "\"sessions\":[{\"sessionId\":\"s1\",\"kind\":\"detached\",\"command\":"
+                      "\"sh\",\"args\":[\"-c\",5],\"startedAt\":1,\"lastInputAt\":1,"
+                      "\"lastOutputAt\":1,\"nextOffset\":0,\"droppedBytes\":0,\"state\":"
+                      "\"running\",\"attached\":false,\"evil\":true}]}");
       else
         {
           put_json (fd, "{\"type\":\"stdout_delta\",\"data\":\"hi\\n\",\"injected\":1}");

@@ -10,6 +10,7 @@
  * runs the tool and hands its stdout to expect_lines(). */
 #include <fcntl.h>
 #include <gio/gio.h>
+#include <glib/gstdio.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -688,6 +689,27 @@ produce_exec_hostile (void)
                     0);
   ck_assert_msg (strstr (out, "pwned") == NULL && strstr (out, "evil") == NULL, "%s", out);
   harness_stop (pid, f);
+  g_unlink (sock);
+  /* The same for the relayed replies: the session list and a quiesce. */
+  {
+    const char *const ops[][3] = { { "list-sessions", "session-list", "namzu-attach" },
+                                   { "quiesce", "quiesce-result", "namzu-quiesce" } };
+
+    for (guint i = 0; i < G_N_ELEMENTS (ops); i++)
+      {
+        const char *argv2[] = { fake, endpoint, "extra-members", ops[i][0], NULL };
+        g_autoptr (JsonObject) o = NULL;
+        g_autofree char *text = NULL;
+
+        pid = harness_spawn_listening (argv2, NULL, &f);
+        o = i == 0 ? tool_object (0, ops[i][1], ops[i][2], "--endpoint", endpoint, "--list")
+                   : tool_object (0, ops[i][1], ops[i][2], "--endpoint", endpoint);
+        text = nz_json_object_to_string (o, NULL);
+        ck_assert_msg (strstr (text, "pwned") == NULL && strstr (text, "evil") == NULL, "%s", text);
+        harness_stop (pid, f);
+        g_unlink (sock);
+      }
+  }
 }
 
 static void
@@ -993,7 +1015,8 @@ static const struct
   { "ls", produce_ls, "ls-entry", TRUE },
   { "destroy", produce_destroy, "destroy-result error", TRUE },
   { "exec", produce_exec, "exec-output-event exec-result-event exec-error-event", TRUE },
-  { "exec-hostile", produce_exec_hostile, "exec-output-event exec-result-event", FALSE },
+  { "hostile", produce_exec_hostile,
+    "exec-output-event exec-result-event session-list session-summary quiesce-result", FALSE },
   { "exec-detach", produce_exec_detach, "exec-detached", TRUE },
   { "run", produce_run, "exec-output-event exec-result-event", TRUE },
   { "cp", produce_cp, "cp-result error", TRUE },

@@ -344,14 +344,14 @@ START_TEST (test_json_depth_bound)
 END_TEST
 
 /* Text json-glib would refuse through one of its leaking error paths (a value after the root,
- * a broken escape) is refused before json-glib (the ASan build's leak check fails this test without the refusal);
- * a lone scalar and an object still load, and brackets inside a string do not count. */
+ * a broken escape) is refused before json-glib (the ASan build's leak check fails this test without
+ * the refusal); a lone scalar and an object still load, and brackets inside a string do not count.
+ */
 START_TEST (test_json_scalar_then_container)
 {
-  static const char *const refused[] = { "2{\"a\":\"b\"}", "1 {\"a\":[1]}", " null[1,2]",
-                                         "\"s\"{\"k\":{\"x\":0}}", "\t{\t}{}",
-                                         "[1] [2]", "{\"a\":\"}\"} x",
-                                         "{\"\\uDA\"\\u!exttecop" };
+  static const char *const refused[]
+      = { "2{\"a\":\"b\"}", "1 {\"a\":[1]}", " null[1,2]",      "\"s\"{\"k\":{\"x\":0}}",
+          "\t{\t}{}",       "[1] [2]",       "{\"a\":\"}\"} x", "{\"\\uDA\"\\u!exttecop" };
 
   for (gsize i = 0; i < G_N_ELEMENTS (refused); i++)
     {
@@ -563,9 +563,9 @@ START_TEST (test_cli_main_report)
                     1);
   ck_assert_str_eq (o4, "{\"error\":{\"code\":\"not_found\",\"message\":\"no such sandbox\"}}\n");
   ck_assert_str_eq (e4, "namzu-test: no such sandbox\n");
-  ck_assert_int_eq (cli_case (g_error_new_literal (NZ_ERROR, NZ_ERROR_NOT_FOUND, "gone"), FALSE,
-                              FALSE, &o5, &e5),
-                    1);
+  ck_assert_int_eq (
+      cli_case (g_error_new_literal (NZ_ERROR, NZ_ERROR_NOT_FOUND, "gone"), FALSE, FALSE, &o5, &e5),
+      1);
   ck_assert_str_eq (o5, "");
   ck_assert_str_eq (e5, "namzu-test: gone\n");
   /* INVALID_ARGS exits 2; the Try line only where the refusal is of the flags or config. */
@@ -579,8 +579,8 @@ START_TEST (test_cli_main_report)
                     2);
   ck_assert_str_eq (e7, "namzu-test: --cpus: no\nTry 'namzu-test --help' for more information.\n");
   /* A tier's own codes reach the error object. */
-  ck_assert_int_eq (cli_case (g_error_new_literal (test_domain, 7, "policy"), TRUE, FALSE, &o8, &e8),
-                    1);
+  ck_assert_int_eq (
+      cli_case (g_error_new_literal (test_domain, 7, "policy"), TRUE, FALSE, &o8, &e8), 1);
   ck_assert_str_eq (o8, "{\"error\":{\"code\":\"seven\",\"message\":\"policy\"}}\n");
 }
 END_TEST
@@ -613,6 +613,42 @@ START_TEST (test_json_escapes_every_control)
 }
 END_TEST
 
+/* nz_json_pick: what a tool relays of an untrusted reply is its schema's members, typed. */
+START_TEST (test_json_pick)
+{
+  static const NzJsonPick inner[] = { { "n", NZ_JSON_PICK_INT }, { NULL } };
+  static const NzJsonPick schema[] = {
+    { "s", NZ_JSON_PICK_STRING },
+    { "i", NZ_JSON_PICK_INT },
+    { "b", NZ_JSON_PICK_BOOL },
+    { "strs", NZ_JSON_PICK_STRINGS },
+    { "objs", NZ_JSON_PICK_OBJECTS, inner },
+    { "big", NZ_JSON_PICK_INT },
+    { "frac", NZ_JSON_PICK_INT },
+    { "istr", NZ_JSON_PICK_INT },
+    { "bstr", NZ_JSON_PICK_BOOL },
+    { "snum", NZ_JSON_PICK_STRING },
+    { "missing", NZ_JSON_PICK_STRING },
+    { NULL },
+  };
+  g_autoptr (JsonObject) in = nz_json_parse_object (
+      "{\"s\":\"x\",\"i\":-3,\"b\":true,\"strs\":[\"a\",5,null,\"b\"],"
+      "\"objs\":[{\"n\":1,\"evil\":2},7,{\"n\":\"x\"}],\"big\":1e300,\"frac\":1.5,"
+      "\"istr\":\"4\",\"bstr\":\"true\",\"snum\":5,\"evil\":\"pwned\"}",
+      -1, NULL);
+  g_autoptr (JsonObject) out = nz_json_pick (in, schema);
+  g_autofree char *text = nz_json_object_to_string (out, NULL);
+
+  ck_assert_str_eq (text, "{\"s\":\"x\",\"i\":-3,\"b\":true,\"strs\":[\"a\",\"b\"],"
+                          "\"objs\":[{\"n\":1},{}]}");
+  {
+    g_autoptr (JsonObject) none = nz_json_pick (NULL, schema);
+
+    ck_assert_uint_eq (json_object_get_size (none), 0);
+  }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -633,6 +669,7 @@ main (void)
   tcase_add_test (tc, test_json_scalar_then_container);
   tcase_add_test (tc, test_json_long_strings_generate);
   tcase_add_test (tc, test_json_escapes_every_control);
+  tcase_add_test (tc, test_json_pick);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

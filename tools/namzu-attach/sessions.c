@@ -17,6 +17,19 @@ nz_attach_set_command (JsonObject *body, char **command)
   json_object_set_array_member (body, "args", args);
 }
 
+/* docs/cli.md's session-summary and session-list: all that is printed of the agent's reply. */
+static const NzJsonPick summary[] = {
+  { "sessionId", NZ_JSON_PICK_STRING }, { "kind", NZ_JSON_PICK_STRING },
+  { "command", NZ_JSON_PICK_STRING },   { "args", NZ_JSON_PICK_STRINGS },
+  { "startedAt", NZ_JSON_PICK_INT },    { "lastInputAt", NZ_JSON_PICK_INT },
+  { "lastOutputAt", NZ_JSON_PICK_INT }, { "nextOffset", NZ_JSON_PICK_INT },
+  { "droppedBytes", NZ_JSON_PICK_INT }, { "state", NZ_JSON_PICK_STRING },
+  { "attached", NZ_JSON_PICK_BOOL },    { "exitCode", NZ_JSON_PICK_INT },
+  { "signal", NZ_JSON_PICK_INT },       { "pid", NZ_JSON_PICK_INT },
+  { "signalled", NZ_JSON_PICK_INT },    { NULL },
+};
+static const NzJsonPick list[] = { { "sessions", NZ_JSON_PICK_OBJECTS, summary }, { NULL } };
+
 static gboolean
 print_call (NzAgentClient *c, const char *op, JsonObject *body, GError **error)
 {
@@ -38,8 +51,12 @@ print_call (NzAgentClient *c, const char *op, JsonObject *body, GError **error)
       nz_cli_warn ("%s: %s", op, code != NULL ? code : "refused");
       return nz_cli_exit_status (error, NZ_EXIT_FAILURE);
     }
-  json_object_remove_member (reply, "ok");
-  nz_cli_print_object (reply);
+  {
+    g_autoptr (JsonObject) out
+        = nz_json_pick (reply, g_str_equal (op, "list-sessions") ? list : summary);
+
+    nz_cli_print_object (out);
+  }
   return TRUE;
 }
 

@@ -19,7 +19,8 @@ static const GOptionEntry entries[] = {
     "Sandbox (default: $NAMZU_SANDBOX, else the JSON handle on stdin)", "ID" },
   { "grace", 'g', 0, G_OPTION_ARG_INT, &opt_grace,
     "Milliseconds between SIGTERM and SIGKILL in each round (default: the agent's, 1000; "
-    "at most 4999)", "MS" },
+    "at most 4999)",
+    "MS" },
   { "flush", 'f', 0, G_OPTION_ARG_NONE, &opt_flush,
     "Then flush the workspace filesystem (syncfs) and report that too", NULL },
   { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
@@ -30,12 +31,46 @@ static const GOptionEntry entries[] = {
 };
 
 static const char description[]
-    = "Prints the agent's quiesce result: {\"ok\":true,\"scope\":...,\"graceMs\":...,\"rounds\":...,\n"
-      "\"stopped\":[{\"pid\":...,\"command\":...,\"signal\":\"SIGTERM\"|\"SIGKILL\"}]}. With --flush:\n"
+    = "Prints the agent's quiesce result: "
+      "{\"ok\":true,\"scope\":...,\"graceMs\":...,\"rounds\":...,\n"
+      "\"stopped\":[{\"pid\":...,\"command\":...,\"signal\":\"SIGTERM\"|\"SIGKILL\"}]}. With "
+      "--flush:\n"
       "{\"quiesce\":<that>,\"flush\":{\"ok\":true,\"durationMs\":...,\"workspace\":...}}.\n"
       "Reads, writes and copies keep working afterwards; new commands may start again.\n"
       "Exit status: 0 stopped (and flushed), 1 the agent refused or could not confirm, 2 bad "
       "usage.";
+
+/* docs/cli.md's quiesce-result and flush-result: all that is printed of the agent's replies. */
+static const NzJsonPick stopped_schema[] = {
+  { "pid", NZ_JSON_PICK_INT },
+  { "command", NZ_JSON_PICK_STRING },
+  { "signal", NZ_JSON_PICK_STRING },
+  { NULL },
+};
+static const NzJsonPick quiesce_schema[] = {
+  { "ok", NZ_JSON_PICK_BOOL },
+  { "scope", NZ_JSON_PICK_STRING },
+  { "graceMs", NZ_JSON_PICK_INT },
+  { "rounds", NZ_JSON_PICK_INT },
+  { "stopped", NZ_JSON_PICK_OBJECTS, stopped_schema },
+  { "error", NZ_JSON_PICK_STRING },
+  { "message", NZ_JSON_PICK_STRING },
+  { NULL },
+};
+static const NzJsonPick flush_schema[] = {
+  { "ok", NZ_JSON_PICK_BOOL },          { "durationMs", NZ_JSON_PICK_INT },
+  { "workspace", NZ_JSON_PICK_STRING }, { "error", NZ_JSON_PICK_STRING },
+  { "message", NZ_JSON_PICK_STRING },   { NULL },
+};
+
+/* @reply (taken) with only @schema's members; NULL stays NULL. */
+static JsonObject *
+pick (JsonObject *reply, const NzJsonPick *schema)
+{
+  g_autoptr (JsonObject) owned = reply;
+
+  return owned != NULL ? nz_json_pick (owned, schema) : NULL;
+}
 
 /* The reply is the agent's, so untrusted: a refusal may lack its code or message. */
 static gboolean
@@ -73,7 +108,7 @@ nz_tool_quiesce (int argc, char **argv, GCancellable *cancellable, GError **erro
   client = nz_sandbox_open_client (opt_endpoint, opt_sandbox, TRUE, &handle, error);
   if (client == NULL)
     return FALSE;
-  quiesce = nz_agent_client_quiesce (client, opt_grace, cancellable, error);
+  quiesce = pick (nz_agent_client_quiesce (client, opt_grace, cancellable, error), quiesce_schema);
   if (quiesce == NULL)
     return FALSE;
   failed = reply_failed (quiesce, "quiesce");
@@ -83,7 +118,7 @@ nz_tool_quiesce (int argc, char **argv, GCancellable *cancellable, GError **erro
       return failed ? nz_cli_exit_status (error, NZ_EXIT_FAILURE) : TRUE;
     }
   /* Flush even after a refused quiesce: what was written so far should still reach disk. */
-  flush = nz_agent_client_flush (client, 0, cancellable, error);
+  flush = pick (nz_agent_client_flush (client, 0, cancellable, error), flush_schema);
   if (flush == NULL)
     return FALSE;
   failed = reply_failed (flush, "flush") || failed;
