@@ -56,6 +56,22 @@ nz_agent_reply_parse (const char *data, gsize len, GError **error)
   return nz_json_parse_object (data, (gssize)len, error);
 }
 
+int
+nz_agent_error_class (const char *err)
+{
+  if (err == NULL)
+    return NZ_ERROR_FAILED;
+  if (g_str_has_prefix (err, "ENOENT:"))
+    return NZ_ERROR_NOT_FOUND;
+  if (g_str_has_prefix (err, "path escapes") || g_str_has_prefix (err, "symlink escapes")
+      || g_str_has_suffix (err, "_refused") || strstr (err, "_refused:") != NULL
+      || g_str_has_prefix (err, "EACCES:") || g_str_has_prefix (err, "EPERM:"))
+    return NZ_ERROR_PERMISSION_DENIED;
+  if (g_str_has_prefix (err, "invalid_") || g_str_has_prefix (err, "missing_"))
+    return NZ_ERROR_INVALID_ARGS;
+  return NZ_ERROR_FAILED;
+}
+
 gboolean
 nz_agent_reply_count (JsonObject *obj, const char *member, guint64 *out)
 {
@@ -894,8 +910,8 @@ run_stream (Conn *k, const char *op, guint64 observation_ms, gint64 probe_ms,
       GError *local = NULL;
       gsize len = 0;
       const char *data;
-      gint64 wait = probe_ms > 0 ? MIN (deadline, g_get_monotonic_time () + probe_ms * 1000)
-                                 : deadline;
+      gint64 wait
+          = probe_ms > 0 ? MIN (deadline, g_get_monotonic_time () + probe_ms * 1000) : deadline;
       NzLiteReadStatus st = conn_read_frame (k, wait, cancellable, &payload, error);
 
       /* Silent for one interval on a stream whose wire has no heartbeat: is the peer there?

@@ -54,6 +54,10 @@ JsonObject *nz_agent_reply_parse (const char *data, gsize len, GError **error);
 /* A reply's byte count or offset: TRUE and *@out set only for a JSON number that is a safe
  * integer in [0, 2^53] (a hostile 1e300 or -1 must not reach a cast). */
 gboolean nz_agent_reply_count (JsonObject *obj, const char *member, guint64 *out);
+/* The NzError code for an agent's error string, so every tool reports one refusal alike:
+ * ENOENT not_found; the jail's escapes, *_refused, EACCES, EPERM permission_denied;
+ * invalid_* and missing_* invalid_args; anything else (or NULL) failed. */
+int nz_agent_error_class (const char *agent_error);
 
 /* An endpoint, as lib/lite parses it for both namzu-exec programs (nz-lite-endpoint.h):
  * "unix:/abs/path", "tcp:HOST:PORT" ("tcp:[::1]:PORT" for IPv6), "vsock:/abs/uds#PORT" (spec

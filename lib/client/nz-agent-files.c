@@ -67,14 +67,13 @@ reply_ok (JsonObject *reply, const char *what, GError **error)
     return TRUE;
   code = nz_json_get_string (reply, "error");
   message = nz_json_get_string (reply, "message");
-  return nz_throw (error, NZ_ERROR_FAILED, "%s refused: %s%s%s%s", what,
+  return nz_throw (error, nz_agent_error_class (code), "%s refused: %s%s%s%s", what,
                    code != NULL ? code : "(no error)", message != NULL ? " (" : "",
                    message != NULL ? message : "", message != NULL ? ")" : "");
 }
 
 static gboolean
-require_feature (NzAgentClient *c, const char *feature, GCancellable *cancellable,
-                 GError **error)
+require_feature (NzAgentClient *c, const char *feature, GCancellable *cancellable, GError **error)
 {
   if (nz_agent_client_get_features (c) == NULL)
     {
@@ -220,7 +219,7 @@ download_frame (JsonObject *frame, gpointer user_data, GError **error)
     {
       const char *code = nz_json_get_string (frame, "error");
 
-      return nz_throw (error, NZ_ERROR_FAILED, "read-file-stream refused: %s",
+      return nz_throw (error, nz_agent_error_class (code), "read-file-stream refused: %s",
                        code != NULL ? code : "(no error code)");
     }
   if (g_strcmp0 (type, "meta") == 0)
@@ -240,7 +239,8 @@ download_frame (JsonObject *frame, gpointer user_data, GError **error)
       gsize len = 0, off = 0;
 
       if (!d->have_meta)
-        return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream sent data before its meta frame");
+        return nz_throw (error, NZ_ERROR_PROTOCOL,
+                         "read-file-stream sent data before its meta frame");
       data = nz_base64_decode_lenient (b64 != NULL ? b64 : "", &len);
       while (off < len)
         {
@@ -416,15 +416,18 @@ nz_agent_files_download (NzAgentClient *c, const char *path, int out_fd,
   if (!download_raw (c, body, &d, cancellable, error))
     return FALSE;
   if (!d.have_end)
-    return nz_throw (error, NZ_ERROR_PROTOCOL, "read-file-stream socket closed before its end frame");
+    return nz_throw (error, NZ_ERROR_PROTOCOL,
+                     "read-file-stream socket closed before its end frame");
   /* A file that shrank mid-read is a short copy, never a silent success. */
   if (d.bytes_sent != d.received)
     return nz_throw (error, NZ_ERROR_PROTOCOL,
-                     "read-file-stream declared %" G_GINT64_FORMAT " bytes and delivered %" G_GINT64_FORMAT,
+                     "read-file-stream declared %" G_GINT64_FORMAT
+                     " bytes and delivered %" G_GINT64_FORMAT,
                      d.bytes_sent, d.received);
   if (d.received != d.length)
     return nz_throw (error, NZ_ERROR_FAILED,
-                     "read-file-stream announced %" G_GINT64_FORMAT " bytes and delivered %" G_GINT64_FORMAT
+                     "read-file-stream announced %" G_GINT64_FORMAT
+                     " bytes and delivered %" G_GINT64_FORMAT
                      " (the file changed while it was read)",
                      d.length, d.received);
   if (out_bytes != NULL)

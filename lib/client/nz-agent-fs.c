@@ -78,14 +78,8 @@ throw_agent (JsonObject *reply, const char *op, GError **error)
                    NZ_AGENT_FS_WALK_LIMIT_CODE, err + strlen ("file_walk_limit: "));
       return FALSE;
     }
-  if (g_str_has_prefix (err, "ENOENT:"))
-    return nz_throw (error, NZ_ERROR_NOT_FOUND, "%s", err);
-  if (g_str_has_prefix (err, "path escapes") || g_str_has_prefix (err, "symlink escapes")
-      || g_str_has_suffix (err, "_refused") || strstr (err, "_refused:") != NULL
-      || g_str_has_prefix (err, "EACCES:") || g_str_has_prefix (err, "EPERM:"))
-    return nz_throw (error, NZ_ERROR_PERMISSION_DENIED, "%s", err);
-  if (g_str_has_prefix (err, "invalid_") || g_str_has_prefix (err, "missing_"))
-    return nz_throw (error, NZ_ERROR_INVALID_ARGS, "%s", err);
+  if (nz_agent_error_class (err) != NZ_ERROR_FAILED)
+    return nz_throw (error, nz_agent_error_class (err), "%s", err);
   return nz_throw (error, NZ_ERROR_FAILED, "%s refused: %s", op, err);
 }
 

@@ -750,6 +750,15 @@ produce_cp (void)
   fail = tool_object (1, "error", "namzu-cp", missing, back);
   ck_assert_str_eq (nz_json_get_string (up, "direction"), "upload");
   ck_assert_str_eq (nz_json_get_string (down, "direction"), "download");
+  /* The agent's refusals classed as namzu-fs classes them: a missing file, a jail escape. */
+  ck_assert_str_eq (nz_json_get_string (nz_json_get_object (fail, "error"), "code"), "not_found");
+  {
+    g_autofree char *escape = g_strdup_printf ("%s:../x", id);
+    g_autoptr (JsonObject) esc = tool_object (1, "error", "namzu-cp", local, escape);
+
+    ck_assert_str_eq (nz_json_get_string (nz_json_get_object (esc, "error"), "code"),
+                      "permission_denied");
+  }
 }
 
 static void
