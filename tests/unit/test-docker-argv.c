@@ -504,7 +504,7 @@ START_TEST (test_isolate_argv)
   const char *want[] = {
     "run", "--rm", "--network=container:namzu-nz-0123456789ab", "--user", "0:0",
     "--cap-drop=ALL", "--cap-add=NET_ADMIN", "--security-opt=no-new-privileges", "--read-only",
-    "--entrypoint", "/usr/local/bin/namzu-egress", "img:t", "isolate",
+    "--entrypoint", "namzu-egress", "img:t", "isolate",
   };
 
   assert_argv (argv, want, G_N_ELEMENTS (want));

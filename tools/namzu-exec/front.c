@@ -110,7 +110,7 @@ hand_over (const char *retire_message)
     for (int i = 0; i < 2; i++)
       {
         snprintf (full, sizeof full, "%.*s/%s%s", (int)(slash - self), self,
-                  i == 0 ? "" : "../libexec/", NZ_EXEC_FULL_NAME);
+                  i == 0 ? "" : "../libexec/namzu/", NZ_EXEC_FULL_NAME);
         if (access (full, X_OK) == 0)
           execv (full, saved_argv);
       }

@@ -440,7 +440,9 @@ nz_docker_build_isolate_argv (const char *sandbox_name, const char *image)
   add (argv, "--cap-add=NET_ADMIN");
   add (argv, "--security-opt=no-new-privileges");
   add (argv, "--read-only");
-  add2 (argv, "--entrypoint", "/usr/local/bin/namzu-egress");
+  /* On the image's PATH: the packaged /usr/bin/namzu-egress, or /usr/local/bin in an image
+   * built before the images installed the .debs. */
+  add2 (argv, "--entrypoint", "namzu-egress");
   add2 (argv, image, "isolate");
   return argv;
 }

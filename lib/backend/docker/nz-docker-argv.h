@@ -78,9 +78,9 @@ GPtrArray *nz_docker_build_proxy_attach_argv (const char *internal_network,
 
 /* A sandbox on an --internal network loses its default route before its workload runs:
  * `run --rm --network container:<sandbox> --user 0:0 --cap-drop=ALL --cap-add=NET_ADMIN
- * --security-opt=no-new-privileges --read-only --entrypoint /usr/local/bin/namzu-egress <image>
- * isolate` (docker 20.10 still routes an internal network's traffic to a gateway that drops
- * it; the sandbox, without NET_ADMIN, cannot put the route back). */
+ * --security-opt=no-new-privileges --read-only --entrypoint namzu-egress <image> isolate`
+ * (docker 20.10 still routes an internal network's traffic to a gateway that drops it; the
+ * sandbox, without NET_ADMIN, cannot put the route back). */
 GPtrArray *nz_docker_build_isolate_argv (const char *sandbox_name, const char *image);
 
 /* The image's ai.namzu.egress-proxy.config label as `docker image inspect` printed it (NULL:
