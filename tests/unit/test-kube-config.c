@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nz-kube-access.h"
+#include "nz-kube-client.h"
 #include "nz-errors.h"
 #include "../nz-test.h"
 
@@ -560,11 +561,18 @@ START_TEST (test_explicit_and_paths)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (NzKubeAccess) a = nz_kube_access_new_explicit ("https://k:6443/", NULL, "t", &error);
+  g_autofree char *p1 = nz_kube_path (NULL, NULL, "ns", "pods", "p/1");
+  g_autofree char *p2
+      = nz_kube_path (NZ_KUBE_SANDBOX_EXTENSIONS_API_GROUP, NZ_KUBE_SANDBOX_API_VERSION,
+                      "namzu-sandboxes", "sandboxclaims", NULL);
 
   ck_assert_str_eq (a->server, "https://k:6443");
   ck_assert (nz_kube_access_new_explicit ("http://k", NULL, "t", &error) == NULL);
   g_clear_error (&error);
   ck_assert (nz_kube_access_new_explicit ("https://k", NULL, "", &error) == NULL);
+  ck_assert_str_eq (p1, "/api/v1/namespaces/ns/pods/p%2F1");
+  ck_assert_str_eq (p2, "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/namzu-sandboxes/"
+                        "sandboxclaims");
 }
 END_TEST
 
