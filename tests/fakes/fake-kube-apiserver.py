@@ -24,8 +24,11 @@ and nothing more:
     types 415; DELETE with DeleteOptions.preconditions (resourceVersion, uid:
     409 on a mismatch); 404 NotFound; errors as metav1.Status objects;
     - /version, /api and /apis discovery documents enough for kubectl.
+  - GET /api/v1/namespaces/NAME: every namespace exists (kubectl reads it);
   - --stall NAMESPACE: requests there get no answer (for client timeouts);
-    the handler gives up after 60 s so nothing lingers.
+    the handler gives up after 60 s so nothing lingers;
+  - --gone NAMESPACE: requests there are answered 410 Gone (what a watch or a
+    list with an expired continue token gets; namzu treats it like 404).
 
 It prints "fake-kube-apiserver listening on 127.0.0.1:PORT" once bound (port 0
 picks one) and exits on SIGTERM.
@@ -274,6 +277,12 @@ class Handler(BaseHTTPRequestHandler):
             doc = discovery(url.path)
             if doc is not None:
                 return self.send_json(200, doc)
+        ns_parts = url.path.strip("/").split("/")
+        if self.command == "GET" and len(ns_parts) == 4 and ns_parts[:3] == ["api", "v1",
+                                                                               "namespaces"]:
+            return self.send_json(200, {"kind": "Namespace", "apiVersion": "v1",
+                                        "metadata": {"name": ns_parts[3]},
+                                        "status": {"phase": "Active"}})
         target = parse_path(url.path)
         if target is None:
             return self.send_json(*status(404, "NotFound", "the server could not find the "
@@ -282,6 +291,8 @@ class Handler(BaseHTTPRequestHandler):
         if ns in ARGS.stall:
             time.sleep(60)
             return None
+        if ns in ARGS.gone:
+            return self.send_json(*status(410, "Gone", "the requested resource is gone"))
         if ns in ARGS.forbid:
             return self.send_json(*status(
                 403, "Forbidden",
@@ -407,6 +418,7 @@ def main():
                     type=lambda s: tuple(s.split("=", 1)), help="USER=TOKEN")
     ap.add_argument("--forbid", action="append", default=[], help="a namespace answered 403")
     ap.add_argument("--stall", action="append", default=[], help="a namespace never answered")
+    ap.add_argument("--gone", action="append", default=[], help="a namespace answered 410")
     ap.add_argument("--object", action="append", default=[],
                     help="a JSON file of an object to store at start (namespaced)")
     ARGS = ap.parse_args()

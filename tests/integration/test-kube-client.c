@@ -89,9 +89,9 @@ start_fake (const char *server_cert, GPid *pid)
   g_autofree char *key = g_strdup_printf ("%s/%s.key", pki, server_cert);
   g_autofree char *client_ca = pki_path ("ca.pem");
   g_autofree char *tok = g_strdup_printf ("host=%s", token);
-  const char *argv[]
-      = { "python3", script, "--cert",   cert,     "--key",   key,     "--client-ca", client_ca,
-          "--token", tok,    "--forbid", "locked", "--stall", "stall", NULL };
+  const char *argv[] = { "python3",     script,    "--cert",  cert,      "--key",    key,
+                         "--client-ca", client_ca, "--token", tok,       "--forbid", "locked",
+                         "--stall",     "stall",   "--gone",  "expired", NULL };
   g_autoptr (GError) error = NULL;
   char line[256] = "";
   int out_fd = -1;
@@ -199,6 +199,14 @@ START_TEST (test_pods_crud_and_status_mapping)
   ck_assert_msg (nz_kube_delete (c, pod, NULL, &error), "%s", error ? error->message : "");
   ck_assert (!nz_kube_delete (c, pod, NULL, &error));
   assert_error (error, NZ_KUBE_ERROR_GONE, "HTTP 404");
+  g_clear_error (&error);
+  /* 410 is gone too. */
+  {
+    g_autofree char *expired = nz_kube_path (NULL, NULL, "expired", "pods", "agent-1");
+
+    ck_assert (nz_kube_get (c, expired, &error) == NULL);
+    assert_error (error, NZ_KUBE_ERROR_GONE, "HTTP 410 Gone");
+  }
 }
 END_TEST
 
