@@ -93,18 +93,60 @@ typedef struct
   NzKubeClient *client;
   GTlsCertificateFlags tls_errors; /* why the server certificate was refused, 0 if it was not */
   gboolean done, timed_out;
-  GBytes *body;
+  GInputStream *stream;
+  GByteArray *buf;
+  gboolean too_large;
   GError *error;
   GCancellable *cancel;
 } Request;
+
+/* The body is read in chunks so an answer past NZ_KUBE_MAX_BODY is refused before it is all
+ * in memory. */
+#define NZ_KUBE_READ_CHUNK 65536
+
+static void on_read (GObject *source, GAsyncResult *res, gpointer data);
+
+static void
+read_next (Request *r)
+{
+  g_input_stream_read_bytes_async (r->stream, NZ_KUBE_READ_CHUNK, G_PRIORITY_DEFAULT, r->cancel,
+                                   on_read, r);
+}
+
+static void
+on_read (GObject *source, GAsyncResult *res, gpointer data)
+{
+  Request *r = data;
+  g_autoptr (GBytes) chunk
+      = g_input_stream_read_bytes_finish (G_INPUT_STREAM (source), res, &r->error);
+
+  if (chunk == NULL || g_bytes_get_size (chunk) == 0)
+    {
+      r->done = TRUE;
+      return;
+    }
+  g_byte_array_append (r->buf, g_bytes_get_data (chunk, NULL), g_bytes_get_size (chunk));
+  if (r->buf->len > NZ_KUBE_MAX_BODY)
+    {
+      r->too_large = TRUE;
+      r->done = TRUE;
+      return;
+    }
+  read_next (r);
+}
 
 static void
 on_sent (GObject *source, GAsyncResult *res, gpointer data)
 {
   Request *r = data;
 
-  r->body = soup_session_send_and_read_finish (SOUP_SESSION (source), res, &r->error);
-  r->done = TRUE;
+  r->stream = soup_session_send_finish (SOUP_SESSION (source), res, &r->error);
+  if (r->stream == NULL)
+    {
+      r->done = TRUE;
+      return;
+    }
+  read_next (r);
 }
 
 static gboolean
@@ -250,14 +292,23 @@ request_once (NzKubeClient *c, const char *method, const char *path, const char 
   timer = g_timeout_source_new (c->timeout_ms);
   g_source_set_callback (timer, on_timeout, &r, NULL);
   g_source_attach (timer, c->context);
-  soup_session_send_and_read_async (c->session, msg, G_PRIORITY_DEFAULT, cancel, on_sent, &r);
+  r.buf = g_byte_array_new ();
+  soup_session_send_async (c->session, msg, G_PRIORITY_DEFAULT, cancel, on_sent, &r);
   /* A timeout cancels the request; its callback still runs, so this loop always ends. */
   while (!r.done)
     g_main_context_iteration (c->context, TRUE);
+  if (r.stream != NULL)
+    {
+      /* An unfinished body is dropped, not drained: cancelled first, the close is at once. */
+      if (r.too_large || r.error != NULL)
+        g_cancellable_cancel (cancel);
+      g_input_stream_close (r.stream, cancel, NULL);
+      g_clear_object (&r.stream);
+    }
   g_source_destroy (timer);
   g_main_context_pop_thread_default (c->context);
   r.tls_errors = nz_kube_tls_database_last_errors (NZ_KUBE_TLS_DATABASE (c->db));
-  body = r.body;
+  body = g_byte_array_free_to_bytes (r.buf);
   err = r.error;
 
   if (err != NULL)
@@ -293,17 +344,17 @@ request_once (NzKubeClient *c, const char *method, const char *path, const char 
     }
   status = soup_message_get_status (msg);
   len = body != NULL ? g_bytes_get_size (body) : 0;
+  if (len > NZ_KUBE_MAX_BODY)
+    return g_set_error (error, NZ_KUBE_ERROR, NZ_KUBE_ERROR_PROTOCOL,
+                        "kubernetes: %s %s: the answer is larger than %d bytes", method, path,
+                        NZ_KUBE_MAX_BODY),
+           NULL;
   if (status < 200 || status > 299)
     {
       *unauthorized = status == SOUP_STATUS_UNAUTHORIZED;
       set_status_error (error, method, path, status, body);
       return NULL;
     }
-  if (len > NZ_KUBE_MAX_BODY)
-    return g_set_error (error, NZ_KUBE_ERROR, NZ_KUBE_ERROR_PROTOCOL,
-                        "kubernetes: %s %s: the answer is larger than %d bytes", method, path,
-                        NZ_KUBE_MAX_BODY),
-           NULL;
   if (len == 0)
     return json_node_new (JSON_NODE_NULL);
   {

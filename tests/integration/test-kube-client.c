@@ -508,6 +508,39 @@ START_TEST (test_in_cluster_against_fake)
 }
 END_TEST
 
+START_TEST (test_answer_too_large)
+{
+  /* An object whose answer is past NZ_KUBE_MAX_BODY is refused, not buffered whole. */
+  g_autoptr (NzKubeClient) c = token_client (token);
+  g_autofree char *pods = nz_kube_path (NZ_KUBE_SANDBOX_API_GROUP, NZ_KUBE_SANDBOX_API_VERSION,
+                                        "big", "sandboxes", NULL);
+  g_autofree char *pod = nz_kube_path (NZ_KUBE_SANDBOX_API_GROUP, NZ_KUBE_SANDBOX_API_VERSION,
+                                       "big", "sandboxes", "huge");
+  g_autoptr (JsonObject) body
+      = parse_object ("{\"apiVersion\":\"agents.x-k8s.io/"
+                      "v1beta1\",\"kind\":\"Sandbox\",\"metadata\":{\"name\":\"huge\","
+                      "\"annotations\":{}},\"spec\":{}}");
+  g_autofree char *blob = g_strnfill (NZ_KUBE_MAX_BODY + 1, 'x');
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) got = NULL;
+
+  json_object_set_string_member (
+      json_object_get_object_member (json_object_get_object_member (body, "metadata"),
+                                     "annotations"),
+      "blob", blob);
+  ck_assert (nz_kube_create (c, pods, body, &error) == NULL);
+  assert_error (error, NZ_KUBE_ERROR_PROTOCOL, "the answer is larger than");
+  g_clear_error (&error);
+  ck_assert (nz_kube_get (c, pod, &error) == NULL);
+  assert_error (error, NZ_KUBE_ERROR_PROTOCOL, "the answer is larger than");
+  g_clear_error (&error);
+  /* The client goes on working (a Sandbox DELETE answers a small Status). */
+  ck_assert (nz_kube_delete (c, pod, NULL, &error));
+  got = nz_kube_get (c, "/apis/agents.x-k8s.io/v1beta1/namespaces/big/sandboxes", &error);
+  ck_assert_msg (got != NULL, "%s", error ? error->message : "");
+}
+END_TEST
+
 START_TEST (test_request_timeout)
 {
   g_autofree char *url = server_url (port);
@@ -558,6 +591,7 @@ main (void)
   tcase_add_loop_test (tc, test_client_certificate, 0, CERT_CASES);
   tcase_add_test (tc, test_exec_plugin_and_retry_on_401);
   tcase_add_test (tc, test_in_cluster_against_fake);
+  tcase_add_test (tc, test_answer_too_large);
   tcase_add_test (tc, test_request_timeout);
   suite_add_tcase (s, tc);
   rc = nz_test_run (s);
