@@ -8,7 +8,7 @@
 set -u
 src=$1 build=$2
 shift 2
-flags=$(pkg-config --cflags glib-2.0 gio-2.0 gio-unix-2.0 json-glib-1.0 libsoup-3.0 gnutls \
+flags=$(pkg-config --cflags glib-2.0 gio-2.0 gio-unix-2.0 json-glib-1.0 libsoup-3.0 gnutls yaml-0.1 \
   libseccomp libnl-3.0 libnl-route-3.0) || { echo "Bail out! pkg-config failed"; exit 1; }
 incs="-I$build"
 for d in $(cd "$src" && find lib -name '*.h' -exec dirname {} + | sort -u); do

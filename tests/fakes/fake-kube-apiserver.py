@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""fake-kube-apiserver: a FAKE Kubernetes API server, for namzu's tests only.
+
+No Kubernetes cluster can run on the test machines, so this stands in for one
+(DESIGN.md "Real parts, tested for real": a fake says so). It implements, with
+the real API server's semantics, exactly what namzu's Kubernetes client uses
+and nothing more:
+
+  - HTTPS (TLS via python's ssl) with a certificate the test makes; clients
+    authenticate with a bearer token (--token USER=TOKEN) or a client
+    certificate signed by --client-ca (the user is its CN); anything else is
+    401 Unauthorized. --forbid NAMESPACE answers 403 Forbidden there (a
+    stand-in for RBAC).
+  - the objects of spec D.5 in a namespaced store: pods (/api/v1), the
+    agent-sandbox CRDs (sandboxes, sandboxtemplates, sandboxwarmpools,
+    sandboxclaims), persistentvolumeclaims, networkpolicies and
+    ciliumnetworkpolicies;
+  - GET (one object, or a List with ?labelSelector= equality terms), POST
+    (uid, resourceVersion, creationTimestamp assigned; 409 AlreadyExists; 422
+    Invalid for a missing name or a kind/apiVersion that is not the
+    resource's), PATCH with application/merge-patch+json (RFC 7386, a stale
+    metadata.resourceVersion is 409 Conflict) and application/json-patch+json
+    (RFC 6902 add/remove/replace/test; a failed test is 422), other patch
+    types 415; DELETE with DeleteOptions.preconditions (resourceVersion, uid:
+    409 on a mismatch); 404 NotFound; errors as metav1.Status objects;
+    - /version, /api and /apis discovery documents enough for kubectl.
+  - GET /api/v1/namespaces/NAME: every namespace exists (kubectl reads it);
+  - --stall NAMESPACE: requests there get no answer (for client timeouts);
+    the handler gives up after 60 s so nothing lingers;
+  - --gone NAMESPACE: requests there are answered 410 Gone (what a watch or a
+    list with an expired continue token gets; namzu treats it like 404).
+
+It prints "fake-kube-apiserver listening on 127.0.0.1:PORT" once bound (port 0
+picks one) and exits on SIGTERM.
+"""
+
+import argparse
+import copy
+import datetime
+import json
+import signal
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+CORE = ("", "v1")
+RESOURCES = {
+    # (group, version, plural): (kind, namespaced)
+    ("", "v1", "pods"): "Pod",
+    ("", "v1", "persistentvolumeclaims"): "PersistentVolumeClaim",
+    ("agents.x-k8s.io", "v1beta1", "sandboxes"): "Sandbox",
+    ("extensions.agents.x-k8s.io", "v1beta1", "sandboxtemplates"): "SandboxTemplate",
+    ("extensions.agents.x-k8s.io", "v1beta1", "sandboxwarmpools"): "SandboxWarmPool",
+    ("extensions.agents.x-k8s.io", "v1beta1", "sandboxclaims"): "SandboxClaim",
+    ("networking.k8s.io", "v1", "networkpolicies"): "NetworkPolicy",
+    ("cilium.io", "v2", "ciliumnetworkpolicies"): "CiliumNetworkPolicy",
+}
+
+LOCK = threading.Lock()
+STORE = {}  # (group, version, plural, ns, name) -> object
+RV = [0]
+ARGS = None
+
+
+def next_rv():
+    RV[0] += 1
+    return str(RV[0])
+
+
+def api_version(group, version):
+    return version if group == "" else group + "/" + version
+
+
+def status(code, reason, message, details=None):
+    s = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+         "message": message, "reason": reason, "code": code}
+    if details is not None:
+        s["details"] = details
+    return code, s
+
+
+def merge_patch(target, patch):
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    out = dict(target)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+class PatchError(Exception):
+    pass
+
+
+def pointer(path):
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError("invalid JSON pointer " + repr(path))
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def json_patch(doc, ops):
+    """RFC 6902: add, remove, replace, test (what namzu sends: test + add)."""
+    doc = copy.deepcopy(doc)
+    if not isinstance(ops, list):
+        raise PatchError("a JSON patch is a list of operations")
+    for op in ops:
+        if not isinstance(op, dict) or "op" not in op or "path" not in op:
+            raise PatchError("an operation needs op and path")
+        parts = pointer(op["path"])
+        if not parts:
+            raise PatchError("the whole document cannot be patched")
+        parent = doc
+        for p in parts[:-1]:
+            if isinstance(parent, dict) and p in parent:
+                parent = parent[p]
+            elif isinstance(parent, list) and p.isdigit() and int(p) < len(parent):
+                parent = parent[int(p)]
+            else:
+                raise PatchError("path %s does not exist" % op["path"])
+        last = parts[-1]
+        kind = op["op"]
+        if kind == "test":
+            cur = parent.get(last, None) if isinstance(parent, dict) else None
+            if not isinstance(parent, dict) or last not in parent or cur != op.get("value"):
+                raise PatchError("testing value %s failed" % op["path"])
+        elif kind in ("add", "replace"):
+            if "value" not in op:
+                raise PatchError("%s needs a value" % kind)
+            if isinstance(parent, dict):
+                if kind == "replace" and last not in parent:
+                    raise PatchError("replace: %s does not exist" % op["path"])
+                parent[last] = copy.deepcopy(op["value"])
+            elif isinstance(parent, list):
+                if last == "-":
+                    parent.append(copy.deepcopy(op["value"]))
+                else:
+                    parent.insert(int(last), copy.deepcopy(op["value"]))
+            else:
+                raise PatchError("path %s does not exist" % op["path"])
+        elif kind == "remove":
+            if not isinstance(parent, dict) or last not in parent:
+                raise PatchError("remove: %s does not exist" % op["path"])
+            del parent[last]
+        else:
+            raise PatchError("operation %s is not supported" % kind)
+    return doc
+
+
+def selector_matches(sel, labels):
+    if not sel:
+        return True
+    for term in sel.split(","):
+        term = term.strip()
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k.strip()) == v.strip():
+                return False
+        elif "=" in term:
+            k, v = term.split("=", 1)
+            k, v = k.strip(), v.strip().lstrip("=")
+            if labels.get(k) != v:
+                return False
+        elif labels.get(term) is None:
+            return False
+    return True
+
+
+def parse_path(path):
+    """-> (group, version, plural, ns, name) or None."""
+    parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
+    if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
+        group, version, rest = "", "v1", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    if len(rest) < 3 or rest[0] != "namespaces" or len(rest) > 4:
+        return None
+    ns, plural = rest[1], rest[2]
+    name = rest[3] if len(rest) == 4 else None
+    if (group, version, plural) not in RESOURCES:
+        return None
+    return group, version, plural, ns, name
+
+
+def discovery(path):
+    if path == "/version":
+        return {"major": "1", "minor": "30", "gitVersion": "v1.30.0-namzu-fake",
+                "platform": "linux/amd64"}
+    if path == "/api":
+        return {"kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
+                                                "serverAddress": "127.0.0.1"}]}
+    groups = {}
+    for (g, v, _), _k in RESOURCES.items():
+        if g:
+            groups.setdefault(g, v)
+    if path == "/apis":
+        return {"kind": "APIGroupList", "apiVersion": "v1",
+                "groups": [{"name": g, "versions": [{"groupVersion": g + "/" + v, "version": v}],
+                            "preferredVersion": {"groupVersion": g + "/" + v, "version": v}}
+                           for g, v in sorted(groups.items())]}
+    for g, v in list(groups.items()) + [CORE]:
+        prefix = "/api/v1" if g == "" else "/apis/%s/%s" % (g, v)
+        if path == prefix:
+            return {"kind": "APIResourceList", "apiVersion": "v1",
+                    "groupVersion": api_version(g, v),
+                    "resources": [{"name": p, "singularName": k.lower(), "namespaced": True,
+                                   "kind": k,
+                                   "verbs": ["create", "delete", "get", "list", "patch"]}
+                                  for (rg, rv, p), k in RESOURCES.items()
+                                  if rg == g and rv == v]}
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-kube-apiserver"
+
+    def log_message(self, fmt, *args):
+        sys.stderr.write("fake-kube-apiserver: %s %s\n" % (self.command, fmt % args))
+
+    def send_json(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def user(self):
+        auth = self.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            token = auth[len("Bearer "):]
+            for u, t in ARGS.token:
+                if t == token:
+                    return u
+            return None  # a wrong token is refused even with a client certificate
+        cert = self.connection.getpeercert()
+        if cert:
+            for rdn in cert.get("subject", ()):
+                for k, v in rdn:
+                    if k == "commonName":
+                        return v
+        return None
+
+    def body(self):
+        n = int(self.headers.get("Content-Length", "0") or "0")
+        raw = self.rfile.read(n) if n > 0 else b""
+        if not raw:
+            return None
+        return json.loads(raw)
+
+    def handle_any(self):
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        try:
+            payload = self.body()
+        except (ValueError, UnicodeDecodeError):
+            return self.send_json(*status(400, "BadRequest", "the body is not JSON"))
+        who = self.user()
+        if who is None:
+            return self.send_json(*status(401, "Unauthorized", "Unauthorized"))
+        if self.command == "GET":
+            doc = discovery(url.path)
+            if doc is not None:
+                return self.send_json(200, doc)
+        ns_parts = url.path.strip("/").split("/")
+        if self.command == "GET" and len(ns_parts) == 4 and ns_parts[:3] == ["api", "v1",
+                                                                               "namespaces"]:
+            return self.send_json(200, {"kind": "Namespace", "apiVersion": "v1",
+                                        "metadata": {"name": ns_parts[3]},
+                                        "status": {"phase": "Active"}})
+        target = parse_path(url.path)
+        if target is None:
+            return self.send_json(*status(404, "NotFound", "the server could not find the "
+                                                           "requested resource"))
+        group, version, plural, ns, name = target
+        if ns in ARGS.stall:
+            time.sleep(60)
+            return None
+        if ns in ARGS.gone:
+            return self.send_json(*status(410, "Gone", "the requested resource is gone"))
+        if ns in ARGS.forbid:
+            return self.send_json(*status(
+                403, "Forbidden",
+                '%s "%s" is forbidden: User "%s" cannot %s resource "%s" in API group "%s" in '
+                'the namespace "%s"' % (plural, name or "", who, self.command.lower(), plural,
+                                        group, ns)))
+        with LOCK:
+            code, obj = self.serve(group, version, plural, ns, name, query, payload)
+        return self.send_json(code, obj)
+
+    def serve(self, group, version, plural, ns, name, query, payload):
+        kind = RESOURCES[(group, version, plural)]
+        av = api_version(group, version)
+        key = (group, version, plural, ns, name)
+        gr = plural if group == "" else plural + "." + group
+        not_found = status(404, "NotFound", '%s "%s" not found' % (gr, name),
+                           {"name": name, "group": group, "kind": plural})
+        if self.command == "GET" and name is None:
+            sel = query.get("labelSelector", [""])[0]
+            items = [copy.deepcopy(o) for (g, v, p, n, _), o in sorted(STORE.items())
+                     if (g, v, p, n) == (group, version, plural, ns)
+                     and selector_matches(sel, o["metadata"].get("labels") or {})]
+            return 200, {"kind": kind + "List", "apiVersion": av,
+                         "metadata": {"resourceVersion": str(RV[0])}, "items": items}
+        if self.command == "GET":
+            return (200, copy.deepcopy(STORE[key])) if key in STORE else not_found
+        if self.command == "POST" and name is None:
+            if not isinstance(payload, dict):
+                return status(400, "BadRequest", "the body is not an object")
+            meta = payload.get("metadata") or {}
+            oname = meta.get("name")
+            if payload.get("kind") != kind or payload.get("apiVersion") != av:
+                return status(422, "Invalid", "%s is invalid: kind/apiVersion must be %s %s"
+                              % (kind, av, kind))
+            if not oname:
+                return status(422, "Invalid", "%s.%s is invalid: metadata.name: Required value"
+                              % (kind, av))
+            if meta.get("namespace") not in (None, ns):
+                return status(400, "BadRequest", "the namespace of the object does not match "
+                                                 "the namespace of the request")
+            okey = (group, version, plural, ns, oname)
+            if okey in STORE:
+                return status(409, "AlreadyExists", '%s "%s" already exists' % (gr, oname),
+                              {"name": oname, "group": group, "kind": plural})
+            obj = copy.deepcopy(payload)
+            m = obj.setdefault("metadata", {})
+            m["namespace"] = ns
+            m["uid"] = str(uuid.uuid4())
+            m["resourceVersion"] = next_rv()
+            m["generation"] = 1
+            m["creationTimestamp"] = datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ")
+            STORE[okey] = obj
+            return 201, copy.deepcopy(obj)
+        if name is None:
+            return status(405, "MethodNotAllowed", "the server does not allow this method on "
+                                                   "the requested resource")
+        if key not in STORE:
+            return not_found
+        cur = STORE[key]
+        if self.command == "PATCH":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if ctype == "application/merge-patch+json":
+                if not isinstance(payload, dict):
+                    return status(400, "BadRequest", "a merge patch is a JSON object")
+                want = (payload.get("metadata") or {}).get("resourceVersion")
+                if want is not None and want != cur["metadata"]["resourceVersion"]:
+                    return status(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": '
+                                  "the object has been modified; please apply your changes to "
+                                  "the latest version and try again" % (gr, name))
+                new = merge_patch(cur, payload)
+            elif ctype == "application/json-patch+json":
+                try:
+                    new = json_patch(cur, payload)
+                except PatchError as e:
+                    return status(422, "Invalid", 'the server rejected our request due to an '
+                                  'error in our request: %s' % e)
+            else:
+                return status(415, "UnsupportedMediaType",
+                              "the body of the request was in an unknown format - accepted "
+                              "media types include: application/json-patch+json, "
+                              "application/merge-patch+json")
+            meta = new.get("metadata") or {}
+            if meta.get("name") != name or meta.get("uid") != cur["metadata"]["uid"]:
+                return status(422, "Invalid", "%s \"%s\" is invalid: metadata: name and uid "
+                              "are immutable" % (kind, name))
+            new["metadata"]["resourceVersion"] = next_rv()
+            STORE[key] = new
+            return 200, copy.deepcopy(new)
+        if self.command == "DELETE":
+            pre = (payload or {}).get("preconditions") or {}
+            if "resourceVersion" in pre and pre["resourceVersion"] != cur["metadata"]["resourceVersion"]:
+                return status(409, "Conflict", "Operation cannot be fulfilled on %s \"%s\": "
+                              "Precondition failed: ResourceVersion in precondition: %s, "
+                              "ResourceVersion in object meta: %s"
+                              % (gr, name, pre["resourceVersion"],
+                                 cur["metadata"]["resourceVersion"]))
+            if "uid" in pre and pre["uid"] != cur["metadata"]["uid"]:
+                return status(409, "Conflict", "Operation cannot be fulfilled on %s \"%s\": "
+                              "Precondition failed: UID in precondition: %s, UID in object "
+                              "meta: %s" % (gr, name, pre["uid"], cur["metadata"]["uid"]))
+            del STORE[key]
+            if plural == "pods":
+                return 200, cur
+            return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                         "status": "Success",
+                         "details": {"name": name, "group": group, "kind": plural,
+                                     "uid": cur["metadata"]["uid"]}}
+        return status(405, "MethodNotAllowed", "the server does not allow this method on the "
+                                               "requested resource")
+
+    do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = handle_any
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description="a FAKE Kubernetes API server for namzu's tests")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--cert", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--client-ca")
+    ap.add_argument("--token", action="append", default=[],
+                    type=lambda s: tuple(s.split("=", 1)), help="USER=TOKEN")
+    ap.add_argument("--forbid", action="append", default=[], help="a namespace answered 403")
+    ap.add_argument("--stall", action="append", default=[], help="a namespace never answered")
+    ap.add_argument("--gone", action="append", default=[], help="a namespace answered 410")
+    ap.add_argument("--object", action="append", default=[],
+                    help="a JSON file of an object to store at start (namespaced)")
+    ARGS = ap.parse_args()
+    for path in ARGS.object:
+        with open(path) as f:
+            obj = json.load(f)
+        av = obj["apiVersion"]
+        group, version = ("", av) if "/" not in av else av.split("/", 1)
+        plural = [p for (g, v, p), k in RESOURCES.items()
+                  if (g, v) == (group, version) and k == obj["kind"]][0]
+        m = obj["metadata"]
+        m.setdefault("uid", str(uuid.uuid4()))
+        m["resourceVersion"] = next_rv()
+        STORE[(group, version, plural, m["namespace"], m["name"])] = obj
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(ARGS.cert, ARGS.key)
+    if ARGS.client_ca:
+        ctx.load_verify_locations(ARGS.client_ca)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    httpd = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
+    httpd.daemon_threads = True
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+
+    def stop(*_):
+        threading.Thread(target=httpd.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    print("fake-kube-apiserver listening on 127.0.0.1:%d" % httpd.server_address[1], flush=True)
+    httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
