@@ -244,6 +244,10 @@ maybe_draw (NzProgress *p)
     return;
   if (p->drawn && now - p->last_draw_us < REDRAW_INTERVAL_US)
     return;
+  /* A waiting line changes once a second: redrawing the same text says nothing. */
+  if (p->waiting && p->drawn
+      && (now - p->start_us) / G_USEC_PER_SEC == (p->last_draw_us - p->start_us) / G_USEC_PER_SEC)
+    return;
   draw (p, now, FALSE);
 }
 
