@@ -1,12 +1,15 @@
 /* nz-progress.c: the progress line of long work (see nz-progress.h). */
 #include "nz-progress.h"
 
+#include <math.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 /* ~10 redraws a second: smooth to a person, nothing a slow terminal or ssh link notices. */
 #define REDRAW_INTERVAL_US (G_USEC_PER_SEC / 10)
+/* Longer than this (100 days) is no estimate. */
+#define ETA_MAX_S (100.0 * 24 * 3600)
 
 struct _NzProgress
 {
@@ -166,12 +169,17 @@ append_bytes_body (NzProgress *p, GString *line, gint64 elapsed_us, gboolean fin
    * Under a millisecond there is no rate to speak of yet (the first chunk's is absurd). */
   double per_s = elapsed_us < 1000 ? -1 : (double)p->done * G_USEC_PER_SEC / (double)elapsed_us;
 
-  rate = per_s < 0 ? g_strdup ("-- B") : nz_progress_format_bytes ((gint64)per_s);
+  /* Bounded before the conversion: a double beyond gint64 does not convert. */
+  rate = per_s < 0 ? g_strdup ("-- B") : nz_progress_format_bytes ((gint64)MIN (per_s, 1e18));
   g_string_append_printf (line, "  %s", done);
   if (p->total >= 0)
     {
       g_autofree char *total = nz_progress_format_bytes (p->total);
       int pct = p->total > 0 ? (int)(MIN (p->done, p->total) * 100.0 / p->total) : 100;
+
+      /* 100% only when it is all there (a double rounds a huge count up). */
+      if (pct == 100 && p->done < p->total)
+        pct = 99;
 
       g_string_append_printf (line, " / %s  %d%%", total, pct);
     }
@@ -186,12 +194,16 @@ append_bytes_body (NzProgress *p, GString *line, gint64 elapsed_us, gboolean fin
     {
       g_autofree char *eta = NULL;
 
+      double left_s = per_s > 0 ? (double)(p->total - p->done) / per_s : -1;
+
+      /* No rate yet, or a stall (or a total a peer announced) a person would never wait out:
+       * no number is better than a wrong one. */
       if (p->done >= p->total)
         eta = nz_progress_format_duration (0);
-      else if (per_s < 1)
+      else if (per_s < 1 || left_s > ETA_MAX_S)
         eta = g_strdup ("--:--");
       else
-        eta = nz_progress_format_duration ((gint64)((double)(p->total - p->done) / per_s + 0.999));
+        eta = nz_progress_format_duration ((gint64)ceil (left_s));
       g_string_append_printf (line, "  ETA %s", eta);
     }
 }

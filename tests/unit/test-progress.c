@@ -163,6 +163,22 @@ START_TEST (test_unknown_total_and_aggregate)
   g_clear_pointer (&p, nz_progress_free);
   take (&c);
 
+  /* A total a peer announced can be anything: no ETA beyond any wait, no overflow. */
+  fake_now = 0;
+  p = nz_progress_new_full (c.f, fake_clock, 0, "x", G_MAXINT64);
+  fake_now = G_USEC_PER_SEC;
+  nz_progress_update (p, 1024);
+  s = take (&c);
+  ck_assert_str_eq (s, "\rx  1.0 KiB / 8.0 EiB  0%  1.0 KiB/s  ETA --:--\033[K");
+  g_free (s);
+  fake_now = 2 * G_USEC_PER_SEC;
+  nz_progress_update (p, G_MAXINT64 - 1);
+  s = take (&c);
+  ck_assert_str_eq (s, "\rx  8.0 EiB / 8.0 EiB  99%  888.2 PiB/s  ETA 0:01\033[K");
+  g_free (s);
+  g_clear_pointer (&p, nz_progress_free);
+  take (&c);
+
   /* Many files on one line: the label follows the file, the count is the running total. */
   fake_now = 0;
   p = nz_progress_new_full (c.f, fake_clock, 0, "namzu-cp: a", 4 * MIB);
