@@ -5,84 +5,13 @@
  * A line is drawn in place: "\r" + the line + clear-to-end-of-line. The terminal turns the
  * tools' own "\n" into "\r\n", so "\rnamzu-cp: " can only be a redrawn line, never the start
  * of an ordinary message. */
-#include <errno.h>
-#include <fcntl.h>
 #include <gio/gio.h>
-#include <poll.h>
-#include <pty.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "seed-cases.h"
 
 static char *real_bwrap;
-
-/* Runs built tool @tool with stderr on a new pseudo-terminal (its controlling terminal, 200
- * columns wide so no line is cut), stdin /dev/null and stdout a file. Returns the exit status;
- * *@out is stdout, *@tty what it wrote on the terminal. */
-static int
-run_on_tty (char **out, char **tty, const char *tool, ...)
-{
-  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
-  g_autofree char *out_path = g_build_filename (harness.tmp, "tty-stdout", NULL);
-  g_autoptr (GString) buf = g_string_new (NULL);
-  struct winsize ws = { .ws_row = 24, .ws_col = 200 };
-  gboolean exited = FALSE;
-  int master = -1, status = 0;
-  const char *a;
-  va_list ap;
-  pid_t pid;
-
-  g_ptr_array_add (argv, nz_test_tool (tool));
-  va_start (ap, tool);
-  while ((a = va_arg (ap, const char *)) != NULL)
-    g_ptr_array_add (argv, g_strdup (a));
-  va_end (ap);
-  g_ptr_array_add (argv, NULL);
-  pid = forkpty (&master, NULL, NULL, &ws);
-  ck_assert_msg (pid >= 0, "forkpty: %s", g_strerror (errno));
-  if (pid == 0)
-    {
-      int in = open ("/dev/null", O_RDONLY);
-      int o = open (out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-      if (in < 0 || o < 0 || dup2 (in, STDIN_FILENO) < 0 || dup2 (o, STDOUT_FILENO) < 0)
-        _exit (126);
-      execv (argv->pdata[0], (char **)argv->pdata);
-      _exit (127);
-    }
-  /* Until the tool exited and the terminal holds nothing more (a sandbox it started may keep
-   * the terminal open, so no EOF is awaited). */
-  for (;;)
-    {
-      struct pollfd pfd = { master, POLLIN, 0 };
-      char chunk[4096];
-      ssize_t n;
-
-      if (!exited && waitpid (pid, &status, WNOHANG) == pid)
-        exited = TRUE;
-      if (poll (&pfd, 1, exited ? 0 : 100) <= 0)
-        {
-          if (exited)
-            break;
-          continue;
-        }
-      n = read (master, chunk, sizeof chunk);
-      if (n > 0)
-        g_string_append_len (buf, chunk, n);
-      else if (n < 0 && errno == EINTR)
-        continue;
-      else if (exited)
-        break; /* EIO: the last holder of the terminal closed it */
-      else
-        g_usleep (10 * 1000);
-    }
-  close (master);
-  ck_assert (g_file_get_contents (out_path, out, NULL, NULL));
-  *tty = g_string_free (g_steal_pointer (&buf), FALSE);
-  return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
-}
 
 static JsonObject *
 parse_out (const char *out)
@@ -124,7 +53,7 @@ START_TEST (test_cp_progress)
   ck_assert (g_file_set_contents (src, data, 4 * 1024 * 1024, NULL));
   /* Up, on a terminal: the line with the total (the file's size), a rate, and a last line that
    * ends in a newline before anything else is said. */
-  rc = run_on_tty (&out, &tty, "namzu-cp", "--part-kib", "256", src, remote, NULL);
+  rc = run_tool_on_tty (&out, &tty, "namzu-cp", "--part-kib", "256", src, remote, NULL);
   ck_assert_msg (rc == 0, "namzu-cp up: %s", tty);
   summary = parse_out (out);
   ck_assert_int_eq (json_object_get_int_member (summary, "bytes"), 4 * 1024 * 1024);
@@ -140,7 +69,7 @@ START_TEST (test_cp_progress)
   g_clear_pointer (&summary, json_object_unref);
 
   /* Down, on a terminal: the announced length is the total. */
-  rc = run_on_tty (&out, &tty, "namzu-cp", remote, back, NULL);
+  rc = run_tool_on_tty (&out, &tty, "namzu-cp", remote, back, NULL);
   ck_assert_msg (rc == 0, "namzu-cp down: %s", tty);
   ck_assert_msg (strstr (tty, "\rnamzu-cp: big.bin  ") != NULL
                      && strstr (tty, "4.0 MiB / 4.0 MiB  100%  ") != NULL
@@ -162,7 +91,7 @@ START_TEST (test_cp_progress)
 
   /* NAMZU_PROGRESS=0: a terminal, and still nothing. */
   g_setenv ("NAMZU_PROGRESS", "0", TRUE);
-  rc = run_on_tty (&out, &tty, "namzu-cp", src, remote, NULL);
+  rc = run_tool_on_tty (&out, &tty, "namzu-cp", src, remote, NULL);
   g_unsetenv ("NAMZU_PROGRESS");
   ck_assert_msg (rc == 0, "namzu-cp up: %s", tty);
   assert_no_progress (tty, "namzu-cp with NAMZU_PROGRESS=0");
@@ -183,7 +112,7 @@ START_TEST (test_create_waiting_line)
   ck_assert (g_file_set_contents (slow, script, -1, NULL));
   ck_assert_int_eq (chmod (slow, 0755), 0);
   g_setenv ("NAMZU_BWRAP", slow, TRUE);
-  rc = run_on_tty (&out, &tty, "namzu-create", NULL);
+  rc = run_tool_on_tty (&out, &tty, "namzu-create", NULL);
   ck_assert_msg (rc == 0, "namzu-create: %s", tty);
   h = parse_out (out);
   ck_assert_msg (strstr (tty, "\rnamzu-create: waiting for the sandbox to be ready (1s)\033[K")
@@ -228,8 +157,8 @@ START_TEST (test_seed_steps)
   ck_assert_str_eq (err, "");
   g_clear_pointer (&doc, json_object_unref);
 
-  rc = run_on_tty (&out, &tty, "namzu-seed", "--sandbox", harness.sandbox, "--root", ROOT, two,
-                   NULL);
+  rc = run_tool_on_tty (&out, &tty, "namzu-seed", "--sandbox", harness.sandbox, "--root", ROOT, two,
+                        NULL);
   ck_assert_msg (rc == 0, "namzu-seed: %s", tty);
   doc = parse_out (out);
   assert_repo (doc, 0, "r", "present", head);
