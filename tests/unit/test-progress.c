@@ -45,6 +45,13 @@ take (Capture *c)
   return s;
 }
 
+/* Forgets what was written so far. */
+static void
+drop (Capture *c)
+{
+  g_free (take (c));
+}
+
 static void
 capture_close (Capture *c)
 {
@@ -112,7 +119,7 @@ START_TEST (test_bytes_line)
   /* The last line: the elapsed time instead of the ETA, and a newline; once. */
   fake_now = 9 * G_USEC_PER_SEC;
   nz_progress_update (p, 10 * MIB);
-  take (&c);
+  drop (&c);
   nz_progress_finish (p);
   s = take (&c);
   ck_assert_str_eq (s,
@@ -153,7 +160,7 @@ START_TEST (test_unknown_total_and_aggregate)
 
   /* A stalled transfer has no ETA to offer. */
   g_clear_pointer (&p, nz_progress_free);
-  take (&c);
+  drop (&c);
   fake_now = 0;
   p = nz_progress_new_full (c.f, fake_clock, 0, "x", 100);
   nz_progress_update (p, 0);
@@ -161,7 +168,7 @@ START_TEST (test_unknown_total_and_aggregate)
   ck_assert_str_eq (s, "\rx  0 B / 100 B  0%  -- B/s  ETA --:--\033[K");
   g_free (s);
   g_clear_pointer (&p, nz_progress_free);
-  take (&c);
+  drop (&c);
 
   /* A total a peer announced can be anything: no ETA beyond any wait, no overflow. */
   fake_now = 0;
@@ -177,14 +184,14 @@ START_TEST (test_unknown_total_and_aggregate)
   ck_assert_str_eq (s, "\rx  8.0 EiB / 8.0 EiB  99%  888.2 PiB/s  ETA 0:01\033[K");
   g_free (s);
   g_clear_pointer (&p, nz_progress_free);
-  take (&c);
+  drop (&c);
 
   /* Many files on one line: the label follows the file, the count is the running total. */
   fake_now = 0;
   p = nz_progress_new_full (c.f, fake_clock, 0, "namzu-cp: a", 4 * MIB);
   fake_now = G_USEC_PER_SEC;
   nz_progress_update (p, MIB);
-  take (&c);
+  drop (&c);
   nz_progress_set_label (p, "namzu-cp: b");
   fake_now = 2 * G_USEC_PER_SEC;
   nz_progress_update (p, 2 * MIB + 0);
@@ -264,7 +271,7 @@ START_TEST (test_label_is_cleaned_and_truncated)
   ck_assert_str_eq (s, "\ra?[2J???b\xef\xbf\xbd  10 B / 10 B  100%  -- B/s  ETA 0:00\033[K");
   g_free (s);
   g_clear_pointer (&p, nz_progress_free);
-  take (&c);
+  drop (&c);
 
   /* Never wider than the terminal (a wrapped line would not be redrawn in place); cut at a
    * character, not in the middle of one. */
