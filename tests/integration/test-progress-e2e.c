@@ -88,6 +88,17 @@ START_TEST (test_cp_progress)
   ck_assert_msg (rc == 0, "namzu-cp down: %s", err);
   ck_assert_str_eq (err, "");
   g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  /* A terminal that cannot clear a line (TERM=dumb) gets the line blanked with spaces. */
+  g_setenv ("TERM", "dumb", TRUE);
+  rc = run_tool_on_tty (&out, &tty, "namzu-cp", src, remote, NULL);
+  g_unsetenv ("TERM");
+  ck_assert_msg (rc == 0, "namzu-cp up: %s", tty);
+  ck_assert_msg (strstr (tty, want) != NULL && strstr (tty, "\033[") == NULL,
+                 "not a dumb terminal's line: '%s'", tty);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&tty, g_free);
 
   /* NAMZU_PROGRESS=0: a terminal, and still nothing. */
   g_setenv ("NAMZU_PROGRESS", "0", TRUE);
@@ -95,6 +106,19 @@ START_TEST (test_cp_progress)
   g_unsetenv ("NAMZU_PROGRESS");
   ck_assert_msg (rc == 0, "namzu-cp up: %s", tty);
   assert_no_progress (tty, "namzu-cp with NAMZU_PROGRESS=0");
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&tty, g_free);
+
+  /* The file itself on the terminal (stdout is the terminal too): no line tears it. */
+  ck_assert (g_file_set_contents (src, "hello, terminal\n", -1, NULL));
+  rc = run_tool (NULL, &out, &err, "namzu-cp", src, remote, NULL);
+  ck_assert_msg (rc == 0, "namzu-cp up: %s", err);
+  g_clear_pointer (&out, g_free);
+  rc = run_tool_on_tty (NULL, &tty, "namzu-cp", remote, "-", NULL);
+  ck_assert_msg (rc == 0, "namzu-cp down: %s", tty);
+  ck_assert_str_eq (tty, "hello, terminal\r\n");
+  g_clear_pointer (&tty, g_free);
+
   destroy_ok (id);
 }
 END_TEST

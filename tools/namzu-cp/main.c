@@ -260,7 +260,9 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
   if (client == NULL)
     return FALSE;
   label = g_strdup_printf ("%s: %s", nz_cli_tool (), src.path);
-  line = progress_line = nz_progress_new (label, -1);
+  /* The file's own bytes on the terminal would be torn by the line. */
+  if (!data_on_stdout || !isatty (STDOUT_FILENO))
+    line = progress_line = nz_progress_new (label, -1);
   signal (SIGPIPE, SIG_IGN);
   if (opt_recursive)
     return copy_tree (client, handle, upload, src.path, dst.path, error);
