@@ -180,7 +180,6 @@ append_bytes_body (NzProgress *p, GString *line, gint64 elapsed_us, gboolean fin
       /* 100% only when it is all there (a double rounds a huge count up). */
       if (pct == 100 && p->done < p->total)
         pct = 99;
-
       g_string_append_printf (line, " / %s  %d%%", total, pct);
     }
   g_string_append_printf (line, "  %s/s", rate);
@@ -193,7 +192,6 @@ append_bytes_body (NzProgress *p, GString *line, gint64 elapsed_us, gboolean fin
   else if (p->total >= 0)
     {
       g_autofree char *eta = NULL;
-
       double left_s = per_s > 0 ? (double)(p->total - p->done) / per_s : -1;
 
       /* No rate yet, or a stall (or a total a peer announced) a person would never wait out:
