@@ -25,8 +25,12 @@ struct _NzProgress
   gint64 start_us;
   gint64 last_draw_us;
   gboolean drawn, finished;
-  glong last_len; /* characters of the last line, for the dumb terminal's blanking */
+  glong last_len;  /* characters of the last line, for the dumb terminal's blanking */
+  gboolean erased; /* nz_progress_make_room() took it away: redraw without waiting */
 };
+
+/* The line on screen that a message would tear (nz_progress_make_room). */
+static NzProgress *in_flight;
 
 gboolean
 nz_progress_enabled (void)
@@ -237,9 +241,32 @@ draw (NzProgress *p, gint64 now, gboolean final)
     g_string_append_c (line, '\n');
   fwrite (line->str, 1, line->len, p->out);
   fflush (p->out);
-  p->last_len = len;
+  p->last_len = final ? 0 : len;
   p->last_draw_us = now;
   p->drawn = TRUE;
+  p->erased = FALSE;
+  in_flight = final ? NULL : p;
+}
+
+void
+nz_progress_make_room (void)
+{
+  NzProgress *p = in_flight;
+
+  if (p == NULL)
+    return;
+  in_flight = NULL;
+  fputc ('\r', p->out);
+  if (p->dumb)
+    for (glong i = 0; i < p->last_len; i++)
+      fputc (' ', p->out);
+  else
+    fputs ("\033[K", p->out);
+  if (p->dumb)
+    fputc ('\r', p->out);
+  fflush (p->out);
+  p->last_len = 0;
+  p->erased = TRUE;
 }
 
 /* Draws unless the last redraw was under REDRAW_INTERVAL_US ago (the first always draws). */
@@ -252,6 +279,11 @@ maybe_draw (NzProgress *p)
     return;
   if (p->waiting && now - p->start_us < p->delay_us)
     return;
+  if (p->erased)
+    {
+      draw (p, now, FALSE);
+      return;
+    }
   if (p->drawn && now - p->last_draw_us < REDRAW_INTERVAL_US)
     return;
   /* A waiting line changes once a second: redrawing the same text says nothing. */
@@ -293,6 +325,8 @@ nz_progress_finish (NzProgress *p)
   if (p == NULL || p->finished)
     return;
   p->finished = TRUE;
+  if (in_flight == p)
+    in_flight = NULL;
   if (p->drawn)
     draw (p, p->clock (), TRUE);
 }
@@ -315,6 +349,8 @@ nz_progress_free (NzProgress *p)
   if (p == NULL)
     return;
   nz_progress_finish (p);
+  if (in_flight == p)
+    in_flight = NULL;
   g_free (p->label);
   g_free (p);
 }

@@ -71,6 +71,11 @@ void nz_progress_restart (NzProgress *p);
  * updated; a waiting line only after its delay). Later calls do nothing. */
 void nz_progress_finish (NzProgress *p);
 
+/* Erases the line in flight (the last one drawn and not finished), if any, so that a message
+ * can be printed on a line of its own; the next update or tick redraws it at once.
+ * nz_cli_warn() calls it. */
+void nz_progress_make_room (void);
+
 /* An NzAgentFilesProgress-shaped callback for one transfer (@progress is the NzProgress):
  * adopts @total when it is known and updates with @done. */
 void nz_progress_transfer_cb (gint64 done, gint64 total, gpointer progress);

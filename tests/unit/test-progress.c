@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nz-cli.h"
 #include "nz-progress.h"
 #include "../nz-test.h"
 
@@ -286,6 +287,43 @@ START_TEST (test_label_is_cleaned_and_truncated)
 }
 END_TEST
 
+/* A message in the middle of a transfer gets a line of its own: the line is erased first and
+ * redrawn at the next update, throttle or not. */
+START_TEST (test_make_room)
+{
+  g_autoptr (NzProgress) p = NULL;
+  Capture c;
+  char *s;
+
+  capture_open (&c);
+  fake_now = 0;
+  nz_progress_make_room (); /* nothing in flight: nothing to do */
+  p = nz_progress_new_full (c.f, fake_clock, 0, "x", 100);
+  fake_now = G_USEC_PER_SEC;
+  nz_progress_update (p, 50);
+  drop (&c);
+  nz_cli_warn ("a message");
+  s = take (&c);
+  ck_assert_str_eq (s, "\r\033[K");
+  g_free (s);
+  nz_progress_make_room (); /* already erased */
+  fake_now += 1000;
+  nz_progress_update (p, 60);
+  s = take (&c);
+  ck_assert_str_eq (s, "\rx  60 B / 100 B  60%  59 B/s  ETA 0:01\033[K");
+  g_free (s);
+  /* A finished line is not in flight any more. */
+  nz_progress_finish (p);
+  drop (&c);
+  nz_progress_make_room ();
+  s = take (&c);
+  ck_assert_str_eq (s, "");
+  g_free (s);
+  g_clear_pointer (&p, nz_progress_free);
+  capture_close (&c);
+}
+END_TEST
+
 START_TEST (test_off)
 {
   /* Under meson, stderr is a file or a pipe: off, and every call takes the NULL it returns. */
@@ -316,6 +354,7 @@ main (void)
   tcase_add_test (tc, test_unknown_total_and_aggregate);
   tcase_add_test (tc, test_waiting_line);
   tcase_add_test (tc, test_label_is_cleaned_and_truncated);
+  tcase_add_test (tc, test_make_room);
   tcase_add_test (tc, test_off);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
