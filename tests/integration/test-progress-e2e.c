@@ -123,6 +123,41 @@ START_TEST (test_cp_progress)
 }
 END_TEST
 
+/* A directory copy: one line for the whole tree, its total the sum of the files, and a warning
+ * in the middle (a FIFO is skipped) on a line of its own, not glued to the progress line. */
+START_TEST (test_cp_tree_progress)
+{
+  g_autoptr (JsonObject) pub = create_handle (NULL, NULL);
+  const char *id = nz_json_get_string (pub, "id");
+  g_autofree char *remote = g_strdup_printf ("%s:t", id);
+  g_autofree char *dest = g_build_filename (harness.tmp, "got", NULL);
+  g_autofree char *out = NULL, *tty = NULL, *script = NULL;
+  const char *skip;
+  int rc;
+
+  script = g_strdup_printf ("mkdir t && head -c 3145728 /dev/zero > t/a && mkfifo t/b && "
+                            "head -c 1048576 /dev/zero > t/c");
+  ck_assert_int_eq (sh_in_sandbox (id, script, NULL), 0);
+  rc = run_tool_on_tty (&out, &tty, "namzu-cp", "-r", remote, dest, NULL);
+  ck_assert_msg (rc == 0, "namzu-cp -r: %s", tty);
+  ck_assert_msg (strstr (tty, "\rnamzu-cp: t  ") != NULL
+                     && strstr (tty, "4.0 MiB / 4.0 MiB  100%  ") != NULL,
+                 "no line for the tree: '%s'", tty);
+  skip = strstr (tty, "namzu-cp: skipping '");
+  ck_assert_msg (skip != NULL, "no warning: '%s'", tty);
+  ck_assert_msg (skip - tty >= 4 && (strncmp (skip - 4, "\r\033[K", 4) == 0 || skip[-1] == '\n'),
+                 "the warning is glued to the line: '%s'", tty);
+  g_clear_pointer (&tty, g_free);
+
+  /* With stdout on the terminal too, the result starts on a line of its own. */
+  rc = run_tool_on_tty (NULL, &tty, "namzu-cp", "-r", remote, dest, NULL);
+  ck_assert_msg (rc == 0, "namzu-cp -r: %s", tty);
+  ck_assert_msg (strstr (tty, "\033[K\r\n{\"") != NULL, "the result is glued to the line: '%s'",
+                 tty);
+  destroy_ok (id);
+}
+END_TEST
+
 /* A slow backend: a bwrap that takes 2 seconds before it starts the sandbox. The line appears
  * only after its one-second delay, so this bounds nothing from above. */
 START_TEST (test_create_waiting_line)
@@ -213,6 +248,7 @@ main (void)
   tcase_add_checked_fixture (tc, setup, harness_end);
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_cp_progress);
+  tcase_add_test (tc, test_cp_tree_progress);
   tcase_add_test (tc, test_create_waiting_line);
   suite_add_tcase (s, tc);
   tcase_add_checked_fixture (tc_seed, seed_setup, seed_end);
