@@ -90,6 +90,10 @@ typedef struct
   /* Set (from a signal handler) to abandon a create in progress: it is rolled back and fails
    * with "interrupted". May be NULL. */
   volatile sig_atomic_t *interrupted;
+  /* Called now and then (every second at least) while the backend waits for the sandbox to
+   * answer, for a waiting line on a terminal. May be NULL. */
+  void (*waiting) (gpointer waiting_data);
+  gpointer waiting_data;
 } NzCreateOptions;
 
 NzCreateOptions *nz_create_options_new (void);

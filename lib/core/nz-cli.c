@@ -9,6 +9,7 @@
 #include "nz-config.h"
 #include "nz-errors.h"
 #include "nz-json.h"
+#include "nz-progress.h"
 
 static const char *cli_tool = "namzu";
 static gboolean cli_version;
@@ -40,6 +41,8 @@ nz_cli_warn (const char *fmt, ...)
   va_start (ap, fmt);
   msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
+  /* Not in the middle of a progress line. */
+  nz_progress_make_room ();
   fprintf (stderr, "%s: %s\n", cli_tool, msg);
   fflush (stderr);
 }

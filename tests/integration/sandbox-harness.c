@@ -1,7 +1,11 @@
 /* sandbox-harness.c: see sandbox-harness.h. */
 #include "sandbox-harness.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <glib/gstdio.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -356,4 +360,69 @@ harness_stop (GPid pid, FILE *out)
   waitpid (pid, NULL, 0);
   g_spawn_close_pid (pid);
   fclose (out);
+}
+
+int
+run_tool_on_tty (char **out, char **tty, const char *tool, ...)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *out_path = g_build_filename (harness.tmp, "tty-stdout", NULL);
+  g_autoptr (GString) buf = g_string_new (NULL);
+  struct winsize ws = { .ws_row = 24, .ws_col = 200 };
+  gboolean exited = FALSE;
+  int master = -1, status = 0;
+  const char *a;
+  va_list ap;
+  pid_t pid;
+
+  g_ptr_array_add (argv, nz_test_tool (tool));
+  va_start (ap, tool);
+  while ((a = va_arg (ap, const char *)) != NULL)
+    g_ptr_array_add (argv, g_strdup (a));
+  va_end (ap);
+  g_ptr_array_add (argv, NULL);
+  pid = forkpty (&master, NULL, NULL, &ws);
+  ck_assert_msg (pid >= 0, "forkpty: %s", g_strerror (errno));
+  if (pid == 0)
+    {
+      int in = open ("/dev/null", O_RDONLY);
+      int o = open (out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+      if (in < 0 || o < 0 || dup2 (in, STDIN_FILENO) < 0
+          || (out != NULL && dup2 (o, STDOUT_FILENO) < 0))
+        _exit (126);
+      execv (argv->pdata[0], (char **)argv->pdata);
+      _exit (127);
+    }
+  /* Until the tool exited and the terminal holds nothing more (a sandbox it started may keep
+   * the terminal open, so no EOF is awaited). */
+  for (;;)
+    {
+      struct pollfd pfd = { master, POLLIN, 0 };
+      char chunk[4096];
+      ssize_t n;
+
+      if (!exited && waitpid (pid, &status, WNOHANG) == pid)
+        exited = TRUE;
+      if (poll (&pfd, 1, exited ? 0 : 100) <= 0)
+        {
+          if (exited)
+            break;
+          continue;
+        }
+      n = read (master, chunk, sizeof chunk);
+      if (n > 0)
+        g_string_append_len (buf, chunk, n);
+      else if (n < 0 && errno == EINTR)
+        continue;
+      else if (exited)
+        break; /* EIO: the last holder of the terminal closed it */
+      else
+        g_usleep (10 * 1000);
+    }
+  close (master);
+  if (out != NULL)
+    ck_assert (g_file_get_contents (out_path, out, NULL, NULL));
+  *tty = g_string_free (g_steal_pointer (&buf), FALSE);
+  return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
 }

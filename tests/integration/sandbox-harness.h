@@ -36,6 +36,13 @@ int run_toolv (const char *stdin_text, char **out, char **err, const char *tool,
 int run_tool (const char *stdin_text, char **out, char **err, const char *tool,
               ...) G_GNUC_NULL_TERMINATED;
 
+/* Runs a built tool with stderr on a new pseudo-terminal (its controlling terminal, 200
+ * columns wide so no line is cut), stdin /dev/null and stdout a file in harness.tmp; waits for
+ * it to exit, not for the terminal's EOF (a sandbox it started may hold the terminal). Returns
+ * the exit status (128+N for a signal); *@out is stdout (@out NULL: stdout is the terminal
+ * too), *@tty what it wrote on the terminal (whose "\n" the terminal turned into "\r\n"). */
+int run_tool_on_tty (char **out, char **tty, const char *tool, ...) G_GNUC_NULL_TERMINATED;
+
 /* Newlines in @s. */
 guint count_lines (const char *s);
 

@@ -16,6 +16,7 @@
 #include "nz-errors.h"
 #include "nz-heap.h"
 #include "nz-json.h"
+#include "nz-progress.h"
 #include "nz-state.h"
 #include "nz-tools.h"
 #include "tree.h"
@@ -54,7 +55,8 @@ static const char description[]
       "  namzu-cp build.tar :in/build.tar        tar c . | namzu-cp - :src.tar\n"
       "  namzu-cp :out/report.json .             namzu-cp :log.txt - | less\n"
       "Prints {\"sandbox\",\"source\",\"destination\",\"direction\",\"bytes\"} on stdout, unless\n"
-      "the data itself goes to stdout. Progress goes to stderr when it is a terminal.\n"
+      "the data itself goes to stdout. Progress (bytes, rate, time left) goes to stderr when\n"
+      "it is a terminal ($NAMZU_PROGRESS=0: never).\n"
       "With -r, SRC may be a directory: it lands in DST/<name> when DST is a directory\n"
       "(or ends in /), else at DST, like cp -r; the result adds files, directories,\n"
       "symlinks and skipped (FIFOs, sockets and devices are skipped). Nothing from the\n"
@@ -106,17 +108,13 @@ operand_parse (const char *arg, Operand *op)
   op->path = g_strdup (arg);
 }
 
-static gboolean show_progress;
+/* The terminal's progress line for the transfer in flight (NULL in a pipe or a log). */
+static NzProgress *progress_line;
 
 static void
 progress (gint64 done, gint64 total, gpointer user_data)
 {
-  if (!show_progress)
-    return;
-  if (total >= 0)
-    fprintf (stderr, "\rnamzu-cp: %" G_GINT64_FORMAT " / %" G_GINT64_FORMAT " bytes", done, total);
-  else
-    fprintf (stderr, "\rnamzu-cp: %" G_GINT64_FORMAT " bytes", done);
+  nz_progress_transfer_cb (done, total, progress_line);
 }
 
 /* A local directory destination receives the source's basename. */
@@ -193,8 +191,8 @@ copy_tree (NzAgentClient *client, NzHandle *handle, gboolean upload, const char 
   gboolean ok = upload ? nz_cp_tree_upload (client, src, dst, progress, NULL, &t, error)
                        : nz_cp_tree_download (client, src, dst, progress, NULL, &t, error);
 
-  if (show_progress)
-    fputc ('\n', stderr);
+  /* The last line (bytes across every file, against the tree's total) before the result. */
+  nz_progress_finish (progress_line);
   if (!ok)
     return FALSE;
   if (handle != NULL)
@@ -225,6 +223,8 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
   g_auto (Operand) dst = { 0 };
   const char *sandbox;
   gboolean upload, data_on_stdout, stdin_is_data;
+  g_autoptr (NzProgress) line = NULL;
+  g_autofree char *label = NULL;
   gint64 bytes = 0;
   gboolean ok;
 
@@ -259,13 +259,17 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
   client = nz_sandbox_open_client (opt_endpoint, sandbox, !stdin_is_data, &handle, error);
   if (client == NULL)
     return FALSE;
-  show_progress = isatty (STDERR_FILENO);
+  label = g_strdup_printf ("%s: %s", nz_cli_tool (), src.path);
+  /* The file's own bytes on the terminal would be torn by the line. */
+  if (!data_on_stdout || !isatty (STDOUT_FILENO))
+    line = progress_line = nz_progress_new (label, -1);
   signal (SIGPIPE, SIG_IGN);
   if (opt_recursive)
     return copy_tree (client, handle, upload, src.path, dst.path, error);
   if (upload)
     {
       nz_autofd int fd = -1;
+      struct stat st;
 
       remote = remote_destination (dst.path, src.path);
       if (remote == NULL)
@@ -275,6 +279,8 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
       fd = g_str_equal (src.path, "-") ? dup (STDIN_FILENO) : open (src.path, O_RDONLY | O_CLOEXEC);
       if (fd < 0)
         return nz_throw_errno_prefix (error, "open '%s'", src.path);
+      if (fstat (fd, &st) == 0 && S_ISREG (st.st_mode))
+        nz_progress_set_total (line, st.st_size);
       ok = nz_agent_files_upload (client, fd, remote,
                                   opt_part_kib > 0 ? (gsize)opt_part_kib * 1024 : 0, progress, NULL,
                                   &bytes, NULL, error);
@@ -285,8 +291,9 @@ nz_tool_cp (int argc, char **argv, GCancellable *cancellable, GError **error)
       local = data_on_stdout ? g_strdup ("-") : local_destination (dst.path, src.path);
       ok = download_to_local (client, remote, local, &bytes, error);
     }
-  if (show_progress)
-    fputc ('\n', stderr);
+  /* The last line before any error or the JSON: the report starts on a line of its own. */
+  progress_line = NULL;
+  g_clear_pointer (&line, nz_progress_free);
   if (!ok)
     return FALSE;
   if (!data_on_stdout)

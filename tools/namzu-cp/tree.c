@@ -16,6 +16,7 @@
 
 #include "nz-agent-fs.h"
 #include "nz-autofd.h"
+#include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-json.h"
 
@@ -223,7 +224,7 @@ scan_dir (Scan *s, int fd, const char *rel, guint depth, GError **error)
         }
       if (!S_ISDIR (st.st_mode) && !S_ISREG (st.st_mode) && !S_ISLNK (st.st_mode))
         {
-          g_printerr ("namzu-cp: skipping '%s': not a file, directory or symlink\n", shown);
+          nz_cli_warn ("skipping '%s': not a file, directory or symlink", shown);
           s->skipped++;
           continue;
         }
@@ -674,7 +675,7 @@ download_tree (NzAgentClient *c, const char *root, guint root_mode, int parentfd
         }
       else
         {
-          g_printerr ("namzu-cp: skipping '%s': not a file, directory or symlink\n", shown);
+          nz_cli_warn ("skipping '%s': not a file, directory or symlink", shown);
           out->skipped++;
         }
       if (!ok)

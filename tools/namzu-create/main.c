@@ -4,6 +4,7 @@
 #include "nz-backend.h"
 #include "nz-cli.h"
 #include "nz-errors.h"
+#include "nz-progress.h"
 #include "nz-tools.h"
 
 #include "options.h"
@@ -13,6 +14,8 @@ static const char summary[] =
   "expiresAt and idleTimeoutMs when it has a lifetime, rootDir, network, limits,\n"
   "capabilities) on stdout. The token stays in the private state\n"
   "directory ($NAMZU_STATE_DIR, else $XDG_RUNTIME_DIR/namzu, else /run/namzu).\n"
+  "A create still waiting for its sandbox after a second says so on stderr when it is a\n"
+  "terminal ($NAMZU_PROGRESS=0: never).\n"
   "Exit status: 0 created, 1 failure, 2 bad usage or config.";
 
 static volatile sig_atomic_t interrupted;
@@ -24,6 +27,15 @@ on_signal (int sig, siginfo_t *info, void *ctx)
   interrupted = sig;
 }
 
+/* A create that answers within this long prints no waiting line at all. */
+#define WAITING_LINE_DELAY_MS 1000
+
+static void
+on_waiting (gpointer line)
+{
+  nz_progress_tick (line);
+}
+
 gboolean
 nz_tool_create (int argc, char **argv, GCancellable *cancellable, GError **error)
 {
@@ -31,6 +43,7 @@ nz_tool_create (int argc, char **argv, GCancellable *cancellable, GError **error
   g_autoptr (NzCreateOptions) opts = nz_create_options_new ();
   g_autoptr (NzHandle) h = NULL;
   g_autoptr (JsonObject) pub = NULL;
+  g_autoptr (NzProgress) line = NULL;
 
   /* Its flags and --config are what an INVALID_ARGS refusal is about. */
   nz_cli_set_invalid_is_usage (TRUE);
@@ -45,7 +58,14 @@ nz_tool_create (int argc, char **argv, GCancellable *cancellable, GError **error
     return FALSE;
   opts->interrupted = &interrupted;
   nz_cli_trap_stop_signals (on_signal);
+  /* Timed from here: what the backend did before it waits (an image check, a container
+   * start) is part of the wait a person sees. */
+  line = nz_progress_new_wait ("namzu-create: waiting for the sandbox to be ready",
+                               WAITING_LINE_DELAY_MS);
+  opts->waiting = on_waiting;
+  opts->waiting_data = line;
   h = nz_backend_create (opts, error);
+  g_clear_pointer (&line, nz_progress_free);
   if (h == NULL)
     return FALSE;
   pub = nz_backend_public_handle (h);

@@ -12,6 +12,7 @@
 #include "nz-cli.h"
 #include "nz-errors.h"
 #include "nz-json.h"
+#include "nz-progress.h"
 #include "nz-seed.h"
 #include "nz-state.h"
 #include "nz-tools.h"
@@ -49,6 +50,8 @@ static const char description[]
       "cloned beside their place and renamed into it. URLs must be https:// or http:// without\n"
       "credentials. Prints {seed, digest, root, repositories:[{name, dir, status, commit}]},\n"
       "status present|cloned|drifted|missing. See docs/seed.md.\n"
+      "On a terminal, stderr shows each step (check, clone, marker) with its elapsed time\n"
+      "($NAMZU_PROGRESS=0: never).\n"
       "\n"
       "Exit status: 0 every repository is present; 1 failure (clone, missing tool, sandbox\n"
       "unreachable); 2 usage or an invalid seed or root; 3 drift; 128+N when signal N\n"
@@ -66,10 +69,44 @@ typedef struct
   int signo;
 } Run;
 
+/* On a terminal, one line per step with its elapsed time, redrawn in place while it runs (a
+ * clone can take minutes). The seed thread names the steps; the main thread, whose loop waits
+ * for signals meanwhile, draws them: every step named is drawn, however quickly it ended. */
+#define STEP_REDRAW_MS 100
+
+G_LOCK_DEFINE_STATIC (steps);
+static GPtrArray *pending_steps; /* char *, under the lock */
+
 static void
 on_progress (const char *message, gpointer user_data)
 {
-  nz_cli_warn ("%s", message);
+  G_LOCK (steps);
+  g_ptr_array_add (pending_steps, g_strdup_printf ("%s: %s", nz_cli_tool (), message));
+  G_UNLOCK (steps);
+}
+
+static gboolean
+draw_steps (gpointer user_data)
+{
+  NzProgress *line = user_data;
+  g_autoptr (GPtrArray) steps = g_ptr_array_new_with_free_func (g_free);
+
+  G_LOCK (steps);
+  g_ptr_array_extend_and_steal (steps, g_steal_pointer (&pending_steps));
+  pending_steps = g_ptr_array_new_with_free_func (g_free);
+  G_UNLOCK (steps);
+  static gboolean started; /* nothing to draw before the first step */
+
+  for (guint i = 0; i < steps->len; i++, started = TRUE)
+    {
+      nz_progress_finish (line);
+      nz_progress_set_label (line, steps->pdata[i]);
+      nz_progress_restart (line);
+      nz_progress_tick (line);
+    }
+  if (started)
+    nz_progress_tick (line);
+  return G_SOURCE_CONTINUE;
 }
 
 static gpointer
@@ -149,6 +186,8 @@ nz_tool_seed (int argc, char **argv, GCancellable *cancellable, GError **error)
   const char *seed_arg;
   gsize len = 0;
   Run run = { 0 };
+  g_autoptr (NzProgress) line = NULL;
+  guint redraw = 0;
   int status;
 
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -192,9 +231,21 @@ nz_tool_seed (int argc, char **argv, GCancellable *cancellable, GError **error)
   run.opts.timeout_ms = opt_timeout_ms;
   run.opts.report_drift = g_strcmp0 (opt_on_drift, "report") == 0;
   /* Progress is for a person watching; a pipe or a log gets only the result. */
-  if (isatty (STDERR_FILENO))
-    run.opts.progress = on_progress;
+  line = nz_progress_new_wait ("", 0);
+  if (line != NULL)
+    {
+      pending_steps = g_ptr_array_new_with_free_func (g_free);
+      run.opts.progress = on_progress;
+      redraw = g_timeout_add (STEP_REDRAW_MS, draw_steps, line);
+    }
   run.signo = nz_cli_run_cancellable ("seed", seed_thread, &run, cancellable);
+  if (line != NULL)
+    {
+      g_source_remove (redraw);
+      draw_steps (line);
+      g_clear_pointer (&line, nz_progress_free);
+      g_clear_pointer (&pending_steps, g_ptr_array_unref);
+    }
 
   if (run.ok && run.report != NULL)
     {

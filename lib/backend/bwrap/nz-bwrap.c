@@ -963,9 +963,11 @@ bwrap_exited (CreateState *st, const char *log_path, GError **error)
 /* Waits for bwrap to report its child and for the agent to answer healthz with protocol 2,
  * watching bwrap so a sandbox that died is reported at once, not at the deadline. */
 static gboolean
-wait_ready (CreateState *st, const char *status_path, const char *log_path, guint timeout_ms,
-            volatile sig_atomic_t *interrupted, GError **error)
+wait_ready (CreateState *st, const char *status_path, const char *log_path,
+            const NzCreateOptions *opts, GError **error)
 {
+  guint timeout_ms = opts->ready_timeout_ms;
+  volatile sig_atomic_t *interrupted = opts->interrupted;
   g_autoptr (NzAgentClient) client = nz_agent_client_new (st->h->endpoint, st->h->token);
   gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
   g_autoptr (GError) last = NULL;
@@ -975,6 +977,8 @@ wait_ready (CreateState *st, const char *status_path, const char *log_path, guin
     {
       gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
 
+      if (opts->waiting != NULL)
+        opts->waiting (opts->waiting_data);
       if (bwrap_exited (st, log_path, error))
         return FALSE;
       if (child == 0 && (child = read_child_pid (status_path)) > 0)
@@ -1189,9 +1193,7 @@ nz_bwrap_create (const NzCreateOptions *opts, GError **error)
   json_object_set_int_member (h->priv, "bwrapPid", st.bwrap_pid);
   json_object_set_int_member (h->priv, "bwrapStartTime",
                               (gint64)proc_start_time (st.bwrap_pid));
-  if (!nz_handle_save (h, error)
-      || !wait_ready (&st, status_path, log_path, opts->ready_timeout_ms, opts->interrupted,
-                      error))
+  if (!nz_handle_save (h, error) || !wait_ready (&st, status_path, log_path, opts, error))
     {
       create_rollback (&st);
       return NULL;

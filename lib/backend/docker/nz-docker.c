@@ -458,9 +458,11 @@ container_running (const char *docker, const char *name)
  * at once. A container that is gone (its worker refused to start; --rm removed it) is
  * reported then, not at the deadline. */
 static gboolean
-wait_ready (const char *docker, NzHandle *h, const char *name, guint timeout_ms,
-            volatile sig_atomic_t *interrupted, GError **error)
+wait_ready (const char *docker, NzHandle *h, const char *name, const NzCreateOptions *opts,
+            GError **error)
 {
+  guint timeout_ms = opts->ready_timeout_ms;
+  volatile sig_atomic_t *interrupted = opts->interrupted;
   g_autoptr (NzAgentClient) client = nz_agent_client_new (h->endpoint, NULL);
   gint64 deadline = g_get_monotonic_time () + (gint64)timeout_ms * 1000;
 
@@ -469,6 +471,8 @@ wait_ready (const char *docker, NzHandle *h, const char *name, guint timeout_ms,
       g_autoptr (GError) local = NULL;
       gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
 
+      if (opts->waiting != NULL)
+        opts->waiting (opts->waiting_data);
       if (nz_agent_client_wait_ready (client, (guint)CLAMP (left_ms, 1, 1000), &local))
         return TRUE;
       if (!g_error_matches (local, NZ_ERROR, NZ_ERROR_TIMED_OUT))
@@ -734,7 +738,7 @@ nz_docker_create (const NzCreateOptions *opts, GError **error)
                     plan.proxy_env ? nz_docker_options (opts)->proxy_image : opts->image);
   h->endpoint = read_endpoint (docker, name, network, plan.host_port, error);
   if (h->endpoint == NULL || !nz_handle_save (h, error)
-      || !wait_ready (docker, h, name, opts->ready_timeout_ms, opts->interrupted, error))
+      || !wait_ready (docker, h, name, opts, error))
     {
       rollback (docker, h, name);
       return NULL;
