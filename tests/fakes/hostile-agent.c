@@ -101,7 +101,8 @@ read_request (int fd, char *pre, size_t pre_len)
     return NULL;
   body = calloc (1, len + 1);
   got = pre_len < len ? pre_len : len;
-  memcpy (body, pre, got);
+  if (got > 0)
+    memcpy (body, pre, got);
   while (got < len)
     {
       ssize_t n = read (fd, body + got, len - got);
