@@ -71,6 +71,16 @@ run_agent() { # name, docker run options...: starts it detached and waits for it
   docker logs "$name" >&2
   return 1
 }
+# A run that must end by itself (a refusal): its output, and its exit status in $rc (124 when it
+# had not ended after 60 s, i.e. it went on to start the agent).
+refused_run() { # name, docker run options...
+  local name=$1
+  shift
+  docker run -d --name "$name" --label "$label" "$@" "$image" >/dev/null
+  rc=$(timeout 60 docker wait "$name") || rc=124
+  docker logs "$name" 2>&1
+  docker rm -f "$name" >/dev/null 2>&1
+}
 host_port() { docker port "$1" 1024/tcp | sed -n 's/^127\.0\.0\.1:\([0-9]*\)$/\1/p' | head -n1; }
 
 # One frame to the agent at 127.0.0.1:PORT, everything it answers (frames unparsed) on stdout.
@@ -141,7 +151,7 @@ if run_agent nz-agentimg-root -p 127.0.0.1::1024 -e NAMZU_AGENT_BIND_TOKEN="$tok
   [[ $(timeout 60 docker wait $c) == 0 ]]
   ok "prestop: tini and the agent stop, with exit status 0"
 else
-  for i in $(seq 10); do fail_with "as root: the agent did not start" "$(docker logs nz-agentimg-root 2>&1)"; done
+  for _ in $(seq 10); do fail_with "as root: the agent did not start" "$(docker logs nz-agentimg-root 2>&1)"; done
 fi
 
 # ---- prestop's pid check --------------------------------------------------------------------
@@ -175,9 +185,9 @@ else
   fail_with "--user 1001: the agent did not start" "$(docker logs nz-agentimg-user 2>&1)"
   fail_with "--user 1001: HOME"
 fi
-out=$(docker run --rm --label "$label" --user 1001:1001 -e NAMZU_AGENT_BIND_TOKEN="$token" \
-  -e NAMZU_WORKSPACE_DEVICE=/dev/namzu-workspace "$image" 2>&1)
-rc=$?
+refused_run nz-agentimg-userdev --user 1001:1001 -e NAMZU_AGENT_BIND_TOKEN="$token" \
+  -e NAMZU_WORKSPACE_DEVICE=/dev/namzu-workspace >"$tmp/out"
+out=$(cat "$tmp/out")
 [[ $rc == 1 ]]
 ok "--user 1001 with NAMZU_WORKSPACE_DEVICE: exit 1 (rc $rc)"
 check "--user 1001 with NAMZU_WORKSPACE_DEVICE: says why" "$out" \
@@ -196,7 +206,7 @@ fi
 truncate -s 64M "$tmp/disk"
 loop=$(losetup -f --show "$tmp/disk" 2>&1)
 if [[ $loop != /dev/loop* ]]; then
-  for i in $(seq 5); do fail_with "losetup: $loop"; done
+  for _ in $(seq 5); do fail_with "losetup: $loop"; done
 else
   loops+=("$loop")
   disk=(--device "$loop:/dev/namzu-workspace" --cap-add SYS_ADMIN -e NAMZU_WORKSPACE_DEVICE=/dev/namzu-workspace
@@ -225,8 +235,8 @@ else
   loops+=("$loop")
   disk[1]="$loop:/dev/namzu-workspace"
   before=$(sha256sum <"$tmp/disk2")
-  out=$(docker run --rm --label "$label" -v "$tmp/blkid:/usr/sbin/blkid:ro" "${disk[@]}" "$image" 2>&1)
-  rc=$?
+  refused_run nz-agentimg-blkid -v "$tmp/blkid:/usr/sbin/blkid:ro" "${disk[@]}" >"$tmp/out"
+  out=$(cat "$tmp/out")
   [[ $rc == 1 && $(sha256sum <"$tmp/disk2") == "$before" ]]
   ok "blkid exiting 4 on the disk: refused (exit 1) and the disk is left blank (rc $rc)"
   check "blkid exiting 4: says why, and the agent does not start" "$out" \
