@@ -155,12 +155,14 @@ else
 fi
 
 # ---- prestop's pid check --------------------------------------------------------------------
-docker run -d --name nz-agentimg-sleep --label "$label" --entrypoint sleep "$image" 600 >/dev/null
+# A pid 1 that a TERM would end (it traps it), so a signal sent after all would show.
+docker run -d --name nz-agentimg-sleep --label "$label" --entrypoint sh "$image" \
+  -c 'trap "exit 7" TERM; while :; do sleep 0.1; done' >/dev/null
 err=$(docker exec nz-agentimg-sleep /entrypoint.sh prestop 2>&1)
 rc=$?
 [[ $rc == 0 && $(docker inspect -f '{{.State.Running}}' nz-agentimg-sleep) == true ]]
 ok "prestop: pid 1 that is not tini is not signalled and prestop exits 0 (rc $rc)"
-check "prestop: says why" "$err" "entrypoint.sh: prestop: pid 1 is 'sleep', not the 'tini' this image starts — not signalling it"
+check "prestop: says why" "$err" "entrypoint.sh: prestop: pid 1 is 'sh', not the 'tini' this image starts — not signalling it"
 # A tini that is not pid 1: prestop TERMs it, waits for it to go and exits 0.
 docker run -d --name nz-agentimg-tini --label "$label" --entrypoint sh "$image" \
   -c '/usr/bin/tini -s -- sleep 600 & echo $! > /tmp/tini.pid; wait $!; echo "tini exited $?" > /tmp/done; exec sleep 600' >/dev/null
