@@ -591,7 +591,7 @@ nz_json_js_string (JsonNode *n)
         double d = json_node_get_double (n);
         char buf[G_ASCII_DTOSTR_BUF_SIZE];
 
-        if (d == (double)(gint64)d && d > -1e15 && d < 1e15)
+        if (d > -1e15 && d < 1e15 && d == (double)(gint64)d)
           return g_strdup_printf ("%" G_GINT64_FORMAT, (gint64)d);
         return g_strdup (g_ascii_dtostr (buf, sizeof buf, d));
       }

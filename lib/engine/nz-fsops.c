@@ -47,7 +47,7 @@ int_member (JsonObject *body, const char *name, gint64 fallback, gint64 min, gin
                      "]",
                      name, name, min, max);
   v = json_node_get_double (node);
-  if (v != (double)(gint64)v || v < (double)min || v > (double)max)
+  if (!(v >= (double)min && v <= (double)max) || v != (double)(gint64)v)
     return nz_throw (error, NZ_ERROR_INVALID_ARGS,
                      "invalid_%s: %s must be an integer in [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
                      "]",

@@ -943,6 +943,9 @@ START_TEST (test_fs_tree_ops)
   assert_reply_error (a, "make-directory", "{\"path\":\"x\",\"mode\":2541}",
                       "invalid_mode: mode must be an integer in [0, 511]");
   assert_reply_error (a, "make-directory", "{\"mode\":448}", "missing_path");
+  /* A number no integer type holds is refused, never cast. */
+  assert_reply_error (a, "make-directory", "{\"path\":\"x\",\"mode\":1e300}",
+                      "invalid_mode: mode must be an integer in [0, 511]");
   /* make-symlink: the target is text; a file there is replaced, a directory is not. */
   {
     g_autoptr (JsonObject) r

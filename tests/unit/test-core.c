@@ -641,6 +641,19 @@ START_TEST (test_json_pick)
 
   ck_assert_str_eq (text, "{\"s\":\"x\",\"i\":-3,\"b\":true,\"strs\":[\"a\",\"b\"],"
                           "\"objs\":[{\"n\":1},{}]}");
+  /* Numbers no integer type holds are neither cast (UB) nor taken: the fuzzer's {"op":1e35}. */
+  {
+    g_autoptr (JsonObject) huge
+        = nz_json_parse_object ("{\"op\":1e35,\"n\":-1e300,\"i\":9.3e18}", -1, NULL);
+    g_autofree char *op = nz_json_js_string (nz_json_member (huge, "op"));
+    g_autofree char *n = nz_json_js_string (nz_json_member (huge, "n"));
+    static const NzJsonPick ints[] = { { "i", NZ_JSON_PICK_INT }, { NULL } };
+    g_autoptr (JsonObject) picked = nz_json_pick (huge, ints);
+
+    ck_assert (strstr (op, "e+3") != NULL);
+    ck_assert (g_str_has_prefix (n, "-1"));
+    ck_assert_uint_eq (json_object_get_size (picked), 0);
+  }
   {
     g_autoptr (JsonObject) none = nz_json_pick (NULL, schema);
 

@@ -99,7 +99,8 @@ checked_result (JsonObject *result, const char *execution_id)
   double code = -1, duration = 0;
 
   json_object_set_string_member (out, "type", "result");
-  if (!nz_json_get_number (result, "exitCode", &code) || code != (double)(gint64)code)
+  if (!nz_json_get_number (result, "exitCode", &code)
+      || !(code >= -2147483648.0 && code <= 2147483647.0) || code != (double)(gint64)code)
     code = -1;
   json_object_set_int_member (out, "exitCode", (gint64)code);
   if (sig != NULL && nz_signal_from_name (sig) > 0)
