@@ -365,6 +365,19 @@ fallback_abs (NzAgentClient *c, const char *path, char **out_workspace, GCancell
   return g_canonicalize_filename (path, ws);
 }
 
+/* Runs one fallback command @argv whose only output of interest is its exit status. */
+static gboolean
+fallback_simple (NzAgentClient *c, const char *const *argv, const char *what,
+                 GCancellable *cancellable, GError **error)
+{
+  g_auto (Fallback) f = { 0 };
+  int status = -1;
+
+  if (!fallback_run (c, argv, &f, &status, cancellable, error))
+    return FALSE;
+  return status == 0 || fallback_failed (&f, what, error);
+}
+
 static JsonObject *
 fallback_walk (NzAgentClient *c, gboolean files_only, const NzAgentFsWalkOptions *o,
                gint64 max_entries, gint max_depth, gint64 max_visited, GCancellable *cancellable,
@@ -614,11 +627,9 @@ nz_agent_fs_move (NzAgentClient *c, const char *from, const char *to, GCancellab
     return FALSE;
   if (!nz_agent_client_has_feature (c, NZ_AGENT_FS_FEATURE))
     {
-      g_auto (Fallback) f = { 0 };
       g_autofree char *ws = NULL;
       g_autofree char *abs_from = fallback_abs (c, from, &ws, cancellable, error);
       g_autofree char *abs_to = NULL;
-      int status = -1;
 
       if (abs_from == NULL)
         return FALSE;
@@ -630,10 +641,8 @@ nz_agent_fs_move (NzAgentClient *c, const char *from, const char *to, GCancellab
         /* -T: @to is the new name, never a directory to move into (rename(2), as the op). */
         const char *const argv[] = { "mv", "-T", "--", abs_from, abs_to, NULL };
 
-        if (!fallback_run (c, argv, &f, &status, cancellable, error))
-          return FALSE;
+        return fallback_simple (c, argv, "move", cancellable, error);
       }
-      return status == 0 || fallback_failed (&f, "move", error);
     }
   body = json_object_new ();
   json_object_set_string_member (body, "from", from);
@@ -643,19 +652,6 @@ nz_agent_fs_move (NzAgentClient *c, const char *from, const char *to, GCancellab
 }
 
 /* ---- file-tree-ops: make-directory, make-symlink, set-file-mode ---- */
-
-/* Runs one fallback command @argv whose only output of interest is its exit status. */
-static gboolean
-fallback_simple (NzAgentClient *c, const char *const *argv, const char *what,
-                 GCancellable *cancellable, GError **error)
-{
-  g_auto (Fallback) f = { 0 };
-  int status = -1;
-
-  if (!fallback_run (c, argv, &f, &status, cancellable, error))
-    return FALSE;
-  return status == 0 || fallback_failed (&f, what, error);
-}
 
 char *
 nz_agent_fs_make_directory (NzAgentClient *c, const char *path, gint mode,
