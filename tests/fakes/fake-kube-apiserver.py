@@ -38,6 +38,7 @@ import argparse
 import copy
 import datetime
 import json
+import os
 import signal
 import ssl
 import sys
@@ -61,6 +62,8 @@ RESOURCES = {
 }
 
 LOCK = threading.Lock()
+CHANGED = threading.Condition(LOCK)  # notified on every write (the fake controller waits on it)
+CONTROLLER = [None]
 STORE = {}  # (group, version, plural, ns, name) -> object
 RV = [0]
 ARGS = None
@@ -278,6 +281,9 @@ class Handler(BaseHTTPRequestHandler):
             if doc is not None:
                 return self.send_json(200, doc)
         ns_parts = url.path.strip("/").split("/")
+        if ns_parts[0] == "fake" and CONTROLLER[0] is not None:
+            with LOCK:
+                return self.send_json(*CONTROLLER[0].admin(self.command, ns_parts))
         if self.command == "GET" and len(ns_parts) == 4 and ns_parts[:3] == ["api", "v1",
                                                                                "namespaces"]:
             return self.send_json(200, {"kind": "Namespace", "apiVersion": "v1",
@@ -301,6 +307,8 @@ class Handler(BaseHTTPRequestHandler):
                                         group, ns)))
         with LOCK:
             code, obj = self.serve(group, version, plural, ns, name, query, payload)
+            if self.command != "GET":
+                CHANGED.notify_all()
         return self.send_json(code, obj)
 
     def serve(self, group, version, plural, ns, name, query, payload):
@@ -421,6 +429,11 @@ def main():
     ap.add_argument("--gone", action="append", default=[], help="a namespace answered 410")
     ap.add_argument("--object", action="append", default=[],
                     help="a JSON file of an object to store at start (namespaced)")
+    ap.add_argument("--controller", action="store_true",
+                    help="run the fake agent-sandbox controller (fake_kube_controller.py)")
+    ap.add_argument("--agent", help="the namzu-agent the controller runs in each pod")
+    ap.add_argument("--pod-subnet", help="127.A.B: pods get 127.A.B.2, .3, ...")
+    ap.add_argument("--state-dir", help="the controller's PVC and pod directories")
     ARGS = ap.parse_args()
     for path in ARGS.object:
         with open(path) as f:
@@ -443,7 +456,16 @@ def main():
     httpd.daemon_threads = True
     httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
 
+    if ARGS.controller:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fake_kube_controller
+        CONTROLLER[0] = fake_kube_controller.start(sys.modules[__name__], ARGS.agent,
+                                                   ARGS.pod_subnet, ARGS.state_dir)
+
     def stop(*_):
+        if CONTROLLER[0] is not None:
+            with LOCK:
+                CONTROLLER[0].kill_all()
         threading.Thread(target=httpd.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
