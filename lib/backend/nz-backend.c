@@ -13,6 +13,9 @@
 #include "nz-json.h"
 #include "nz-knobs.h"
 #include "nz-sandbox-env.h"
+#ifdef NZ_HAVE_KUBE
+#include "nz-kube-backend.h"
+#endif
 
 /* ---- the table ---------------------------------------------------------------------- */
 
@@ -46,6 +49,27 @@ static const NzBackend bwrap_backend = {
 static const NzBackend docker_backend = DOCKER_FAMILY_BACKEND ("container:docker");
 static const NzBackend runsc_backend = DOCKER_FAMILY_BACKEND ("container:runsc");
 
+#ifdef NZ_HAVE_KUBE
+/* microvm:kubernetes: a pod of the agent-sandbox controller, its agent over TCP with the pod
+ * uid as the token; open_transport renews the lease (nz-kube-backend.h). */
+static const NzBackend kube_backend = {
+  .name = NZ_KUBE_BACKEND_NAME,
+  .tier = "microvm",
+  .transport = "agent",
+  .config_keys = nz_kube_config_keys,
+  .parse_config = nz_kube_parse_config,
+  .check = nz_kube_backend_check,
+  .create = nz_kube_backend_create,
+  .destroy = nz_kube_backend_destroy,
+  .status = nz_kube_backend_status,
+  .describe = nz_kube_backend_describe,
+  .open_transport = nz_kube_backend_open_transport,
+};
+#define KUBE_BACKEND (&kube_backend)
+#else
+#define KUBE_BACKEND NULL
+#endif
+
 /* Named now so a config written for them is recognised and refused by name, rather than
  * reported as a typo. NULL = not in this build yet. */
 static const struct
@@ -57,7 +81,7 @@ static const struct
   { "container:docker", &docker_backend },
   { "container:runsc", &runsc_backend },
   { "microvm:firecracker", NULL },
-  { "microvm:kubernetes", NULL },
+  { "microvm:kubernetes", KUBE_BACKEND },
   { "container:aci-standby-pool", NULL },
 };
 

@@ -117,7 +117,10 @@ nz_lite_handle_load (const char *id, NzLiteHandle *h)
       tier = nz_jl_member_string (&root, "tier");
       h->endpoint = nz_jl_member_string (&root, "endpoint");
       h->token = nz_jl_member_string (&root, "token");
+      /* microvm:kubernetes renews its lease whenever a tool opens the sandbox
+       * (nz-kube-backend.h): not the plain case. */
       ok = got_id != NULL && strcmp (got_id, id) == 0 && backend != NULL && tier != NULL
+           && strcmp (backend, "microvm:kubernetes") != 0
            && nz_jl_member (&root, "createdAt", &created) && nz_jl_number (&created, &num)
            && h->endpoint != NULL;
     }

@@ -167,7 +167,7 @@ class Controller:
         if knobs.get("start") == "fail":
             argv = ["/bin/false"]
         elif knobs.get("start") == "privileged":
-            env["HOME"] = workspace
+            env["HOME"] = env["NAMZU_SANDBOX_WORKSPACE"] = workspace
             argv = [self.agent_bin]  # no bwrap: the privilege probe sees the host's caps
         else:
             # a root of its own: the host's system directories read-only, the agent's build

@@ -47,7 +47,8 @@ class Fake:
         self.dir = tempfile.mkdtemp(prefix="nz-fake-ctl-")
         cert, key = os.path.join(self.dir, "c.pem"), os.path.join(self.dir, "k.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
-                        "1", "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", cert],
+                        "1", "-subj", "/CN=127.0.0.1", "-addext",
+                        "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
                        check=True, capture_output=True)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(SRC, "tests/fakes/fake-kube-apiserver.py"), "--cert",
@@ -350,4 +351,5 @@ def main():
     print("1..%d" % N[0])
 
 
-main()
+if __name__ == "__main__":
+    main()

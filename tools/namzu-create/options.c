@@ -18,6 +18,8 @@ static char **opt_egress;
 static char *opt_profile;
 static char **opt_credential;
 static char *opt_docker_network, *opt_reachability;
+static char *opt_kubeconfig, *opt_kube_context, *opt_kube_namespace, *opt_kube_template;
+static char *opt_kube_pool, *opt_kube_address;
 static gboolean opt_agent_shares_uid;
 static char **opt_labels;
 static char *opt_proxy_image, *opt_upstream;
@@ -70,6 +72,20 @@ const GOptionEntry nz_create_entries[] = {
   { "allow-inward-for", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt_inward,
     "container:docker/runsc: a host the proxy may reach on a private address (repeatable)",
     "HOST" },
+  { "kubeconfig", 0, 0, G_OPTION_ARG_FILENAME, &opt_kubeconfig,
+    "microvm:kubernetes: the kubeconfig (default $KUBECONFIG, then ~/.kube/config)", "FILE" },
+  { "context", 0, 0, G_OPTION_ARG_STRING, &opt_kube_context,
+    "microvm:kubernetes: the kubeconfig context (default its current-context)", "NAME" },
+  { "namespace", 0, 0, G_OPTION_ARG_STRING, &opt_kube_namespace,
+    "microvm:kubernetes: the namespace (default the context's)", "NS" },
+  { "template", 0, 0, G_OPTION_ARG_STRING, &opt_kube_template,
+    "microvm:kubernetes: the SandboxTemplate (backend.sandboxTemplateName; required)", "NAME" },
+  { "warm-pool", 0, 0, G_OPTION_ARG_STRING, &opt_kube_pool,
+    "microvm:kubernetes: claim from this SandboxWarmPool (without it: a Sandbox of its own)",
+    "NAME" },
+  { "agent-address", 0, 0, G_OPTION_ARG_STRING, &opt_kube_address,
+    "microvm:kubernetes: reach the agent at the sandbox's service (default) or its pod-ip",
+    "HOW" },
   { "env", 'e', 0, G_OPTION_ARG_STRING_ARRAY, &opt_env,
     "Set NAME for every command of the sandbox (repeatable; a bare NAME takes this "
     "environment's value; namzu-exec --env wins per command)", "NAME=VALUE" },
@@ -153,7 +169,19 @@ backend_flags (NzCreateOptions *opts, GError **error)
                                          "egressProxyImage", "--egress-proxy-image",
                                          "egressProxyUpstreamNetwork", "--egress-upstream-network",
                                          "allowInwardFor", "--allow-inward-for",
+                                         "kubeconfig", "--kubeconfig",
+                                         "context", "--context",
+                                         "namespace", "--namespace",
+                                         "sandboxTemplateName", "--template",
+                                         "warmPoolName", "--warm-pool",
+                                         "agentAddress", "--agent-address",
                                          NULL };
+  const struct
+  {
+    const char *key, *value;
+  } kube[] = { { "kubeconfig", opt_kubeconfig },         { "context", opt_kube_context },
+               { "namespace", opt_kube_namespace },      { "sandboxTemplateName", opt_kube_template },
+               { "warmPoolName", opt_kube_pool },        { "agentAddress", opt_kube_address } };
   g_autoptr (JsonObject) keys = json_object_new ();
 
   if (opt_docker_network != NULL)
@@ -188,6 +216,9 @@ backend_flags (NzCreateOptions *opts, GError **error)
       for (char **i = opt_inward; *i != NULL; i++)
         json_array_add_string_element (hosts, *i);
     }
+  for (gsize i = 0; i < G_N_ELEMENTS (kube); i++)
+    if (kube[i].value != NULL)
+      json_object_set_string_member (keys, kube[i].key, kube[i].value);
   if (json_object_get_size (keys) == 0)
     return TRUE;
   return nz_create_options_set_backend_flags (opts, keys, flag_of, error);
