@@ -24,7 +24,14 @@ and nothing more:
     types 415; DELETE with DeleteOptions.preconditions (resourceVersion, uid:
     409 on a mismatch); 404 NotFound; errors as metav1.Status objects;
     - /version, /api and /apis discovery documents enough for kubectl.
-  - GET /api/v1/namespaces/NAME: every namespace exists (kubectl reads it);
+  - GET /api/v1/namespaces/NAME: every namespace exists (kubectl reads it),
+    unless --stored-namespaces: then Namespace is a stored object like the
+    others;
+  - what deploy/k8s holds, for tests/k8s/test-deploy-k8s.sh (kubectl apply):
+    serviceaccounts, roles, rolebindings, and the cluster-scoped namespaces,
+    clusterroles, clusterrolebindings, runtimeclasses,
+    validatingadmissionpolicies and validatingadmissionpolicybindings
+    (/api/v1/PLURAL[/NAME], /apis/GROUP/VERSION/PLURAL[/NAME]);
   - --stall NAMESPACE: requests there get no answer (for client timeouts);
     the handler gives up after 60 s so nothing lingers;
   - --gone NAMESPACE: requests there are answered 410 Gone (what a watch or a
@@ -59,6 +66,27 @@ RESOURCES = {
     ("extensions.agents.x-k8s.io", "v1beta1", "sandboxclaims"): "SandboxClaim",
     ("networking.k8s.io", "v1", "networkpolicies"): "NetworkPolicy",
     ("cilium.io", "v2", "ciliumnetworkpolicies"): "CiliumNetworkPolicy",
+    # what deploy/k8s holds besides (tests/k8s/test-deploy-k8s.sh applies it with kubectl)
+    ("", "v1", "serviceaccounts"): "ServiceAccount",
+    ("rbac.authorization.k8s.io", "v1", "roles"): "Role",
+    ("rbac.authorization.k8s.io", "v1", "rolebindings"): "RoleBinding",
+    # cluster-scoped (CLUSTER_SCOPED): stored with namespace ""
+    ("", "v1", "namespaces"): "Namespace",
+    ("rbac.authorization.k8s.io", "v1", "clusterroles"): "ClusterRole",
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"): "ClusterRoleBinding",
+    ("node.k8s.io", "v1", "runtimeclasses"): "RuntimeClass",
+    ("admissionregistration.k8s.io", "v1",
+     "validatingadmissionpolicies"): "ValidatingAdmissionPolicy",
+    ("admissionregistration.k8s.io", "v1",
+     "validatingadmissionpolicybindings"): "ValidatingAdmissionPolicyBinding",
+}
+CLUSTER_SCOPED = {
+    ("", "v1", "namespaces"),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles"),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"),
+    ("node.k8s.io", "v1", "runtimeclasses"),
+    ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"),
+    ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"),
 }
 
 LOCK = threading.Lock()
@@ -181,7 +209,7 @@ def selector_matches(sel, labels):
 
 
 def parse_path(path):
-    """-> (group, version, plural, ns, name) or None."""
+    """-> (group, version, plural, ns, name) or None; ns is "" for a cluster-scoped resource."""
     parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
     if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
         group, version, rest = "", "v1", parts[2:]
@@ -189,11 +217,13 @@ def parse_path(path):
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
         return None
+    if 1 <= len(rest) <= 2 and (group, version, rest[0]) in CLUSTER_SCOPED:
+        return group, version, rest[0], "", rest[1] if len(rest) == 2 else None
     if len(rest) < 3 or rest[0] != "namespaces" or len(rest) > 4:
         return None
     ns, plural = rest[1], rest[2]
     name = rest[3] if len(rest) == 4 else None
-    if (group, version, plural) not in RESOURCES:
+    if (group, version, plural) not in RESOURCES or (group, version, plural) in CLUSTER_SCOPED:
         return None
     return group, version, plural, ns, name
 
@@ -220,7 +250,8 @@ def discovery(path):
         if path == prefix:
             return {"kind": "APIResourceList", "apiVersion": "v1",
                     "groupVersion": api_version(g, v),
-                    "resources": [{"name": p, "singularName": k.lower(), "namespaced": True,
+                    "resources": [{"name": p, "singularName": k.lower(),
+                                   "namespaced": (rg, rv, p) not in CLUSTER_SCOPED,
                                    "kind": k,
                                    "verbs": ["create", "delete", "get", "list", "patch"]}
                                   for (rg, rv, p), k in RESOURCES.items()
@@ -285,7 +316,8 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 return self.send_json(*CONTROLLER[0].admin(self.command, ns_parts))
         if self.command == "GET" and len(ns_parts) == 4 and ns_parts[:3] == ["api", "v1",
-                                                                               "namespaces"]:
+                                                                               "namespaces"] \
+                and not ARGS.stored_namespaces:
             return self.send_json(200, {"kind": "Namespace", "apiVersion": "v1",
                                         "metadata": {"name": ns_parts[3]},
                                         "status": {"phase": "Active"}})
@@ -347,7 +379,8 @@ class Handler(BaseHTTPRequestHandler):
                               {"name": oname, "group": group, "kind": plural})
             obj = copy.deepcopy(payload)
             m = obj.setdefault("metadata", {})
-            m["namespace"] = ns
+            if ns:
+                m["namespace"] = ns
             m["uid"] = str(uuid.uuid4())
             m["resourceVersion"] = next_rv()
             m["generation"] = 1
@@ -427,6 +460,9 @@ def main():
     ap.add_argument("--forbid", action="append", default=[], help="a namespace answered 403")
     ap.add_argument("--stall", action="append", default=[], help="a namespace never answered")
     ap.add_argument("--gone", action="append", default=[], help="a namespace answered 410")
+    ap.add_argument("--stored-namespaces", action="store_true",
+                    help="namespaces are objects kubectl creates (by default every namespace "
+                         "exists and is not stored)")
     ap.add_argument("--object", action="append", default=[],
                     help="a JSON file of an object to store at start (namespaced)")
     ap.add_argument("--controller", action="store_true",
