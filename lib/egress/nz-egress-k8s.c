@@ -2,6 +2,9 @@
 
 #include "nz-allowlist.h"
 
+#include <gio/gio.h>
+#include <string.h>
+
 JsonArray *
 nz_egress_cilium_fqdn_entries (const char *entry)
 {
@@ -81,15 +84,28 @@ cluster_dns_rule (void)
   return rule;
 }
 
-JsonNode *
-nz_egress_k8s_core_policy (gboolean allow_all, const char *name, const char *namespace_,
-                           JsonObject *selector)
+/* KUBE_DNS_EGRESS_RULE: CLUSTER_DNS_EGRESS_RULE narrowed to the kube-dns pods. */
+static JsonObject *
+kube_dns_rule (void)
+{
+  JsonObject *rule = cluster_dns_rule ();
+  JsonObject *peer = json_array_get_object_element (json_object_get_array_member (rule, "to"), 0);
+  JsonObject *pod = json_object_new ();
+  JsonObject *labels = json_object_new ();
+
+  json_object_set_string_member (labels, "k8s-app", "kube-dns");
+  json_object_set_object_member (pod, "matchLabels", labels);
+  json_object_set_object_member (peer, "podSelector", pod);
+  return rule;
+}
+
+static JsonNode *
+core_manifest (JsonArray *egress, const char *name, const char *namespace_, JsonObject *selector)
 {
   JsonObject *root = json_object_new ();
   JsonObject *spec = json_object_new ();
   JsonObject *pod = json_object_new ();
   JsonArray *types = json_array_new ();
-  JsonArray *egress = json_array_new ();
   JsonNode *node = json_node_new (JSON_NODE_OBJECT);
 
   json_object_set_string_member (root, "apiVersion", "networking.k8s.io/v1");
@@ -99,11 +115,53 @@ nz_egress_k8s_core_policy (gboolean allow_all, const char *name, const char *nam
   json_object_set_object_member (spec, "podSelector", pod);
   json_array_add_string_element (types, "Egress");
   json_object_set_array_member (spec, "policyTypes", types);
-  json_array_add_object_element (egress, allow_all ? json_object_new () : cluster_dns_rule ());
   json_object_set_array_member (spec, "egress", egress);
   json_object_set_object_member (root, "spec", spec);
   json_node_take_object (node, root);
   return node;
+}
+
+JsonNode *
+nz_egress_k8s_core_policy (gboolean allow_all, const char *name, const char *namespace_,
+                           JsonObject *selector)
+{
+  JsonArray *egress = json_array_new ();
+
+  json_array_add_object_element (egress, allow_all ? json_object_new () : cluster_dns_rule ());
+  return core_manifest (egress, name, namespace_, selector);
+}
+
+/* publicInternetRule: every address but private, link-local, loopback and the cloud metadata
+ * ranges; @extra adds the caller's exceptions to the family they belong to. */
+static JsonObject *
+public_internet_rule (const char *const *extra)
+{
+  static const char *v4[] = { "10.0.0.0/8",     "172.16.0.0/12", "192.168.0.0/16",  "100.64.0.0/10",
+                              "169.254.0.0/16", "127.0.0.0/8",   "168.63.129.16/32" };
+  static const char *v6[] = { "fc00::/7", "fe80::/10", "::1/128" };
+  JsonObject *rule = json_object_new ();
+  JsonArray *to = json_array_new ();
+
+  for (int fam = 0; fam < 2; fam++)
+    {
+      JsonObject *peer = json_object_new ();
+      JsonObject *block = json_object_new ();
+      JsonArray *except = json_array_new ();
+      const char **base = fam == 0 ? v4 : v6;
+      guint n = fam == 0 ? G_N_ELEMENTS (v4) : G_N_ELEMENTS (v6);
+
+      json_object_set_string_member (block, "cidr", fam == 0 ? "0.0.0.0/0" : "::/0");
+      for (guint i = 0; i < n; i++)
+        json_array_add_string_element (except, base[i]);
+      for (guint i = 0; extra != NULL && extra[i] != NULL; i++)
+        if ((strchr (extra[i], ':') != NULL) == (fam == 1))
+          json_array_add_string_element (except, extra[i]);
+      json_object_set_array_member (block, "except", except);
+      json_object_set_object_member (peer, "ipBlock", block);
+      json_array_add_object_element (to, peer);
+    }
+  json_object_set_array_member (rule, "to", to);
+  return rule;
 }
 
 /* CILIUM_DNS_VISIBILITY_RULE: toFQDNs only learns addresses from DNS answers Cilium's proxy
@@ -149,14 +207,31 @@ append_all (JsonArray *dst, JsonArray *src)
   json_array_unref (src);
 }
 
+static JsonNode *
+cilium_manifest (JsonArray *egress, const char *name, const char *namespace_, JsonObject *selector)
+{
+  JsonObject *root = json_object_new ();
+  JsonObject *spec = json_object_new ();
+  JsonObject *ep = json_object_new ();
+  JsonNode *node = json_node_new (JSON_NODE_OBJECT);
+
+  json_object_set_string_member (root, "apiVersion", "cilium.io/v2");
+  json_object_set_string_member (root, "kind", "CiliumNetworkPolicy");
+  json_object_set_object_member (root, "metadata", metadata (name, namespace_));
+  json_object_set_object_member (ep, "matchLabels", copy_object (selector));
+  json_object_set_object_member (spec, "endpointSelector", ep);
+  json_object_set_array_member (spec, "egress", egress);
+  json_object_set_object_member (root, "spec", spec);
+  json_node_take_object (node, root);
+  return node;
+}
+
 JsonNode *
 nz_egress_k8s_from_profile (const NzEgressProfile *profile, NzEgressK8sEngine engine,
                             const char *name, const char *namespace_, JsonObject *selector,
                             GError **error)
 {
-  JsonObject *root, *spec, *ep;
   JsonArray *egress;
-  JsonNode *node;
 
   if (profile->rules->len == 0)
     return nz_egress_k8s_core_policy (FALSE, name, namespace_, selector);
@@ -165,15 +240,7 @@ nz_egress_k8s_from_profile (const NzEgressProfile *profile, NzEgressK8sEngine en
                                      "needs engine: 'cilium'; core NetworkPolicy cannot allow "
                                      "a hostname"),
             NULL);
-  root = json_object_new ();
-  spec = json_object_new ();
-  ep = json_object_new ();
   egress = json_array_new ();
-  json_object_set_string_member (root, "apiVersion", "cilium.io/v2");
-  json_object_set_string_member (root, "kind", "CiliumNetworkPolicy");
-  json_object_set_object_member (root, "metadata", metadata (name, namespace_));
-  json_object_set_object_member (ep, "matchLabels", copy_object (selector));
-  json_object_set_object_member (spec, "endpointSelector", ep);
   json_array_add_object_element (egress, cilium_dns_rule ());
   if (!nz_egress_profile_has_ports (profile))
     {
@@ -215,9 +282,118 @@ nz_egress_k8s_from_profile (const NzEgressProfile *profile, NzEgressK8sEngine en
           }
         json_array_add_object_element (egress, rule);
       }
-  json_object_set_array_member (spec, "egress", egress);
-  json_object_set_object_member (root, "spec", spec);
-  node = json_node_new (JSON_NODE_OBJECT);
-  json_node_take_object (node, root);
-  return node;
+  return cilium_manifest (egress, name, namespace_, selector);
+}
+
+#define K8S_HOST_TAIL                                                                              \
+  "Entries are hostnames: 'api.example.com' for one host, '.example.com' for that domain and "     \
+  "its subdomains. Nothing was written."
+
+char *
+nz_egress_k8s_host_check (const char *host, GError **error)
+{
+  char *norm = NULL;
+  g_autofree char *reason = NULL;
+  g_autofree char *lower = NULL;
+
+  if (host == NULL)
+    return (
+        g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_INVALID_HOST,
+                     "KubernetesNetworkPolicyHostError: the host is not a string. " K8S_HOST_TAIL),
+        NULL);
+  lower = g_ascii_strdown (host, -1);
+  reason = nz_egress_host_reason (host, &norm);
+  if (reason == NULL && !g_str_equal (norm, lower))
+    reason = g_strdup ("carries whitespace or a trailing dot");
+  if (reason != NULL)
+    {
+      g_autofree char *shown = g_strescape (host, NULL);
+
+      g_free (norm);
+      g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_INVALID_HOST,
+                   "KubernetesNetworkPolicyHostError: host \"%s\" %s. " K8S_HOST_TAIL, shown,
+                   reason);
+      return NULL;
+    }
+  return norm;
+}
+
+static gboolean
+cidr_ok (const char *cidr)
+{
+  g_autoptr (GInetAddressMask) m = g_inet_address_mask_new_from_string (cidr, NULL);
+
+  return m != NULL && strchr (cidr, '/') != NULL;
+}
+
+JsonNode *
+nz_egress_k8s_translate (NzEgressK8sKind kind, NzEgressK8sEngine engine,
+                         const char *const *except_cidrs, const char *const *hosts,
+                         const char *name, const char *namespace_, JsonObject *selector,
+                         GError **error)
+{
+  JsonArray *egress, *fqdns;
+  JsonObject *rule;
+
+  switch (kind)
+    {
+    case NZ_EGRESS_K8S_DENY_ALL:
+      return nz_egress_k8s_core_policy (FALSE, name, namespace_, selector);
+    case NZ_EGRESS_K8S_ALLOW_ALL:
+      return nz_egress_k8s_core_policy (TRUE, name, namespace_, selector);
+    case NZ_EGRESS_K8S_NO_NETWORK:
+      return core_manifest (json_array_new (), name, namespace_, selector);
+    case NZ_EGRESS_K8S_PUBLIC_INTERNET:
+      for (guint i = 0; except_cidrs != NULL && except_cidrs[i] != NULL; i++)
+        if (!cidr_ok (except_cidrs[i]))
+          return (g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_CONFIG,
+                               "KubernetesEgressPolicyConfigError: exceptCidrs[%u] is not a CIDR "
+                               "(write 10.1.0.0/16 or fd00::/8); nothing was written",
+                               i),
+                  NULL);
+      egress = json_array_new ();
+      json_array_add_object_element (egress, kube_dns_rule ());
+      json_array_add_object_element (egress, public_internet_rule (except_cidrs));
+      return core_manifest (egress, name, namespace_, selector);
+    case NZ_EGRESS_K8S_STATIC:
+    default:
+      break;
+    }
+  if (engine != NZ_EGRESS_K8S_CILIUM)
+    return (g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_UNSUPPORTED,
+                         "KubernetesUnenforceableEgressPolicyError: egress policy kind 'static' "
+                         "needs engine 'cilium'; a core NetworkPolicy cannot allow a hostname. "
+                         "Set egress.engine to 'cilium' or use deny-all, no-network, "
+                         "public-internet or allow-all"),
+            NULL);
+  fqdns = json_array_new ();
+  for (guint i = 0; hosts != NULL && hosts[i] != NULL; i++)
+    {
+      g_autofree char *ok = nz_egress_k8s_host_check (hosts[i], error);
+
+      if (ok == NULL)
+        return (json_array_unref (fqdns), NULL);
+      append_all (fqdns, nz_egress_cilium_fqdn_entries (hosts[i]));
+    }
+  egress = json_array_new ();
+  rule = json_object_new ();
+  json_array_add_object_element (egress, cilium_dns_rule ());
+  json_object_set_array_member (rule, "toFQDNs", fqdns);
+  json_array_add_object_element (egress, rule);
+  return cilium_manifest (egress, name, namespace_, selector);
+}
+
+char *
+nz_egress_k8s_default_policy_name (const char *tpl, const char *profile, GError **error)
+{
+  g_autofree char *name = profile != NULL ? g_strdup_printf ("%s-%s-egress", tpl, profile)
+                                          : g_strdup_printf ("%s-egress", tpl);
+
+  if (strlen (name) > 253)
+    return (g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_CONFIG,
+                         "KubernetesEgressPolicyConfigError: networkPolicyName \"%s-…-egress\" "
+                         "would be longer than 253 characters; set egress.networkPolicyName",
+                         tpl),
+            NULL);
+  return g_steal_pointer (&name);
 }

@@ -31,4 +31,33 @@ JsonNode *nz_egress_k8s_from_profile (const NzEgressProfile *profile, NzEgressK8
                                       const char *name, const char *namespace_,
                                       JsonObject *selector, GError **error);
 
+/* D.10.1: the policy kinds the Kubernetes tier translates. */
+typedef enum
+{
+  NZ_EGRESS_K8S_DENY_ALL,        /* core; cluster DNS only */
+  NZ_EGRESS_K8S_NO_NETWORK,      /* core; nothing, not even DNS */
+  NZ_EGRESS_K8S_PUBLIC_INTERNET, /* core; kube-dns + 0.0.0.0/0 and ::/0 less private ranges */
+  NZ_EGRESS_K8S_ALLOW_ALL,       /* core; egress [{}] */
+  NZ_EGRESS_K8S_STATIC,          /* cilium; allowedHosts as toFQDNs */
+} NzEgressK8sKind;
+
+/* assertUsableHost (D.10.4): returns the lower-cased host (new) when usable, else NULL with the
+ * spec's KubernetesNetworkPolicyHostError message (NZ_EGRESS_ERROR_INVALID_HOST). Whitespace or a
+ * trailing dot, which a manifest would carry verbatim, are refused. */
+char *nz_egress_k8s_host_check (const char *host, GError **error);
+
+/* translateEgressPolicy (D.10.2/D.10.3): the manifest for @kind. @except_cidrs (NULL-terminated,
+ * may be NULL) are extra public-internet exceptions, each an IPv4 or IPv6 CIDR; @hosts
+ * (NULL-terminated) the static allowedHosts (each checked by nz_egress_k8s_host_check; case
+ * kept in matchName). deny-all and allow-all are core under either engine; static under core
+ * is KubernetesUnenforceableEgressPolicyError. Returns a new node, or NULL with @error. */
+JsonNode *nz_egress_k8s_translate (NzEgressK8sKind kind, NzEgressK8sEngine engine,
+                                   const char *const *except_cidrs, const char *const *hosts,
+                                   const char *name, const char *namespace_, JsonObject *selector,
+                                   GError **error);
+
+/* defaultEgressPolicyName: "<tpl>-egress" or "<tpl>-<profile>-egress"; NULL with @error when
+ * longer than 253 characters. */
+char *nz_egress_k8s_default_policy_name (const char *tpl, const char *profile, GError **error);
+
 G_END_DECLS
