@@ -1,0 +1,152 @@
+#include "nz-kube-egress.h"
+
+#include "nz-kube-error.h"
+
+G_DEFINE_QUARK (nz - kube - egress - error - quark, nz_kube_egress_error)
+
+static gboolean
+is_cilium (JsonObject *manifest)
+{
+  return g_strcmp0 (json_object_get_string_member_with_default (manifest, "kind", ""),
+                    "CiliumNetworkPolicy")
+         == 0;
+}
+
+static const char *
+kind_of (JsonObject *manifest)
+{
+  return is_cilium (manifest) ? "CiliumNetworkPolicy" : "NetworkPolicy";
+}
+
+char *
+nz_kube_egress_policy_path (JsonObject *manifest)
+{
+  const char *kind = json_object_get_string_member_with_default (manifest, "kind", "");
+  JsonObject *meta = json_object_get_object_member (manifest, "metadata");
+  const char *ns, *name;
+
+  if (meta == NULL)
+    return NULL;
+  ns = json_object_get_string_member_with_default (meta, "namespace", NULL);
+  name = json_object_get_string_member_with_default (meta, "name", NULL);
+  if (ns == NULL || name == NULL)
+    return NULL;
+  if (g_str_equal (kind, "NetworkPolicy"))
+    return nz_kube_path ("networking.k8s.io", "v1", ns, "networkpolicies", name);
+  if (g_str_equal (kind, "CiliumNetworkPolicy"))
+    return nz_kube_path ("cilium.io", "v2", ns, "ciliumnetworkpolicies", name);
+  return NULL;
+}
+
+static JsonNode *
+member (JsonObject *o, const char *name)
+{
+  return o != NULL && json_object_has_member (o, name) ? json_object_get_member (o, name) : NULL;
+}
+
+static JsonObject *
+object_member (JsonObject *o, const char *name)
+{
+  JsonNode *n = member (o, name);
+
+  return n != NULL && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
+}
+
+static gboolean
+nodes_equal (JsonNode *a, JsonNode *b)
+{
+  if (a == NULL || b == NULL)
+    return a == b;
+  return json_node_equal (a, b);
+}
+
+static gboolean
+mismatch (GError **error, JsonObject *expected, const char *path, const char *reason)
+{
+  g_set_error (error, NZ_KUBE_EGRESS_ERROR, NZ_KUBE_EGRESS_ERROR_MISMATCH,
+               "KubernetesEgressPolicyMismatchError: %s %s %s; it must be exactly the "
+               "translation of the configured egress policy. Re-apply the manifest the backend "
+               "expects (namzu-egress profile --to k8s|cilium prints one) and retry",
+               kind_of (expected), path, reason);
+  return FALSE;
+}
+
+static gboolean
+has_owner (JsonArray *actual, JsonNode *want)
+{
+  for (guint i = 0; actual != NULL && i < json_array_get_length (actual); i++)
+    if (json_node_equal (json_array_get_element (actual, i), want))
+      return TRUE;
+  return FALSE;
+}
+
+gboolean
+nz_kube_egress_check_applied (JsonObject *expected, JsonObject *actual, const char *path,
+                              GError **error)
+{
+  gboolean cilium = is_cilium (expected);
+  const char *sel = cilium ? "endpointSelector" : "podSelector";
+  JsonObject *want = object_member (expected, "spec");
+  JsonObject *got = object_member (actual, "spec");
+  JsonNode *want_owners = member (object_member (expected, "metadata"), "ownerReferences");
+  JsonNode *got_owners = member (object_member (actual, "metadata"), "ownerReferences");
+
+  if (got == NULL)
+    return mismatch (error, expected, path, "has no spec");
+  if (member (got, "specs") != NULL)
+    return mismatch (error, expected, path,
+                     "carries `specs`, whose rules this check does not read as the policy");
+  if (!nodes_equal (member (want, sel), member (got, sel)))
+    return mismatch (error, expected, path,
+                     cilium ? "selects other endpoints (endpointSelector)"
+                            : "selects other pods (podSelector)");
+  if (!cilium)
+    {
+      JsonNode *types = member (got, "policyTypes");
+      gboolean egress = FALSE;
+
+      if (types != NULL && JSON_NODE_HOLDS_ARRAY (types))
+        for (guint i = 0; i < json_array_get_length (json_node_get_array (types)); i++)
+          if (g_strcmp0 (json_array_get_string_element (json_node_get_array (types), i), "Egress")
+              == 0)
+            egress = TRUE;
+      if (!egress)
+        return mismatch (error, expected, path, "has no Egress in policyTypes");
+    }
+  if (!nodes_equal (member (want, "egress"), member (got, "egress")))
+    return mismatch (error, expected, path, "has other egress rules");
+  if (want_owners != NULL && JSON_NODE_HOLDS_ARRAY (want_owners))
+    {
+      JsonArray *w = json_node_get_array (want_owners);
+      JsonArray *g = got_owners != NULL && JSON_NODE_HOLDS_ARRAY (got_owners)
+                         ? json_node_get_array (got_owners)
+                         : NULL;
+
+      for (guint i = 0; i < json_array_get_length (w); i++)
+        if (!has_owner (g, json_array_get_element (w, i)))
+          return mismatch (error, expected, path,
+                           "lacks an ownerReference the backend expects (or it differs)");
+    }
+  return TRUE;
+}
+
+gboolean
+nz_kube_egress_verify_applied (NzKubeClient *client, JsonObject *expected, GError **error)
+{
+  g_autofree char *path = nz_kube_egress_policy_path (expected);
+  g_autoptr (GError) local = NULL;
+  g_autoptr (JsonObject) actual = NULL;
+
+  g_return_val_if_fail (path != NULL, FALSE);
+  actual = nz_kube_get (client, path, &local);
+  if (actual == NULL && g_error_matches (local, NZ_KUBE_ERROR, NZ_KUBE_ERROR_GONE))
+    return (g_set_error (error, NZ_KUBE_EGRESS_ERROR, NZ_KUBE_EGRESS_ERROR_NOT_APPLIED,
+                         "KubernetesEgressPolicyNotAppliedError: %s %s is not applied; the "
+                         "backend never creates it. Apply it (namzu-egress profile --to "
+                         "k8s|cilium prints the manifest) before creating sandboxes",
+                         kind_of (expected), path),
+            FALSE);
+  if (actual == NULL)
+    return (g_propagate_error (error, g_steal_pointer (&local)), FALSE);
+  return nz_kube_egress_check_applied (expected, actual, path, error);
+}
