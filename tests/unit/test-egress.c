@@ -556,6 +556,110 @@ START_TEST (test_k8s_default_name)
 }
 END_TEST
 
+static NzEgressK8sConfig *
+k8s_config (const char *json, GError **error)
+{
+  g_autoptr (JsonParser) p = json_parser_new ();
+
+  ck_assert (json_parser_load_from_data (p, json, -1, NULL));
+  return nz_egress_k8s_config_parse (json_parser_get_root (p), error);
+}
+
+/* D.10.6: the egress object, its defaults and every refusal naming its field. */
+START_TEST (test_k8s_config)
+{
+  struct
+  {
+    const char *json, *message;
+  } bad[] = {
+    { "[]", "KubernetesEgressPolicyConfigError: backend.egress. must be an object" },
+    { "{}", "backend.egress.policy must be an object" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"polciy\":1}",
+      "backend.egress.polciy is not a known field" },
+    { "{\"policy\":{\"kind\":\"resolver\"}}", "backend.egress.policy.kind must be deny-all" },
+    { "{\"policy\":{\"kind\":\"deny-all\",\"allowedHosts\":[]}}",
+      "backend.egress.policy.allowedHosts is not a known field" },
+    { "{\"policy\":{\"kind\":\"static\"}}", "backend.egress.policy.allowedHosts is required" },
+    { "{\"policy\":{\"kind\":\"static\",\"allowedHosts\":[\"*.a.example\"]}}",
+      "KubernetesNetworkPolicyHostError: host \"*.a.example\"" },
+    { "{\"policy\":{\"kind\":\"static\",\"allowedHosts\":[7]}}",
+      "KubernetesNetworkPolicyHostError: the host is not a string" },
+    { "{\"policy\":{\"kind\":\"public-internet\",\"exceptCidrs\":[\"10.0.0.300/8\"]}}",
+      "backend.egress.policy.exceptCidrs[0] is not a CIDR" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"engine\":\"calico\"}",
+      "backend.egress.engine must be 'core' or 'cilium'" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"verify\":\"none\"}",
+      "backend.egress.verify must be 'union' or 'named-object-only'" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"networkPolicyName\":\"A_b\"}",
+      "backend.egress.networkPolicyName is not a DNS-1123 object name" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"profile\":\"Web\"}",
+      "KubernetesEgressProfileConfigError: backend.egress.profile is not a DNS-1123 label" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"profileLabelKey\":\"a b\"}",
+      "KubernetesEgressProfileConfigError: backend.egress.profileLabelKey is not a label key" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"ciliumNarrowing\":{}}",
+      "KubernetesEgressNarrowingUnsupportedError: " },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"admissionPolicyName\":\"f\"}}",
+      "KubernetesPerSandboxEgressConfigError: backend.egress.perSandbox.engine must be 'cilium'" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"engine\":\"cilium\"}}",
+      "KubernetesPerSandboxEgressConfigError: backend.egress.perSandbox.admissionPolicyName is "
+      "required" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"engine\":\"cilium\","
+      "\"admissionPolicyName\":\"f\",\"labelKey\":\"/x\"}}",
+      "backend.egress.perSandbox.labelKey is not a label key" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"engine\":\"cilium\","
+      "\"admissionPolicyName\":\"f\",\"extra\":1}}",
+      "backend.egress.perSandbox.extra is not a known field" },
+  };
+  g_autoptr (NzEgressK8sConfig) def = k8s_config ("{\"policy\":{\"kind\":\"deny-all\"}}", NULL);
+  g_autoptr (NzEgressK8sConfig) full = k8s_config (
+      "{\"policy\":{\"kind\":\"static\",\"allowedHosts\":[\"API.example.com\",\".b.example\"]},"
+      "\"engine\":\"cilium\",\"verify\":\"named-object-only\",\"profile\":\"web\","
+      "\"networkPolicyName\":\"pol\",\"perSandbox\":{\"engine\":\"cilium\","
+      "\"admissionPolicyName\":\"namzu-per-sandbox-egress\"}}",
+      NULL);
+  g_autoptr (JsonObject) sel = NULL;
+  g_autoptr (JsonObject) base = json_object_new ();
+  g_autoptr (JsonObject) labels = NULL;
+  g_autoptr (GError) collide = NULL;
+  g_autoptr (JsonObject) refused = NULL;
+  g_autofree char *sel_s = NULL;
+
+  ck_assert (def != NULL);
+  ck_assert_int_eq (def->kind, NZ_EGRESS_K8S_DENY_ALL);
+  ck_assert_int_eq (def->engine, NZ_EGRESS_K8S_CORE);
+  ck_assert (!def->named_object_only && !def->per_sandbox && def->profile == NULL);
+  ck_assert_str_eq (def->profile_label_key, "sandbox.namzu.ai/egress-profile");
+  ck_assert (full != NULL);
+  ck_assert_str_eq (full->allowed_hosts[0], "api.example.com");
+  ck_assert_str_eq (full->allowed_hosts[1], ".b.example");
+  ck_assert (full->allowed_hosts[2] == NULL);
+  ck_assert (full->named_object_only && full->per_sandbox);
+  ck_assert_str_eq (full->admission_policy_binding_name, "namzu-per-sandbox-egress-binding");
+  ck_assert_str_eq (full->per_sandbox_label_key, "sandbox.namzu.ai/per-sandbox-egress");
+  sel = nz_egress_k8s_selector (full, "tpl");
+  sel_s = nz_json_object_to_string (sel, NULL);
+  ck_assert_str_eq (sel_s, "{\"sandbox.namzu.ai/template\":\"tpl\","
+                           "\"sandbox.namzu.ai/egress-profile\":\"web\"}");
+  json_object_set_string_member (base, "team", "a");
+  labels = nz_egress_k8s_compose_pod_labels (full, base, NULL);
+  ck_assert_str_eq (json_object_get_string_member (labels, "sandbox.namzu.ai/egress-profile"),
+                    "web");
+  json_object_set_string_member (base, "sandbox.namzu.ai/egress-profile", "other");
+  refused = nz_egress_k8s_compose_pod_labels (full, base, &collide);
+  ck_assert (refused == NULL);
+  ck_assert (strstr (collide->message, "collides with a pod label") != NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (NzEgressK8sConfig) c = k8s_config (bad[i].json, &error);
+
+      ck_assert_msg (c == NULL, "accepted %s", bad[i].json);
+      ck_assert_msg (strstr (error->message, bad[i].message) != NULL, "%s: %s", bad[i].json,
+                     error->message);
+    }
+}
+END_TEST
+
 START_TEST (test_proxy_config)
 {
   struct
@@ -652,6 +756,7 @@ main (void)
   tcase_add_test (tc, test_k8s_kinds);
   tcase_add_test (tc, test_k8s_host_grammar);
   tcase_add_test (tc, test_k8s_default_name);
+  tcase_add_test (tc, test_k8s_config);
   tcase_add_test (tc, test_proxy_config);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
