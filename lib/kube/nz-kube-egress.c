@@ -1,5 +1,6 @@
 #include "nz-kube-egress.h"
 
+#include "nz-egress-k8s.h"
 #include "nz-kube-error.h"
 
 G_DEFINE_QUARK (nz - kube - egress - error - quark, nz_kube_egress_error)
@@ -149,4 +150,43 @@ nz_kube_egress_verify_applied (NzKubeClient *client, JsonObject *expected, GErro
   if (actual == NULL)
     return (g_propagate_error (error, g_steal_pointer (&local)), FALSE);
   return nz_kube_egress_check_applied (expected, actual, path, error);
+}
+
+JsonObject *
+nz_kube_egress_per_sandbox_policy (const char *namespace_, const char *label_key,
+                                   gboolean owner_is_claim, const char *owner_name,
+                                   const char *owner_uid, const char *const *hosts, GError **error)
+{
+  g_autoptr (JsonObject) sel = json_object_new ();
+  g_autoptr (JsonNode) node = NULL;
+  g_autofree char *name = NULL;
+  JsonObject *owner, *meta;
+  JsonArray *owners;
+
+  if (owner_uid == NULL || *owner_uid == '\0')
+    return (g_set_error (error, NZ_KUBE_EGRESS_ERROR, NZ_KUBE_EGRESS_ERROR_OWNER_UID_MISSING,
+                         "KubernetesOwnerUidMissingError: %s %s in namespace %s has no "
+                         "metadata.uid, so no per-sandbox policy can be owned by it; re-read "
+                         "the object and retry",
+                         owner_is_claim ? "SandboxClaim" : "Sandbox", owner_name, namespace_),
+            NULL);
+  name = g_strconcat (NZ_KUBE_EGRESS_PER_SANDBOX_PREFIX, owner_uid, NULL);
+  json_object_set_string_member (sel, label_key, owner_name);
+  node = nz_egress_k8s_translate (NZ_EGRESS_K8S_STATIC, NZ_EGRESS_K8S_CILIUM, NULL, hosts, name,
+                                  namespace_, sel, error);
+  if (node == NULL)
+    return NULL;
+  owner = json_object_new ();
+  json_object_set_string_member (
+      owner, "apiVersion",
+      owner_is_claim ? NZ_KUBE_SANDBOX_EXTENSIONS_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION
+                     : NZ_KUBE_SANDBOX_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION);
+  json_object_set_string_member (owner, "kind", owner_is_claim ? "SandboxClaim" : "Sandbox");
+  json_object_set_string_member (owner, "name", owner_name);
+  json_object_set_string_member (owner, "uid", owner_uid);
+  owners = json_array_new ();
+  json_array_add_object_element (owners, owner);
+  meta = json_object_get_object_member (json_node_get_object (node), "metadata");
+  json_object_set_array_member (meta, "ownerReferences", owners);
+  return json_object_ref (json_node_get_object (node));
 }

@@ -16,8 +16,9 @@ GQuark nz_kube_egress_error_quark (void);
 
 typedef enum
 {
-  NZ_KUBE_EGRESS_ERROR_NOT_APPLIED, /* KubernetesEgressPolicyNotAppliedError: 404/410 */
-  NZ_KUBE_EGRESS_ERROR_MISMATCH,    /* KubernetesEgressPolicyMismatchError */
+  NZ_KUBE_EGRESS_ERROR_NOT_APPLIED,       /* KubernetesEgressPolicyNotAppliedError: 404/410 */
+  NZ_KUBE_EGRESS_ERROR_MISMATCH,          /* KubernetesEgressPolicyMismatchError */
+  NZ_KUBE_EGRESS_ERROR_OWNER_UID_MISSING, /* KubernetesOwnerUidMissingError */
 } NzKubeEgressErrorCode;
 
 /* The API path of @manifest (a NetworkPolicy or CiliumNetworkPolicy from nz-egress-k8s.h):
@@ -36,5 +37,19 @@ gboolean nz_kube_egress_check_applied (JsonObject *expected, JsonObject *actual,
  * NZ_KUBE_EGRESS_ERROR_NOT_APPLIED; other API errors pass through as NZ_KUBE_ERROR. The
  * backend calls it once, on the first create, and caches no failure. */
 gboolean nz_kube_egress_verify_applied (NzKubeClient *client, JsonObject *expected, GError **error);
+
+/* D.10.8 PER_SANDBOX_POLICY_NAME_PREFIX. */
+#define NZ_KUBE_EGRESS_PER_SANDBOX_PREFIX "namzu-sbx-"
+
+/* The per-sandbox CiliumNetworkPolicy "namzu-sbx-<owner_uid>" in @namespace_: endpointSelector
+ * {<label_key>: owner_name}, ownerReferences [{apiVersion, kind, name, uid}] of the claim
+ * (@owner_is_claim: extensions.agents.x-k8s.io/v1beta1 SandboxClaim) or the Sandbox
+ * (agents.x-k8s.io/v1beta1 Sandbox), with no blockOwnerDeletion, and the egress of a static
+ * policy for @hosts (each checked by nz_egress_k8s_host_check). An empty @owner_uid is
+ * NZ_KUBE_EGRESS_ERROR_OWNER_UID_MISSING. Returns a new object, or NULL with @error. */
+JsonObject *nz_kube_egress_per_sandbox_policy (const char *namespace_, const char *label_key,
+                                               gboolean owner_is_claim, const char *owner_name,
+                                               const char *owner_uid, const char *const *hosts,
+                                               GError **error);
 
 G_END_DECLS

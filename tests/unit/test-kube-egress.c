@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nz-egress-k8s.h"
+#include "nz-json.h"
 #include "nz-kube-egress.h"
 #include "../nz-test.h"
 
@@ -159,6 +160,48 @@ START_TEST (test_policy_path)
 }
 END_TEST
 
+/* D.10.8: the per-sandbox policy's name, selector and ownerReference, byte for byte. */
+START_TEST (test_per_sandbox_policy)
+{
+  const char *hosts[] = { "api.example.com", NULL };
+  const char *hostile[] = { "a.example\"}],\"toCIDR\":[\"0.0.0.0/0", NULL };
+  g_autoptr (JsonObject) claim = nz_kube_egress_per_sandbox_policy (
+      "ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "uid-1", hosts, NULL);
+  g_autoptr (JsonObject) sbx = nz_kube_egress_per_sandbox_policy (
+      "ns", "sandbox.namzu.ai/per-sandbox-egress", FALSE, "s-1", "uid-2", hosts, NULL);
+  g_autoptr (GError) e1 = NULL;
+  g_autoptr (GError) e2 = NULL;
+  g_autoptr (JsonObject) no_uid = nz_kube_egress_per_sandbox_policy (
+      "ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "", hosts, &e1);
+  g_autoptr (JsonObject) bad = nz_kube_egress_per_sandbox_policy (
+      "ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "uid-1", hostile, &e2);
+  g_autofree char *claim_s = nz_json_object_to_string (claim, NULL);
+  g_autofree char *sbx_s = nz_json_object_to_string (sbx, NULL);
+
+  ck_assert_str_eq (
+      claim_s,
+      "{\"apiVersion\":\"cilium.io/v2\",\"kind\":\"CiliumNetworkPolicy\",\"metadata\":{\"name\":"
+      "\"namzu-sbx-uid-1\",\"namespace\":\"ns\",\"ownerReferences\":[{\"apiVersion\":"
+      "\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":\"SandboxClaim\",\"name\":\"c-1\","
+      "\"uid\":\"uid-1\"}]},\"spec\":{\"endpointSelector\":{\"matchLabels\":{"
+      "\"sandbox.namzu.ai/per-sandbox-egress\":\"c-1\"}},\"egress\":[{\"toEndpoints\":[{"
+      "\"matchLabels\":{\"k8s:io.kubernetes.pod.namespace\":\"kube-system\",\"k8s:k8s-app\":"
+      "\"kube-dns\"}}],\"toPorts\":[{\"ports\":[{\"port\":\"53\",\"protocol\":\"ANY\"}],"
+      "\"rules\":{\"dns\":[{\"matchPattern\":\"*\"}]}}]},{\"toFQDNs\":[{\"matchName\":"
+      "\"api.example.com\"}]}]}}");
+  ck_assert (strstr (sbx_s, "\"ownerReferences\":[{\"apiVersion\":\"agents.x-k8s.io/v1beta1\","
+                            "\"kind\":\"Sandbox\",\"name\":\"s-1\",\"uid\":\"uid-2\"}]")
+             != NULL);
+  ck_assert (strstr (sbx_s, "blockOwnerDeletion") == NULL);
+  ck_assert (no_uid == NULL);
+  ck_assert (g_error_matches (e1, NZ_KUBE_EGRESS_ERROR, NZ_KUBE_EGRESS_ERROR_OWNER_UID_MISSING));
+  ck_assert (g_str_has_prefix (e1->message, "KubernetesOwnerUidMissingError: SandboxClaim c-1 "
+                                            "in namespace ns"));
+  ck_assert (bad == NULL);
+  ck_assert (g_str_has_prefix (e2->message, "KubernetesNetworkPolicyHostError: "));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -168,6 +211,7 @@ main (void)
   tcase_add_test (tc, test_named_object_judgement);
   tcase_add_test (tc, test_owner_references);
   tcase_add_test (tc, test_policy_path);
+  tcase_add_test (tc, test_per_sandbox_policy);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
