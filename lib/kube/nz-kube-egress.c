@@ -190,3 +190,88 @@ nz_kube_egress_per_sandbox_policy (const char *namespace_, const char *label_key
   json_object_set_array_member (meta, "ownerReferences", owners);
   return json_object_ref (json_node_get_object (node));
 }
+
+static const char *
+label_of (JsonObject *labels, const char *key)
+{
+  JsonNode *n = member (labels, key);
+
+  return n != NULL && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING
+             ? json_node_get_string (n)
+             : NULL;
+}
+
+/* One matchExpressions entry: 1 matches, 0 does not, -1 unreadable. */
+static int
+expression_matches (JsonNode *e, JsonObject *labels)
+{
+  JsonObject *o = e != NULL && JSON_NODE_HOLDS_OBJECT (e) ? json_node_get_object (e) : NULL;
+  const char *key = label_of (o, "key");
+  const char *op = label_of (o, "operator");
+  JsonNode *vn = member (o, "values");
+  JsonArray *values = vn != NULL && JSON_NODE_HOLDS_ARRAY (vn) ? json_node_get_array (vn) : NULL;
+  const char *have;
+  gboolean in = FALSE;
+
+  if (key == NULL || op == NULL)
+    return -1;
+  have = label_of (labels, key);
+  if (g_str_equal (op, "Exists"))
+    return have != NULL;
+  if (g_str_equal (op, "DoesNotExist"))
+    return have == NULL;
+  if (values == NULL || (!g_str_equal (op, "In") && !g_str_equal (op, "NotIn")))
+    return -1;
+  for (guint i = 0; i < json_array_get_length (values); i++)
+    {
+      JsonNode *v = json_array_get_element (values, i);
+
+      if (!JSON_NODE_HOLDS_VALUE (v) || json_node_get_value_type (v) != G_TYPE_STRING)
+        return -1;
+      if (have != NULL && g_str_equal (json_node_get_string (v), have))
+        in = TRUE;
+    }
+  return g_str_equal (op, "In") ? in : !in;
+}
+
+gboolean
+nz_kube_egress_selector_matches (JsonObject *selector, JsonObject *labels)
+{
+  JsonNode *ml = member (selector, "matchLabels");
+  JsonNode *me = member (selector, "matchExpressions");
+
+  if (ml != NULL && !JSON_NODE_HOLDS_NULL (ml))
+    {
+      JsonObjectIter it;
+      const char *k;
+      JsonNode *v;
+
+      if (!JSON_NODE_HOLDS_OBJECT (ml))
+        return TRUE;
+      json_object_iter_init (&it, json_node_get_object (ml));
+      while (json_object_iter_next (&it, &k, &v))
+        {
+          const char *have = label_of (labels, k);
+
+          if (!JSON_NODE_HOLDS_VALUE (v) || json_node_get_value_type (v) != G_TYPE_STRING)
+            return TRUE;
+          if (have == NULL || !g_str_equal (have, json_node_get_string (v)))
+            return FALSE;
+        }
+    }
+  if (me != NULL && !JSON_NODE_HOLDS_NULL (me))
+    {
+      if (!JSON_NODE_HOLDS_ARRAY (me))
+        return TRUE;
+      for (guint i = 0; i < json_array_get_length (json_node_get_array (me)); i++)
+        {
+          int r = expression_matches (json_array_get_element (json_node_get_array (me), i), labels);
+
+          if (r < 0)
+            return TRUE;
+          if (r == 0)
+            return FALSE;
+        }
+    }
+  return TRUE;
+}

@@ -38,6 +38,14 @@ gboolean nz_kube_egress_check_applied (JsonObject *expected, JsonObject *actual,
  * backend calls it once, on the first create, and caches no failure. */
 gboolean nz_kube_egress_verify_applied (NzKubeClient *client, JsonObject *expected, GError **error);
 
+/* Whether a Kubernetes LabelSelector (@selector: {matchLabels?, matchExpressions?}, as in a
+ * NetworkPolicy's podSelector or a CNP's endpointSelector) selects a pod with @labels.
+ * matchExpressions operators In, NotIn, Exists, DoesNotExist; an empty selector selects every
+ * pod. A selector this cannot read (unknown operator, a non-string value, a malformed entry)
+ * is taken to select the pod, so a policy the union check cannot parse is judged rather than
+ * skipped. */
+gboolean nz_kube_egress_selector_matches (JsonObject *selector, JsonObject *labels);
+
 /* D.10.8 PER_SANDBOX_POLICY_NAME_PREFIX. */
 #define NZ_KUBE_EGRESS_PER_SANDBOX_PREFIX "namzu-sbx-"
 

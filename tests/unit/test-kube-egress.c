@@ -202,6 +202,52 @@ START_TEST (test_per_sandbox_policy)
 }
 END_TEST
 
+/* The label-selector semantics the union and ingress checks rest on. */
+START_TEST (test_selector_matches)
+{
+  struct
+  {
+    const char *selector;
+    gboolean matches;
+  } rows[] = {
+    { "{}", TRUE },
+    { "{\"matchLabels\":{}}", TRUE },
+    { "{\"matchLabels\":{\"app\":\"sbx\"}}", TRUE },
+    { "{\"matchLabels\":{\"app\":\"sbx\",\"tier\":\"x\"}}", FALSE },
+    { "{\"matchLabels\":{\"app\":\"other\"}}", FALSE },
+    { "{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"In\",\"values\":[\"a\",\"sbx\"]}]}",
+      TRUE },
+    { "{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"In\",\"values\":[\"a\"]}]}", FALSE },
+    { "{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"NotIn\",\"values\":[\"a\"]}]}",
+      TRUE },
+    { "{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"NotIn\",\"values\":[\"sbx\"]}]}",
+      FALSE },
+    { "{\"matchExpressions\":[{\"key\":\"tier\",\"operator\":\"NotIn\",\"values\":[\"a\"]}]}",
+      TRUE },
+    { "{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"Exists\"}]}", TRUE },
+    { "{\"matchExpressions\":[{\"key\":\"tier\",\"operator\":\"Exists\"}]}", FALSE },
+    { "{\"matchExpressions\":[{\"key\":\"tier\",\"operator\":\"DoesNotExist\"}]}", TRUE },
+    { "{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"DoesNotExist\"}]}", FALSE },
+    { "{\"matchLabels\":{\"app\":\"sbx\"},\"matchExpressions\":[{\"key\":\"app\",\"operator\":"
+      "\"DoesNotExist\"}]}",
+      FALSE },
+    /* Unreadable selectors are taken to select the pod, so their rules get judged. */
+    { "{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"Gt\",\"values\":[\"1\"]}]}", TRUE },
+    { "{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"In\"}]}", TRUE },
+    { "{\"matchLabels\":[]}", TRUE },
+  };
+  g_autoptr (JsonObject) labels = parse ("{\"app\":\"sbx\",\"namzu.ai/component\":\"sandbox\"}");
+
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    {
+      g_autoptr (JsonObject) sel = parse (rows[i].selector);
+
+      ck_assert_msg (nz_kube_egress_selector_matches (sel, labels) == rows[i].matches, "%s",
+                     rows[i].selector);
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -212,6 +258,7 @@ main (void)
   tcase_add_test (tc, test_owner_references);
   tcase_add_test (tc, test_policy_path);
   tcase_add_test (tc, test_per_sandbox_policy);
+  tcase_add_test (tc, test_selector_matches);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }
