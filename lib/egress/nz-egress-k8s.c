@@ -2,6 +2,9 @@
 
 #include "nz-allowlist.h"
 
+#include <gio/gio.h>
+#include <string.h>
+
 JsonArray *
 nz_egress_cilium_fqdn_entries (const char *entry)
 {
@@ -81,15 +84,28 @@ cluster_dns_rule (void)
   return rule;
 }
 
-JsonNode *
-nz_egress_k8s_core_policy (gboolean allow_all, const char *name, const char *namespace_,
-                           JsonObject *selector)
+/* KUBE_DNS_EGRESS_RULE: CLUSTER_DNS_EGRESS_RULE narrowed to the kube-dns pods. */
+static JsonObject *
+kube_dns_rule (void)
+{
+  JsonObject *rule = cluster_dns_rule ();
+  JsonObject *peer = json_array_get_object_element (json_object_get_array_member (rule, "to"), 0);
+  JsonObject *pod = json_object_new ();
+  JsonObject *labels = json_object_new ();
+
+  json_object_set_string_member (labels, "k8s-app", "kube-dns");
+  json_object_set_object_member (pod, "matchLabels", labels);
+  json_object_set_object_member (peer, "podSelector", pod);
+  return rule;
+}
+
+static JsonNode *
+core_manifest (JsonArray *egress, const char *name, const char *namespace_, JsonObject *selector)
 {
   JsonObject *root = json_object_new ();
   JsonObject *spec = json_object_new ();
   JsonObject *pod = json_object_new ();
   JsonArray *types = json_array_new ();
-  JsonArray *egress = json_array_new ();
   JsonNode *node = json_node_new (JSON_NODE_OBJECT);
 
   json_object_set_string_member (root, "apiVersion", "networking.k8s.io/v1");
@@ -99,11 +115,53 @@ nz_egress_k8s_core_policy (gboolean allow_all, const char *name, const char *nam
   json_object_set_object_member (spec, "podSelector", pod);
   json_array_add_string_element (types, "Egress");
   json_object_set_array_member (spec, "policyTypes", types);
-  json_array_add_object_element (egress, allow_all ? json_object_new () : cluster_dns_rule ());
   json_object_set_array_member (spec, "egress", egress);
   json_object_set_object_member (root, "spec", spec);
   json_node_take_object (node, root);
   return node;
+}
+
+JsonNode *
+nz_egress_k8s_core_policy (gboolean allow_all, const char *name, const char *namespace_,
+                           JsonObject *selector)
+{
+  JsonArray *egress = json_array_new ();
+
+  json_array_add_object_element (egress, allow_all ? json_object_new () : cluster_dns_rule ());
+  return core_manifest (egress, name, namespace_, selector);
+}
+
+/* publicInternetRule: every address but private, link-local, loopback and the cloud metadata
+ * ranges; @extra adds the caller's exceptions to the family they belong to. */
+static JsonObject *
+public_internet_rule (const char *const *extra)
+{
+  static const char *v4[] = { "10.0.0.0/8",     "172.16.0.0/12", "192.168.0.0/16",  "100.64.0.0/10",
+                              "169.254.0.0/16", "127.0.0.0/8",   "168.63.129.16/32" };
+  static const char *v6[] = { "fc00::/7", "fe80::/10", "::1/128" };
+  JsonObject *rule = json_object_new ();
+  JsonArray *to = json_array_new ();
+
+  for (int fam = 0; fam < 2; fam++)
+    {
+      JsonObject *peer = json_object_new ();
+      JsonObject *block = json_object_new ();
+      JsonArray *except = json_array_new ();
+      const char **base = fam == 0 ? v4 : v6;
+      guint n = fam == 0 ? G_N_ELEMENTS (v4) : G_N_ELEMENTS (v6);
+
+      json_object_set_string_member (block, "cidr", fam == 0 ? "0.0.0.0/0" : "::/0");
+      for (guint i = 0; i < n; i++)
+        json_array_add_string_element (except, base[i]);
+      for (guint i = 0; extra != NULL && extra[i] != NULL; i++)
+        if ((strchr (extra[i], ':') != NULL) == (fam == 1))
+          json_array_add_string_element (except, extra[i]);
+      json_object_set_array_member (block, "except", except);
+      json_object_set_object_member (peer, "ipBlock", block);
+      json_array_add_object_element (to, peer);
+    }
+  json_object_set_array_member (rule, "to", to);
+  return rule;
 }
 
 /* CILIUM_DNS_VISIBILITY_RULE: toFQDNs only learns addresses from DNS answers Cilium's proxy
@@ -149,14 +207,31 @@ append_all (JsonArray *dst, JsonArray *src)
   json_array_unref (src);
 }
 
+static JsonNode *
+cilium_manifest (JsonArray *egress, const char *name, const char *namespace_, JsonObject *selector)
+{
+  JsonObject *root = json_object_new ();
+  JsonObject *spec = json_object_new ();
+  JsonObject *ep = json_object_new ();
+  JsonNode *node = json_node_new (JSON_NODE_OBJECT);
+
+  json_object_set_string_member (root, "apiVersion", "cilium.io/v2");
+  json_object_set_string_member (root, "kind", "CiliumNetworkPolicy");
+  json_object_set_object_member (root, "metadata", metadata (name, namespace_));
+  json_object_set_object_member (ep, "matchLabels", copy_object (selector));
+  json_object_set_object_member (spec, "endpointSelector", ep);
+  json_object_set_array_member (spec, "egress", egress);
+  json_object_set_object_member (root, "spec", spec);
+  json_node_take_object (node, root);
+  return node;
+}
+
 JsonNode *
 nz_egress_k8s_from_profile (const NzEgressProfile *profile, NzEgressK8sEngine engine,
                             const char *name, const char *namespace_, JsonObject *selector,
                             GError **error)
 {
-  JsonObject *root, *spec, *ep;
   JsonArray *egress;
-  JsonNode *node;
 
   if (profile->rules->len == 0)
     return nz_egress_k8s_core_policy (FALSE, name, namespace_, selector);
@@ -165,15 +240,7 @@ nz_egress_k8s_from_profile (const NzEgressProfile *profile, NzEgressK8sEngine en
                                      "needs engine: 'cilium'; core NetworkPolicy cannot allow "
                                      "a hostname"),
             NULL);
-  root = json_object_new ();
-  spec = json_object_new ();
-  ep = json_object_new ();
   egress = json_array_new ();
-  json_object_set_string_member (root, "apiVersion", "cilium.io/v2");
-  json_object_set_string_member (root, "kind", "CiliumNetworkPolicy");
-  json_object_set_object_member (root, "metadata", metadata (name, namespace_));
-  json_object_set_object_member (ep, "matchLabels", copy_object (selector));
-  json_object_set_object_member (spec, "endpointSelector", ep);
   json_array_add_object_element (egress, cilium_dns_rule ());
   if (!nz_egress_profile_has_ports (profile))
     {
@@ -215,9 +282,409 @@ nz_egress_k8s_from_profile (const NzEgressProfile *profile, NzEgressK8sEngine en
           }
         json_array_add_object_element (egress, rule);
       }
-  json_object_set_array_member (spec, "egress", egress);
-  json_object_set_object_member (root, "spec", spec);
-  node = json_node_new (JSON_NODE_OBJECT);
-  json_node_take_object (node, root);
-  return node;
+  return cilium_manifest (egress, name, namespace_, selector);
+}
+
+#define K8S_HOST_TAIL                                                                              \
+  "Entries are hostnames: 'api.example.com' for one host, '.example.com' for that domain and "     \
+  "its subdomains. Nothing was written."
+
+char *
+nz_egress_k8s_host_check (const char *host, GError **error)
+{
+  char *norm = NULL;
+  g_autofree char *reason = NULL;
+  g_autofree char *lower = NULL;
+
+  if (host == NULL)
+    return (
+        g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_INVALID_HOST,
+                     "KubernetesNetworkPolicyHostError: the host is not a string. " K8S_HOST_TAIL),
+        NULL);
+  lower = g_ascii_strdown (host, -1);
+  reason = nz_egress_host_reason (host, &norm);
+  if (reason == NULL && !g_str_equal (norm, lower))
+    reason = g_strdup ("carries whitespace or a trailing dot");
+  if (reason != NULL)
+    {
+      g_autofree char *shown = g_strescape (host, NULL);
+
+      g_free (norm);
+      g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_INVALID_HOST,
+                   "KubernetesNetworkPolicyHostError: host \"%s\" %s. " K8S_HOST_TAIL, shown,
+                   reason);
+      return NULL;
+    }
+  return norm;
+}
+
+static gboolean
+cidr_ok (const char *cidr)
+{
+  g_autoptr (GInetAddressMask) m = g_inet_address_mask_new_from_string (cidr, NULL);
+
+  return m != NULL && strchr (cidr, '/') != NULL;
+}
+
+JsonNode *
+nz_egress_k8s_translate (NzEgressK8sKind kind, NzEgressK8sEngine engine,
+                         const char *const *except_cidrs, const char *const *hosts,
+                         const char *name, const char *namespace_, JsonObject *selector,
+                         GError **error)
+{
+  JsonArray *egress, *fqdns;
+  JsonObject *rule;
+
+  switch (kind)
+    {
+    case NZ_EGRESS_K8S_DENY_ALL:
+      return nz_egress_k8s_core_policy (FALSE, name, namespace_, selector);
+    case NZ_EGRESS_K8S_ALLOW_ALL:
+      return nz_egress_k8s_core_policy (TRUE, name, namespace_, selector);
+    case NZ_EGRESS_K8S_NO_NETWORK:
+      return core_manifest (json_array_new (), name, namespace_, selector);
+    case NZ_EGRESS_K8S_PUBLIC_INTERNET:
+      for (guint i = 0; except_cidrs != NULL && except_cidrs[i] != NULL; i++)
+        if (!cidr_ok (except_cidrs[i]))
+          return (g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_CONFIG,
+                               "KubernetesEgressPolicyConfigError: exceptCidrs[%u] is not a CIDR "
+                               "(write 10.1.0.0/16 or fd00::/8); nothing was written",
+                               i),
+                  NULL);
+      egress = json_array_new ();
+      json_array_add_object_element (egress, kube_dns_rule ());
+      json_array_add_object_element (egress, public_internet_rule (except_cidrs));
+      return core_manifest (egress, name, namespace_, selector);
+    case NZ_EGRESS_K8S_STATIC:
+    default:
+      break;
+    }
+  if (engine != NZ_EGRESS_K8S_CILIUM)
+    return (g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_UNSUPPORTED,
+                         "KubernetesUnenforceableEgressPolicyError: egress policy kind 'static' "
+                         "needs engine 'cilium'; a core NetworkPolicy cannot allow a hostname. "
+                         "Set egress.engine to 'cilium' or use deny-all, no-network, "
+                         "public-internet or allow-all"),
+            NULL);
+  fqdns = json_array_new ();
+  for (guint i = 0; hosts != NULL && hosts[i] != NULL; i++)
+    {
+      g_autofree char *ok = nz_egress_k8s_host_check (hosts[i], error);
+
+      if (ok == NULL)
+        return (json_array_unref (fqdns), NULL);
+      append_all (fqdns, nz_egress_cilium_fqdn_entries (hosts[i]));
+    }
+  egress = json_array_new ();
+  rule = json_object_new ();
+  json_array_add_object_element (egress, cilium_dns_rule ());
+  json_object_set_array_member (rule, "toFQDNs", fqdns);
+  json_array_add_object_element (egress, rule);
+  return cilium_manifest (egress, name, namespace_, selector);
+}
+
+char *
+nz_egress_k8s_default_policy_name (const char *tpl, const char *profile, GError **error)
+{
+  g_autofree char *name = profile != NULL ? g_strdup_printf ("%s-%s-egress", tpl, profile)
+                                          : g_strdup_printf ("%s-egress", tpl);
+
+  if (strlen (name) > 253)
+    return (g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_CONFIG,
+                         "KubernetesEgressPolicyConfigError: networkPolicyName \"%s-…-egress\" "
+                         "would be longer than 253 characters; set egress.networkPolicyName",
+                         tpl),
+            NULL);
+  return g_steal_pointer (&name);
+}
+
+void
+nz_egress_k8s_config_free (NzEgressK8sConfig *config)
+{
+  if (config == NULL)
+    return;
+  g_strfreev (config->allowed_hosts);
+  g_strfreev (config->except_cidrs);
+  g_free (config->network_policy_name);
+  g_free (config->profile);
+  g_free (config->profile_label_key);
+  g_free (config->admission_policy_name);
+  g_free (config->admission_policy_binding_name);
+  g_free (config->per_sandbox_label_key);
+  g_free (config);
+}
+
+#define LABEL_VALUE_RE "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#define LABEL_KEY_RE                                                                               \
+  "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"                          \
+  "[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+static gboolean config_error (GError **error, const char *klass, const char *field, const char *fmt,
+                              ...) G_GNUC_PRINTF (4, 5);
+
+static gboolean
+config_error (GError **error, const char *klass, const char *field, const char *fmt, ...)
+{
+  g_autofree char *reason = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  reason = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_CONFIG,
+               "%s: backend.egress.%s %s. Fix the backend configuration; nothing was written.",
+               klass, field, reason);
+  return FALSE;
+}
+
+static gboolean
+only_fields (JsonObject *o, const char *const *known, const char *klass, const char *prefix,
+             GError **error)
+{
+  JsonObjectIter it;
+  const char *k;
+  JsonNode *v;
+
+  json_object_iter_init (&it, o);
+  while (json_object_iter_next (&it, &k, &v))
+    if (!g_strv_contains (known, k))
+      {
+        g_autofree char *f = g_strdup_printf ("%s%s", prefix, k);
+        g_autofree char *shown = g_strescape (k, NULL);
+
+        return config_error (error, klass, f, "is not a known field (\"%s\")", shown);
+      }
+  return TRUE;
+}
+
+/* A string member, or NULL when absent; FALSE when present and not a non-empty string. */
+static gboolean
+string_field (JsonObject *o, const char *name, const char *klass, const char *prefix, char **out,
+              GError **error)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  g_autofree char *f = g_strdup_printf ("%s%s", prefix, name);
+
+  if (n == NULL)
+    return TRUE;
+  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING
+      || *json_node_get_string (n) == '\0')
+    return config_error (error, klass, f, "must be a non-empty string");
+  *out = g_strdup (json_node_get_string (n));
+  return TRUE;
+}
+
+static gboolean
+string_list (JsonObject *o, const char *name, const char *field, gboolean hosts, char ***out,
+             GError **error)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  GPtrArray *list;
+  JsonArray *a;
+
+  if (n == NULL)
+    return TRUE;
+  if (!JSON_NODE_HOLDS_ARRAY (n))
+    return config_error (error, "KubernetesEgressPolicyConfigError", field, "must be a list");
+  a = json_node_get_array (n);
+  list = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      JsonNode *e = json_array_get_element (a, i);
+      const char *s = JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING
+                          ? json_node_get_string (e)
+                          : NULL;
+      char *v = hosts ? nz_egress_k8s_host_check (s, error) : g_strdup (s);
+
+      if (v == NULL || (!hosts && !cidr_ok (v)))
+        {
+          g_autofree char *at = g_strdup_printf ("%s[%u]", field, i);
+
+          g_ptr_array_unref (list);
+          g_free (v);
+          if (hosts)
+            return FALSE;
+          return config_error (error, "KubernetesEgressPolicyConfigError", at,
+                               "is not a CIDR (write 203.0.113.0/24 or 2001:db8::/32)");
+        }
+      g_ptr_array_add (list, v);
+    }
+  g_ptr_array_add (list, NULL);
+  *out = (char **)g_ptr_array_free (list, FALSE);
+  return TRUE;
+}
+
+static gboolean
+parse_policy (NzEgressK8sConfig *c, JsonNode *n, GError **error)
+{
+  static const char *const kinds[]
+      = { "deny-all", "no-network", "public-internet", "allow-all", "static", NULL };
+  static const char *const base[] = { "kind", NULL };
+  static const char *const pub[] = { "kind", "exceptCidrs", NULL };
+  static const char *const stat[] = { "kind", "allowedHosts", NULL };
+  const char *klass = "KubernetesEgressPolicyConfigError";
+  g_autofree char *kind = NULL;
+  JsonObject *o;
+
+  if (n == NULL || !JSON_NODE_HOLDS_OBJECT (n))
+    return config_error (error, klass, "policy", "must be an object like {\"kind\":\"deny-all\"}");
+  o = json_node_get_object (n);
+  if (!string_field (o, "kind", klass, "policy.", &kind, error))
+    return FALSE;
+  for (c->kind = 0; kinds[c->kind] != NULL; c->kind++)
+    if (g_strcmp0 (kind, kinds[c->kind]) == 0)
+      break;
+  if (kinds[c->kind] == NULL)
+    return config_error (error, klass, "policy.kind",
+                         "must be deny-all, no-network, public-internet, allow-all or static");
+  if (!only_fields (o,
+                    c->kind == NZ_EGRESS_K8S_PUBLIC_INTERNET ? pub
+                    : c->kind == NZ_EGRESS_K8S_STATIC        ? stat
+                                                             : base,
+                    klass, "policy.", error))
+    return FALSE;
+  if (c->kind == NZ_EGRESS_K8S_STATIC && !json_object_has_member (o, "allowedHosts"))
+    return config_error (error, klass, "policy.allowedHosts", "is required for kind static");
+  return string_list (o, "exceptCidrs", "policy.exceptCidrs", FALSE, &c->except_cidrs, error)
+         && string_list (o, "allowedHosts", "policy.allowedHosts", TRUE, &c->allowed_hosts, error);
+}
+
+static gboolean
+parse_per_sandbox (NzEgressK8sConfig *c, JsonNode *n, GError **error)
+{
+  static const char *const known[]
+      = { "engine",   "admissionPolicyName", "admissionPolicyBindingName",
+          "labelKey", "narrowing",           NULL };
+  const char *klass = "KubernetesPerSandboxEgressConfigError";
+  g_autofree char *engine = NULL;
+  JsonObject *o;
+
+  if (!JSON_NODE_HOLDS_OBJECT (n))
+    return config_error (error, klass, "perSandbox", "must be an object");
+  o = json_node_get_object (n);
+  if (!only_fields (o, known, klass, "perSandbox.", error)
+      || !string_field (o, "engine", klass, "perSandbox.", &engine, error)
+      || !string_field (o, "admissionPolicyName", klass, "perSandbox.", &c->admission_policy_name,
+                        error)
+      || !string_field (o, "admissionPolicyBindingName", klass, "perSandbox.",
+                        &c->admission_policy_binding_name, error)
+      || !string_field (o, "labelKey", klass, "perSandbox.", &c->per_sandbox_label_key, error))
+    return FALSE;
+  if (g_strcmp0 (engine, "cilium") != 0)
+    return config_error (error, klass, "perSandbox.engine",
+                         "must be 'cilium' (per-sandbox policies are CiliumNetworkPolicies)");
+  if (c->admission_policy_name == NULL)
+    return config_error (error, klass, "perSandbox.admissionPolicyName",
+                         "is required: the ValidatingAdmissionPolicy that fences the host's "
+                         "writes (deploy/k8s validatingadmissionpolicy-cilium.yaml)");
+  if (c->per_sandbox_label_key != NULL
+      && !g_regex_match_simple (LABEL_KEY_RE, c->per_sandbox_label_key, 0, 0))
+    return config_error (error, klass, "perSandbox.labelKey", "is not a label key");
+  if (json_object_has_member (o, "narrowing"))
+    return config_error (error, klass, "perSandbox.narrowing",
+                         "is not supported by this namzu build; remove it");
+  if (c->admission_policy_binding_name == NULL)
+    c->admission_policy_binding_name = g_strconcat (c->admission_policy_name, "-binding", NULL);
+  if (c->per_sandbox_label_key == NULL)
+    c->per_sandbox_label_key = g_strdup (NZ_EGRESS_K8S_PER_SANDBOX_LABEL_KEY);
+  c->per_sandbox = TRUE;
+  return TRUE;
+}
+
+NzEgressK8sConfig *
+nz_egress_k8s_config_parse (JsonNode *node, GError **error)
+{
+  static const char *const known[]
+      = { "policy",  "networkPolicyName", "engine",     "verify", "ciliumNarrowing",
+          "profile", "profileLabelKey",   "perSandbox", NULL };
+  const char *klass = "KubernetesEgressPolicyConfigError";
+  g_autoptr (NzEgressK8sConfig) c = g_new0 (NzEgressK8sConfig, 1);
+  g_autofree char *engine = NULL;
+  g_autofree char *verify = NULL;
+  JsonObject *o;
+
+  if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node))
+    return (config_error (error, klass, "", "must be an object"), NULL);
+  o = json_node_get_object (node);
+  if (!only_fields (o, known, klass, "", error)
+      || !parse_policy (c, json_object_get_member (o, "policy"), error)
+      || !string_field (o, "networkPolicyName", klass, "", &c->network_policy_name, error)
+      || !string_field (o, "engine", klass, "", &engine, error)
+      || !string_field (o, "verify", klass, "", &verify, error)
+      || !string_field (o, "profile", "KubernetesEgressProfileConfigError", "", &c->profile, error)
+      || !string_field (o, "profileLabelKey", "KubernetesEgressProfileConfigError", "",
+                        &c->profile_label_key, error))
+    return NULL;
+  if (engine == NULL || g_str_equal (engine, "core"))
+    c->engine = NZ_EGRESS_K8S_CORE;
+  else if (g_str_equal (engine, "cilium"))
+    c->engine = NZ_EGRESS_K8S_CILIUM;
+  else
+    return (config_error (error, klass, "engine", "must be 'core' or 'cilium'"), NULL);
+  if (verify != NULL && !g_str_equal (verify, "union")
+      && !g_str_equal (verify, "named-object-only"))
+    return (config_error (error, klass, "verify", "must be 'union' or 'named-object-only'"), NULL);
+  c->named_object_only = verify != NULL && g_str_equal (verify, "named-object-only");
+  if (c->network_policy_name != NULL
+      && (strlen (c->network_policy_name) > 253
+          || !g_regex_match_simple ("^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", c->network_policy_name, 0,
+                                    0)))
+    return (config_error (error, klass, "networkPolicyName", "is not a DNS-1123 object name"),
+            NULL);
+  if (c->profile != NULL
+      && (strlen (c->profile) > 63 || !g_regex_match_simple (LABEL_VALUE_RE, c->profile, 0, 0)))
+    return (config_error (error, "KubernetesEgressProfileConfigError", "profile",
+                          "is not a DNS-1123 label value (a-z, 0-9, '-', at most 63)"),
+            NULL);
+  if (c->profile_label_key != NULL
+      && !g_regex_match_simple (LABEL_KEY_RE, c->profile_label_key, 0, 0))
+    return (config_error (error, "KubernetesEgressProfileConfigError", "profileLabelKey",
+                          "is not a label key"),
+            NULL);
+  if (c->profile_label_key == NULL)
+    c->profile_label_key = g_strdup (NZ_EGRESS_K8S_PROFILE_LABEL_KEY);
+  if (json_object_has_member (o, "ciliumNarrowing"))
+    return (g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_UNSUPPORTED,
+                         "KubernetesEgressNarrowingUnsupportedError: backend.egress."
+                         "ciliumNarrowing is not supported by this namzu build; remove it "
+                         "(the unnarrowed CiliumNetworkPolicy is used)"),
+            NULL);
+  if (json_object_has_member (o, "perSandbox")
+      && !parse_per_sandbox (c, json_object_get_member (o, "perSandbox"), error))
+    return NULL;
+  return g_steal_pointer (&c);
+}
+
+JsonObject *
+nz_egress_k8s_selector (const NzEgressK8sConfig *config, const char *tpl)
+{
+  JsonObject *sel = json_object_new ();
+
+  json_object_set_string_member (sel, NZ_EGRESS_K8S_TEMPLATE_LABEL_KEY, tpl);
+  if (config->profile != NULL)
+    json_object_set_string_member (sel, config->profile_label_key, config->profile);
+  return sel;
+}
+
+JsonObject *
+nz_egress_k8s_compose_pod_labels (const NzEgressK8sConfig *config, JsonObject *base, GError **error)
+{
+  JsonObject *out = copy_object (base);
+  const char *have;
+
+  if (config->profile == NULL)
+    return out;
+  have = json_object_get_string_member_with_default (out, config->profile_label_key, NULL);
+  if (json_object_has_member (out, config->profile_label_key)
+      && g_strcmp0 (have, config->profile) != 0)
+    {
+      json_object_unref (out);
+      config_error (error, "KubernetesEgressProfileConfigError", "profileLabelKey",
+                    "collides with a pod label the configuration already sets (\"%s\"); "
+                    "choose another profileLabelKey or drop that label",
+                    config->profile_label_key);
+      return NULL;
+    }
+  json_object_set_string_member (out, config->profile_label_key, config->profile);
+  return out;
 }

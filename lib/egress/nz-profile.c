@@ -78,49 +78,49 @@ nz_egress_profile_free (NzEgressProfile *profile)
 }
 
 char *
-nz_egress_host_validate (const char *host, const char *path, const char *backend, GError **error)
+nz_egress_host_reason (const char *host, char **normalized)
 {
   g_autofree char *h = nz_allowlist_normalize_host (host);
   const char *bare = h[0] == '.' ? h + 1 : h;
   const char *last;
 
-  if (*h == '\0')
-    return (
-        nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend, "is empty"),
-        NULL);
+  if (*h == '\0' && (host == NULL || !g_str_equal (host, ".")))
+    return g_strdup ("is empty");
   if (strchr (h, '*') != NULL)
-    return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend,
-                                     "\"%s\" contains '*'; write \".example.com\" for a domain "
-                                     "and its subdomains",
-                                     h),
-            NULL);
-  if (g_str_equal (h, "."))
-    return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend,
-                                     "names no domain after its leading dot"),
-            NULL);
+    return g_strdup_printf ("\"%s\" contains '*'; write \".example.com\" for a domain and its "
+                            "subdomains",
+                            h);
+  if (g_str_equal (h, ".") || (host != NULL && g_str_equal (host, ".")))
+    return g_strdup ("names no domain after its leading dot");
   if (!g_regex_match_simple (HOST_RE, bare, 0, 0))
-    return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend,
-                                     "\"%s\" is not a hostname (no scheme, path, port, "
-                                     "credentials or IPv6 literal)",
-                                     h),
-            NULL);
+    return g_strdup_printf ("\"%s\" is not a hostname (no scheme, path, port, credentials or "
+                            "IPv6 literal)",
+                            h);
   if (strlen (h) > HOST_MAX)
-    return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend,
-                                     "is longer than %d characters", HOST_MAX),
-            NULL);
+    return g_strdup_printf ("is longer than %d characters", HOST_MAX);
   if (h[0] == '.' && strchr (bare, '.') == NULL)
-    return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend,
-                                     "\"%s\" names a whole top-level domain", h),
-            NULL);
+    return g_strdup_printf ("\"%s\" names a whole top-level domain", h);
   last = strrchr (bare, '.');
   last = last != NULL ? last + 1 : bare;
   if (strspn (last, "0123456789") == strlen (last))
-    return (nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend,
-                                     "\"%s\" is an IP address, not a hostname; the allowlist "
-                                     "names hosts",
-                                     h),
-            NULL);
-  return g_steal_pointer (&h);
+    return g_strdup_printf ("\"%s\" is an IP address, not a hostname; the allowlist names hosts",
+                            h);
+  if (normalized != NULL)
+    *normalized = g_steal_pointer (&h);
+  return NULL;
+}
+
+char *
+nz_egress_host_validate (const char *host, const char *path, const char *backend, GError **error)
+{
+  char *h = NULL;
+  g_autofree char *reason = nz_egress_host_reason (host, &h);
+
+  if (reason != NULL)
+    return (
+        nz_egress_profile_throw (error, NZ_EGRESS_ERROR_INVALID_HOST, path, backend, "%s", reason),
+        NULL);
+  return h;
 }
 
 static gint

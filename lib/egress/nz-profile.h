@@ -52,6 +52,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzEgressProfile, nz_egress_profile_free)
 /* Checks one host entry against the profile grammar (DNS name, no "*", >= 2 labels for a
  * .domain, no numeric last label, <= 253 chars). Returns the normalised host, or NULL with
  * NZ_EGRESS_ERROR_INVALID_HOST naming @path. */
+/* The same grammar without an error domain: returns NULL when @host is usable (and then sets
+ * @normalized, may be NULL, to the normalised host), else a new reason ("names no domain after
+ * its leading dot", ...). */
+char *nz_egress_host_reason (const char *host, char **normalized);
+
 char *nz_egress_host_validate (const char *host, const char *path, const char *backend,
                                GError **error);
 

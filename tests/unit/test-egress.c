@@ -404,6 +404,262 @@ START_TEST (test_k8s_translation)
 }
 END_TEST
 
+static char *
+k8s_kind (NzEgressK8sKind kind, NzEgressK8sEngine engine, const char *const *cidrs,
+          const char *const *hosts, GError **error)
+{
+  g_autoptr (JsonObject) sel = json_object_new ();
+  g_autoptr (JsonNode) out = NULL;
+
+  json_object_set_string_member (sel, "sandbox.namzu.ai/template", "t");
+  out = nz_egress_k8s_translate (kind, engine, cidrs, hosts, "t-egress", "ns", sel, error);
+  return out != NULL ? nz_json_to_string (out, NULL) : NULL;
+}
+
+#define CORE_HEAD                                                                                  \
+  "{\"apiVersion\":\"networking.k8s.io/v1\",\"kind\":\"NetworkPolicy\",\"metadata\":{\"name\":"    \
+  "\"t-egress\",\"namespace\":\"ns\"},\"spec\":{\"podSelector\":{\"matchLabels\":{"                \
+  "\"sandbox.namzu.ai/template\":\"t\"}},\"policyTypes\":[\"Egress\"],\"egress\":"
+#define CLUSTER_DNS                                                                                \
+  "{\"to\":[{\"namespaceSelector\":{\"matchLabels\":{\"kubernetes.io/metadata.name\":"             \
+  "\"kube-system\"}}}],\"ports\":[{\"protocol\":\"UDP\",\"port\":53},{\"protocol\":\"TCP\","       \
+  "\"port\":53}]}"
+
+/* D.10.2: every kind, byte for byte, in the spec's key order. */
+START_TEST (test_k8s_kinds)
+{
+  const char *cidrs[] = { "203.0.113.0/24", "2001:db8::/32", NULL };
+  const char *bad_cidrs[] = { "10.0.0.0/8", "not-a-cidr", NULL };
+  const char *hosts[] = { "API.example.com", ".example.org", NULL };
+  const char *hostile[] = { "a.example", "b.example\",\"matchPattern\":\"*", NULL };
+  g_autoptr (GError) e1 = NULL;
+  g_autoptr (GError) e2 = NULL;
+  g_autoptr (GError) e3 = NULL;
+  g_autofree char *deny = k8s_kind (NZ_EGRESS_K8S_DENY_ALL, NZ_EGRESS_K8S_CILIUM, NULL, NULL, NULL);
+  g_autofree char *none = k8s_kind (NZ_EGRESS_K8S_NO_NETWORK, NZ_EGRESS_K8S_CORE, NULL, NULL, NULL);
+  g_autofree char *allow
+      = k8s_kind (NZ_EGRESS_K8S_ALLOW_ALL, NZ_EGRESS_K8S_CILIUM, NULL, NULL, NULL);
+  g_autofree char *pub
+      = k8s_kind (NZ_EGRESS_K8S_PUBLIC_INTERNET, NZ_EGRESS_K8S_CORE, cidrs, NULL, NULL);
+  g_autofree char *pub_bad
+      = k8s_kind (NZ_EGRESS_K8S_PUBLIC_INTERNET, NZ_EGRESS_K8S_CORE, bad_cidrs, NULL, &e1);
+  g_autofree char *stat = k8s_kind (NZ_EGRESS_K8S_STATIC, NZ_EGRESS_K8S_CILIUM, NULL, hosts, NULL);
+  g_autofree char *stat_core
+      = k8s_kind (NZ_EGRESS_K8S_STATIC, NZ_EGRESS_K8S_CORE, NULL, hosts, &e2);
+  g_autofree char *stat_bad
+      = k8s_kind (NZ_EGRESS_K8S_STATIC, NZ_EGRESS_K8S_CILIUM, NULL, hostile, &e3);
+
+  ck_assert_str_eq (deny, CORE_HEAD "[" CLUSTER_DNS "]}}");
+  ck_assert_str_eq (none, CORE_HEAD "[]}}");
+  ck_assert_str_eq (allow, CORE_HEAD "[{}]}}");
+  ck_assert_str_eq (
+      pub, CORE_HEAD
+      "[{\"to\":[{\"namespaceSelector\":{\"matchLabels\":{\"kubernetes.io/metadata.name\":"
+      "\"kube-system\"}},\"podSelector\":{\"matchLabels\":{\"k8s-app\":\"kube-dns\"}}}],\"ports\":"
+      "[{\"protocol\":\"UDP\",\"port\":53},{\"protocol\":\"TCP\",\"port\":53}]},{\"to\":[{"
+      "\"ipBlock\":{\"cidr\":\"0.0.0.0/0\",\"except\":[\"10.0.0.0/8\",\"172.16.0.0/12\","
+      "\"192.168.0.0/16\",\"100.64.0.0/10\",\"169.254.0.0/16\",\"127.0.0.0/8\","
+      "\"168.63.129.16/32\",\"203.0.113.0/24\"]}},{\"ipBlock\":{\"cidr\":\"::/0\",\"except\":["
+      "\"fc00::/7\",\"fe80::/10\",\"::1/128\",\"2001:db8::/32\"]}}]}]}}");
+  ck_assert (pub_bad == NULL);
+  ck_assert_msg (strstr (e1->message, "exceptCidrs[1] is not a CIDR") != NULL, "%s", e1->message);
+  ck_assert_str_eq (
+      stat,
+      "{\"apiVersion\":\"cilium.io/v2\",\"kind\":\"CiliumNetworkPolicy\",\"metadata\":{\"name\":"
+      "\"t-egress\",\"namespace\":\"ns\"},\"spec\":{\"endpointSelector\":{\"matchLabels\":{"
+      "\"sandbox.namzu.ai/template\":\"t\"}},\"egress\":[{\"toEndpoints\":[{\"matchLabels\":{"
+      "\"k8s:io.kubernetes.pod.namespace\":\"kube-system\",\"k8s:k8s-app\":\"kube-dns\"}}],"
+      "\"toPorts\":[{\"ports\":[{\"port\":\"53\",\"protocol\":\"ANY\"}],\"rules\":{\"dns\":[{"
+      "\"matchPattern\":\"*\"}]}}]},{\"toFQDNs\":[{\"matchName\":\"API.example.com\"},{"
+      "\"matchName\":\"example.org\"},{\"matchPattern\":\"*.example.org\"}]}]}}");
+  ck_assert (stat_core == NULL);
+  ck_assert_int_eq (e2->code, NZ_EGRESS_ERROR_UNSUPPORTED);
+  ck_assert (g_str_has_prefix (e2->message, "KubernetesUnenforceableEgressPolicyError: egress "
+                                            "policy kind 'static' needs engine 'cilium'"));
+  /* A hostile host never reaches a manifest. */
+  ck_assert (stat_bad == NULL);
+  ck_assert (g_str_has_prefix (e3->message, "KubernetesNetworkPolicyHostError: host "));
+}
+END_TEST
+
+/* D.10.4: the host grammar, row by row, and the message's fixed tail. */
+START_TEST (test_k8s_host_grammar)
+{
+  struct
+  {
+    const char *host, *reason;
+  } bad[] = {
+    { "", "is empty" },
+    { ".", "names no domain after its leading dot" },
+    { "*.example.com", "contains '*'" },
+    { "a_b.example", "is not a hostname" },
+    { "-a.example", "is not a hostname" },
+    { "https://a.example", "is not a hostname" },
+    { "a.example:443", "is not a hostname" },
+    { ".com", "names a whole top-level domain" },
+    { "10.0.0.1", "is an IP address" },
+    { " a.example", "carries whitespace or a trailing dot" },
+    { "a.example.", "carries whitespace or a trailing dot" },
+    { "a.example\n", "carries whitespace or a trailing dot" },
+  };
+  g_autofree char *longh = NULL;
+  g_autofree char *ok = nz_egress_k8s_host_check ("API.Example.com", NULL);
+  g_autofree char *dom = nz_egress_k8s_host_check (".example.com", NULL);
+  g_autoptr (GError) enull = NULL;
+  g_autoptr (GError) elong = NULL;
+  g_autofree char *rnull = nz_egress_k8s_host_check (NULL, &enull);
+  g_autofree char *rlong = NULL;
+  GString *l = g_string_new (NULL);
+
+  ck_assert_str_eq (ok, "api.example.com");
+  ck_assert_str_eq (dom, ".example.com");
+  ck_assert (rnull == NULL && strstr (enull->message, "not a string") != NULL);
+  while (l->len < 254)
+    g_string_append (l, "abcdefghi.");
+  g_string_append (l, "example");
+  longh = g_string_free (l, FALSE);
+  rlong = nz_egress_k8s_host_check (longh, &elong);
+  ck_assert (rlong == NULL && strstr (elong->message, "is longer than 253") != NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *r = nz_egress_k8s_host_check (bad[i].host, &error);
+
+      ck_assert_msg (r == NULL, "%s accepted", bad[i].host);
+      ck_assert_int_eq (error->code, NZ_EGRESS_ERROR_INVALID_HOST);
+      ck_assert (g_str_has_prefix (error->message, "KubernetesNetworkPolicyHostError: host \""));
+      ck_assert_msg (strstr (error->message, bad[i].reason) != NULL, "%s", error->message);
+      ck_assert (g_str_has_suffix (error->message,
+                                   "Entries are hostnames: 'api.example.com' for one host, "
+                                   "'.example.com' for that domain and its subdomains. Nothing "
+                                   "was written."));
+    }
+}
+END_TEST
+
+START_TEST (test_k8s_default_name)
+{
+  g_autofree char *a = nz_egress_k8s_default_policy_name ("tpl", NULL, NULL);
+  g_autofree char *b = nz_egress_k8s_default_policy_name ("tpl", "web", NULL);
+  g_autofree char *big = g_strnfill (250, 'a');
+  g_autoptr (GError) error = NULL;
+  g_autofree char *c = nz_egress_k8s_default_policy_name (big, NULL, NULL);
+  g_autofree char *d = nz_egress_k8s_default_policy_name (big, "p", &error);
+  g_autofree char *fits = g_strnfill (246, 'a');
+  g_autofree char *e = nz_egress_k8s_default_policy_name (fits, NULL, NULL);
+
+  ck_assert_str_eq (a, "tpl-egress");
+  ck_assert_str_eq (b, "tpl-web-egress");
+  ck_assert (c == NULL && d == NULL);
+  ck_assert (g_str_has_prefix (error->message, "KubernetesEgressPolicyConfigError: "));
+  ck_assert_int_eq (strlen (e), 253);
+}
+END_TEST
+
+static NzEgressK8sConfig *
+k8s_config (const char *json, GError **error)
+{
+  g_autoptr (JsonParser) p = json_parser_new ();
+
+  ck_assert (json_parser_load_from_data (p, json, -1, NULL));
+  return nz_egress_k8s_config_parse (json_parser_get_root (p), error);
+}
+
+/* D.10.6: the egress object, its defaults and every refusal naming its field. */
+START_TEST (test_k8s_config)
+{
+  struct
+  {
+    const char *json, *message;
+  } bad[] = {
+    { "[]", "KubernetesEgressPolicyConfigError: backend.egress. must be an object" },
+    { "{}", "backend.egress.policy must be an object" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"polciy\":1}",
+      "backend.egress.polciy is not a known field" },
+    { "{\"policy\":{\"kind\":\"resolver\"}}", "backend.egress.policy.kind must be deny-all" },
+    { "{\"policy\":{\"kind\":\"deny-all\",\"allowedHosts\":[]}}",
+      "backend.egress.policy.allowedHosts is not a known field" },
+    { "{\"policy\":{\"kind\":\"static\"}}", "backend.egress.policy.allowedHosts is required" },
+    { "{\"policy\":{\"kind\":\"static\",\"allowedHosts\":[\"*.a.example\"]}}",
+      "KubernetesNetworkPolicyHostError: host \"*.a.example\"" },
+    { "{\"policy\":{\"kind\":\"static\",\"allowedHosts\":[7]}}",
+      "KubernetesNetworkPolicyHostError: the host is not a string" },
+    { "{\"policy\":{\"kind\":\"public-internet\",\"exceptCidrs\":[\"10.0.0.300/8\"]}}",
+      "backend.egress.policy.exceptCidrs[0] is not a CIDR" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"engine\":\"calico\"}",
+      "backend.egress.engine must be 'core' or 'cilium'" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"verify\":\"none\"}",
+      "backend.egress.verify must be 'union' or 'named-object-only'" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"networkPolicyName\":\"A_b\"}",
+      "backend.egress.networkPolicyName is not a DNS-1123 object name" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"profile\":\"Web\"}",
+      "KubernetesEgressProfileConfigError: backend.egress.profile is not a DNS-1123 label" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"profileLabelKey\":\"a b\"}",
+      "KubernetesEgressProfileConfigError: backend.egress.profileLabelKey is not a label key" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"ciliumNarrowing\":{}}",
+      "KubernetesEgressNarrowingUnsupportedError: " },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"admissionPolicyName\":\"f\"}}",
+      "KubernetesPerSandboxEgressConfigError: backend.egress.perSandbox.engine must be 'cilium'" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"engine\":\"cilium\"}}",
+      "KubernetesPerSandboxEgressConfigError: backend.egress.perSandbox.admissionPolicyName is "
+      "required" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"engine\":\"cilium\","
+      "\"admissionPolicyName\":\"f\",\"labelKey\":\"/x\"}}",
+      "backend.egress.perSandbox.labelKey is not a label key" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"engine\":\"cilium\","
+      "\"admissionPolicyName\":\"f\",\"extra\":1}}",
+      "backend.egress.perSandbox.extra is not a known field" },
+  };
+  g_autoptr (NzEgressK8sConfig) def = k8s_config ("{\"policy\":{\"kind\":\"deny-all\"}}", NULL);
+  g_autoptr (NzEgressK8sConfig) full = k8s_config (
+      "{\"policy\":{\"kind\":\"static\",\"allowedHosts\":[\"API.example.com\",\".b.example\"]},"
+      "\"engine\":\"cilium\",\"verify\":\"named-object-only\",\"profile\":\"web\","
+      "\"networkPolicyName\":\"pol\",\"perSandbox\":{\"engine\":\"cilium\","
+      "\"admissionPolicyName\":\"namzu-per-sandbox-egress\"}}",
+      NULL);
+  g_autoptr (JsonObject) sel = NULL;
+  g_autoptr (JsonObject) base = json_object_new ();
+  g_autoptr (JsonObject) labels = NULL;
+  g_autoptr (GError) collide = NULL;
+  g_autoptr (JsonObject) refused = NULL;
+  g_autofree char *sel_s = NULL;
+
+  ck_assert (def != NULL);
+  ck_assert_int_eq (def->kind, NZ_EGRESS_K8S_DENY_ALL);
+  ck_assert_int_eq (def->engine, NZ_EGRESS_K8S_CORE);
+  ck_assert (!def->named_object_only && !def->per_sandbox && def->profile == NULL);
+  ck_assert_str_eq (def->profile_label_key, "sandbox.namzu.ai/egress-profile");
+  ck_assert (full != NULL);
+  ck_assert_str_eq (full->allowed_hosts[0], "api.example.com");
+  ck_assert_str_eq (full->allowed_hosts[1], ".b.example");
+  ck_assert (full->allowed_hosts[2] == NULL);
+  ck_assert (full->named_object_only && full->per_sandbox);
+  ck_assert_str_eq (full->admission_policy_binding_name, "namzu-per-sandbox-egress-binding");
+  ck_assert_str_eq (full->per_sandbox_label_key, "sandbox.namzu.ai/per-sandbox-egress");
+  sel = nz_egress_k8s_selector (full, "tpl");
+  sel_s = nz_json_object_to_string (sel, NULL);
+  ck_assert_str_eq (sel_s, "{\"sandbox.namzu.ai/template\":\"tpl\","
+                           "\"sandbox.namzu.ai/egress-profile\":\"web\"}");
+  json_object_set_string_member (base, "team", "a");
+  labels = nz_egress_k8s_compose_pod_labels (full, base, NULL);
+  ck_assert_str_eq (json_object_get_string_member (labels, "sandbox.namzu.ai/egress-profile"),
+                    "web");
+  json_object_set_string_member (base, "sandbox.namzu.ai/egress-profile", "other");
+  refused = nz_egress_k8s_compose_pod_labels (full, base, &collide);
+  ck_assert (refused == NULL);
+  ck_assert (strstr (collide->message, "collides with a pod label") != NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (NzEgressK8sConfig) c = k8s_config (bad[i].json, &error);
+
+      ck_assert_msg (c == NULL, "accepted %s", bad[i].json);
+      ck_assert_msg (strstr (error->message, bad[i].message) != NULL, "%s: %s", bad[i].json,
+                     error->message);
+    }
+}
+END_TEST
+
 START_TEST (test_proxy_config)
 {
   struct
@@ -497,6 +753,10 @@ main (void)
   tcase_add_test (tc, test_port_union_and_cover);
   tcase_add_test (tc, test_profile_refusals);
   tcase_add_test (tc, test_k8s_translation);
+  tcase_add_test (tc, test_k8s_kinds);
+  tcase_add_test (tc, test_k8s_host_grammar);
+  tcase_add_test (tc, test_k8s_default_name);
+  tcase_add_test (tc, test_k8s_config);
   tcase_add_test (tc, test_proxy_config);
   suite_add_tcase (s, tc);
   return nz_test_run (s);

@@ -1,0 +1,169 @@
+/* Integration tests of lib/kube/nz-kube-egress against tests/fakes/fake-kube-apiserver.py
+ * (no cluster runs here): verifyEgressPolicyApplied (D.10.7) GETs the named policy over real
+ * HTTPS and refuses one that is absent or that an operator (or an attacker with write access
+ * to the namespace) widened. The server's certificate is self-signed and is the cluster CA. */
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "nz-egress-k8s.h"
+#include "nz-kube-client.h"
+#include "nz-kube-egress.h"
+#include "nz-kube-error.h"
+#include "../nz-test.h"
+
+static char *dir; /* key, certificate, template */
+static char *ca_pem;
+static guint16 port;
+static GPid fake_pid;
+
+static gboolean
+self_signed_server (void)
+{
+  g_autofree char *cfg = g_build_filename (dir, "server.cfg", NULL);
+  g_autofree char *gen = g_strdup_printf ("certtool --generate-privkey --key-type=ecdsa "
+                                          "--outfile %s/server.key",
+                                          dir);
+  g_autofree char *sign = g_strdup_printf (
+      "certtool --generate-self-signed --load-privkey %s/server.key --template %s "
+      "--outfile %s/server.pem",
+      dir, cfg, dir);
+  int s1 = -1, s2 = -1;
+
+  return g_file_set_contents (cfg,
+                              "cn = fake kube-apiserver\nip_address = 127.0.0.1\nca\n"
+                              "cert_signing_key\ntls_www_server\nexpiration_days = 2\n",
+                              -1, NULL)
+         && g_spawn_command_line_sync (gen, NULL, NULL, &s1, NULL) && s1 == 0
+         && g_spawn_command_line_sync (sign, NULL, NULL, &s2, NULL) && s2 == 0;
+}
+
+static NzKubeClient *
+client (void)
+{
+  g_autofree char *url = g_strdup_printf ("https://127.0.0.1:%u", port);
+  g_autoptr (GError) error = NULL;
+  NzKubeClient *c = nz_kube_client_new (
+      nz_kube_access_new_explicit (url, ca_pem, "egress-token", NULL), 0, &error);
+
+  ck_assert_msg (c != NULL, "%s", error ? error->message : "");
+  return c;
+}
+
+static JsonObject *
+translation (NzEgressK8sKind kind, const char *name)
+{
+  const char *hosts[] = { "api.example.com", NULL };
+  g_autoptr (JsonObject) sel = json_object_new ();
+  g_autoptr (JsonNode) n = NULL;
+
+  json_object_set_string_member (sel, "sandbox.namzu.ai/template", "t");
+  n = nz_egress_k8s_translate (kind, NZ_EGRESS_K8S_CILIUM, NULL, hosts, name, "namzu-sandboxes",
+                               sel, NULL);
+  return json_object_ref (json_node_get_object (n));
+}
+
+static void
+apply (NzKubeClient *c, JsonObject *manifest)
+{
+  g_autofree char *path = nz_kube_egress_policy_path (manifest);
+  g_autofree char *collection = g_path_get_dirname (path);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) made = nz_kube_create (c, collection, manifest, &error);
+
+  ck_assert_msg (made != NULL, "%s", error ? error->message : "");
+}
+
+START_TEST (test_named_object_against_api)
+{
+  g_autoptr (NzKubeClient) c = client ();
+  g_autoptr (JsonObject) want = translation (NZ_EGRESS_K8S_DENY_ALL, "t-egress");
+  g_autoptr (JsonObject) want_cil = translation (NZ_EGRESS_K8S_STATIC, "t-cil-egress");
+  g_autoptr (JsonObject) wide = translation (NZ_EGRESS_K8S_ALLOW_ALL, "t-wide-egress");
+  g_autoptr (JsonObject) want_wide = translation (NZ_EGRESS_K8S_DENY_ALL, "t-wide-egress");
+  g_autoptr (GError) absent = NULL;
+  g_autoptr (GError) widened = NULL;
+  g_autoptr (GError) ok = NULL;
+  g_autoptr (GError) ok_cil = NULL;
+
+  ck_assert (!nz_kube_egress_verify_applied (c, want, &absent));
+  ck_assert (g_error_matches (absent, NZ_KUBE_EGRESS_ERROR, NZ_KUBE_EGRESS_ERROR_NOT_APPLIED));
+  ck_assert_msg (g_str_has_prefix (absent->message,
+                                   "KubernetesEgressPolicyNotAppliedError: NetworkPolicy "
+                                   "/apis/networking.k8s.io/v1/namespaces/namzu-sandboxes/"
+                                   "networkpolicies/t-egress is not applied"),
+                 "%s", absent->message);
+  apply (c, want);
+  apply (c, want_cil);
+  ck_assert_msg (nz_kube_egress_verify_applied (c, want, &ok), "%s", ok ? ok->message : "");
+  ck_assert_msg (nz_kube_egress_verify_applied (c, want_cil, &ok_cil), "%s",
+                 ok_cil ? ok_cil->message : "");
+  /* An allow-all object under the name the backend expects to be deny-all is refused. */
+  apply (c, wide);
+  ck_assert (!nz_kube_egress_verify_applied (c, want_wide, &widened));
+  ck_assert (g_error_matches (widened, NZ_KUBE_EGRESS_ERROR, NZ_KUBE_EGRESS_ERROR_MISMATCH));
+  ck_assert (strstr (widened->message, "has other egress rules") != NULL);
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("kube-egress-api");
+  TCase *tc = tcase_create ("named");
+  const char *src = g_getenv ("NZ_SOURCE_DIR");
+  g_autofree char *script = NULL;
+  g_autofree char *cert = NULL;
+  g_autofree char *key = NULL;
+  g_autoptr (GError) error = NULL;
+  char line[256] = "";
+  int out_fd = -1, rc;
+  guint p = 0;
+  FILE *f;
+
+  nz_test_require_program ("python3", "python3 (scripts/install-deps)");
+  nz_test_require_program ("certtool", "certtool (gnutls-bin, scripts/install-deps)");
+  dir = g_dir_make_tmp ("nz-kube-egress-XXXXXX", NULL);
+  NZ_TEST_REQUIRE (dir != NULL && self_signed_server (), "certtool could not make a certificate");
+  cert = g_build_filename (dir, "server.pem", NULL);
+  key = g_build_filename (dir, "server.key", NULL);
+  NZ_TEST_REQUIRE (g_file_get_contents (cert, &ca_pem, NULL, NULL), "read the certificate");
+  script = g_build_filename (src, "tests", "fakes", "fake-kube-apiserver.py", NULL);
+  {
+    const char *argv[] = { "python3", script, "--cert",  cert,
+                           "--key",   key,    "--token", "egress=egress-token",
+                           NULL };
+
+    NZ_TEST_REQUIRE (g_spawn_async_with_pipes (NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL,
+                                               NULL, &fake_pid, NULL, &out_fd, NULL, &error),
+                     "spawn the fake: %s", error ? error->message : "");
+  }
+  f = fdopen (out_fd, "r");
+  NZ_TEST_REQUIRE (f != NULL && fgets (line, sizeof line, f) != NULL, "the fake said nothing");
+  NZ_TEST_REQUIRE (sscanf (line, "fake-kube-apiserver listening on 127.0.0.1:%u", &p) == 1,
+                   "unexpected line from the fake: %s", line);
+  fclose (f);
+  port = (guint16)p;
+
+  tcase_set_timeout (tc, 60);
+  tcase_add_test (tc, test_named_object_against_api);
+  suite_add_tcase (s, tc);
+  rc = nz_test_run (s);
+
+  kill (fake_pid, SIGTERM);
+  waitpid (fake_pid, NULL, 0);
+  g_unlink (cert);
+  g_unlink (key);
+  {
+    g_autofree char *cfg = g_build_filename (dir, "server.cfg", NULL);
+
+    g_unlink (cfg);
+  }
+  if (g_rmdir (dir) != 0)
+    rc = EXIT_FAILURE;
+  g_free (dir);
+  g_free (ca_pem);
+  return rc;
+}
