@@ -108,4 +108,136 @@ gboolean nz_kube_workspace_delete (NzKubeClient *client, const char *ns, const c
 /* The sandbox object path of @workspace_id (NULL with INVALID_ID). */
 char *nz_kube_workspace_path (const char *ns, const char *workspace_id, GError **error);
 
+/* ---- Create and adopt (D.8.3, D.8.4) ---- */
+
+#define NZ_KUBE_EGRESS_PROFILE_LABEL_KEY "sandbox.namzu.ai/egress-profile"
+
+/* A hook of the caller (D.8.3 steps 2 and 5: egress and ingress verification, another
+ * library): sees the pod labels the Sandbox will carry; FALSE with @error refuses the create. */
+typedef gboolean (*NzKubeWorkspaceVerifyFunc) (JsonObject *pod_labels, gpointer data,
+                                               GError **error);
+
+typedef struct
+{
+  const char *ns;
+  const char *workspace_id;
+  const char *template_name;     /* sandboxTemplateName */
+  const char *profile_label_key; /* NULL: NZ_KUBE_EGRESS_PROFILE_LABEL_KEY */
+  const char *egress_profile;    /* NULL: none configured */
+  gboolean per_sandbox_egress;   /* refused on a workspace (CONFIG) */
+  gint64 epoch;                  /* NZ_KUBE_NO_EPOCH or a non-negative safe integer */
+  gboolean refresh_pod_template;
+  NzKubeWorkspaceVerifyFunc verify; /* may be NULL */
+  gpointer verify_data;
+} NzKubeWorkspaceSpec;
+
+/* KubernetesWorkspaceMismatchError's fields. */
+typedef struct
+{
+  char *sandbox_name;
+  char *field;             /* "sandboxTemplateName" | "egressProfile" | "runtimeClassName" */
+  char *expected, *actual; /* NULL: absent */
+} NzKubeWorkspaceMismatch;
+void nz_kube_workspace_mismatch_free (NzKubeWorkspaceMismatch *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzKubeWorkspaceMismatch, nz_kube_workspace_mismatch_free)
+
+typedef struct
+{
+  char *sandbox_name;
+  char *origin;           /* "created" | "resumed" | "adopted-running" */
+  JsonObject *sandbox;    /* the last object read or written */
+  gint64 held_epoch;      /* the epoch held (NZ_KUBE_NO_EPOCH without one) */
+  char *draining_pod_uid; /* adopt: a terminating pod to skip when binding, or NULL */
+  gboolean woke;          /* this call moved it Suspended -> Running: wait for the new pod */
+  gboolean refreshed;     /* a template refresh was applied */
+} NzKubeWorkspaceOpened;
+void nz_kube_workspace_opened_free (NzKubeWorkspaceOpened *o);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzKubeWorkspaceOpened, nz_kube_workspace_opened_free)
+
+/* D.8.3 steps 1, 3, 4, 6, 7, 8 (+ the verify hook for 2 and 5): validate, GET the template and
+ * check its disk, POST the Sandbox (Running, service, no shutdownTime, the epoch and hash
+ * annotations); a 409 adopts. Errors: INVALID_ID, CONFIG, DISK, MISMATCH (with *@mismatch when
+ * non-NULL), PRECONDITION, NZ_KUBE_ERROR. */
+NzKubeWorkspaceOpened *nz_kube_workspace_create (NzKubeClient *client,
+                                                 const NzKubeWorkspaceSpec *spec,
+                                                 NzKubeWorkspaceMismatch **mismatch,
+                                                 GError **error);
+/* D.8.4 on its own (the template is read for runtimeClassName and a refresh). */
+NzKubeWorkspaceOpened *nz_kube_workspace_adopt (NzKubeClient *client,
+                                                const NzKubeWorkspaceSpec *spec,
+                                                NzKubeWorkspaceMismatch **mismatch, GError **error);
+
+/* ---- Pods, suspend and resume (D.8.5, D.8.6) ---- */
+
+/* D.5 readPodIP / isPodLive / isPodStopped. */
+const char *nz_kube_pod_ip (JsonObject *pod);
+gboolean nz_kube_pod_is_live (JsonObject *pod);
+gboolean nz_kube_pod_is_stopped (JsonObject *pod);
+
+/* Polls the pod (named after the Sandbox) every @interval_ms until GET is 404 or the pod is
+ * Succeeded/Failed; past @timeout_ms (one deadline) SUSPEND_TIMEOUT: "kubernetes workspace
+ * <id>: suspend of <sandboxName> unconfirmed: the pod was not retired within <ms>ms". */
+gboolean nz_kube_workspace_wait_pod_retired (NzKubeClient *client, const char *ns,
+                                             const char *workspace_id, guint interval_ms,
+                                             guint timeout_ms, GError **error);
+/* Polls for the new pod: same name, uid != @retired_uid (may be NULL), live, with an IP.
+ * Returns its uid and IP; past the deadline RESUME_TIMEOUT. */
+gboolean nz_kube_workspace_wait_pod_ready (NzKubeClient *client, const char *ns,
+                                           const char *workspace_id, const char *retired_uid,
+                                           guint interval_ms, guint timeout_ms, char **pod_uid,
+                                           char **pod_ip, GError **error);
+
+/* A step of the caller inside a suspend (D.8.5 steps 3-5: reap terminals, quiesce, flush):
+ * FALSE with @error stops the suspend before any patch. */
+typedef gboolean (*NzKubeWorkspaceStepFunc) (JsonObject *sandbox, gpointer data, GError **error);
+
+/* D.8.5 object side: GET (the epoch gate when @epoch is set; a Suspended object returns TRUE
+ * at once with *@already TRUE), @before_patch, the Suspended write (fenced or merge), then
+ * wait_pod_retired. */
+gboolean nz_kube_workspace_suspend (NzKubeClient *client, const char *ns, const char *workspace_id,
+                                    gint64 epoch, NzKubeWorkspaceStepFunc before_patch,
+                                    gpointer data, guint interval_ms, guint timeout_ms,
+                                    gboolean *already, GError **error);
+/* D.8.6 object side: GET, the epoch rule, then the Running write (a template refresh with
+ * @refresh_template, D.8.9; a stamp-only write when already Running with an epoch), then
+ * wait_pod_ready skipping @retired_uid. *@woke TRUE when this call moved the mode. */
+gboolean nz_kube_workspace_resume (NzKubeClient *client, const char *ns, const char *workspace_id,
+                                   gint64 epoch, JsonNode *refresh_template,
+                                   const char *retired_uid, guint interval_ms, guint timeout_ms,
+                                   char **pod_uid, char **pod_ip, gboolean *woke, GError **error);
+
+/* ---- Standalone reads (D.8.8, D.8.10) ---- */
+
+typedef struct
+{
+  char *workspace_id;
+  char *operating_mode;
+  char *template;
+  char *created_at;      /* or NULL */
+  char *mode_changed_at; /* or NULL */
+  gint64 holder_epoch;   /* 0 when absent, -1 when unreadable (omitted) */
+} NzKubeWorkspaceInfo;
+void nz_kube_workspace_info_free (NzKubeWorkspaceInfo *i);
+
+/* One GET of the sandboxes collection, filtered to the namzu-ws- prefix and a non-empty
+ * template label. A GPtrArray of NzKubeWorkspaceInfo (owns them). */
+GPtrArray *nz_kube_workspace_list (NzKubeClient *client, const char *ns, GError **error);
+
+typedef struct
+{
+  char *sandbox_uid;
+  GHashTable *volume_claim_uids; /* vctName -> uid, best effort */
+  char *pod_uid;                 /* NULL when no live pod */
+} NzKubeWorkspaceIdentity;
+void nz_kube_workspace_identity_free (NzKubeWorkspaceIdentity *i);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzKubeWorkspaceIdentity, nz_kube_workspace_identity_free)
+
+/* D.8.10: the Sandbox uid (REPLACED when @expected_sandbox_uid is set and the object is gone or
+ * has another uid: "kubernetes workspace <id>: <sandboxName> was replaced (expected uid <e>,
+ * found <a|none>)"; terminal, never rebind), the PVC uids (best effort) and the pod uid. */
+NzKubeWorkspaceIdentity *nz_kube_workspace_read_identity (NzKubeClient *client, const char *ns,
+                                                          const char *workspace_id,
+                                                          const char *expected_sandbox_uid,
+                                                          GError **error);
+
 G_END_DECLS
