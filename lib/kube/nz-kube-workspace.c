@@ -599,7 +599,7 @@ nz_kube_workspace_write (NzKubeClient *client, const char *ns, const char *works
 
 gboolean
 nz_kube_workspace_delete (NzKubeClient *client, const char *ns, const char *workspace_id,
-                          gint64 epoch, GError **error)
+                          gint64 epoch, JsonObject *current, GError **error)
 {
   g_autofree char *path = nz_kube_workspace_path (ns, workspace_id, error);
   GError *local = NULL;
@@ -613,7 +613,9 @@ nz_kube_workspace_delete (NzKubeClient *client, const char *ns, const char *work
 
       if (epoch >= 0)
         {
-          if ((cur = nz_kube_get (client, path, &local)) == NULL)
+          if (attempt == 1 && current)
+            cur = json_object_ref (current);
+          else if ((cur = nz_kube_get (client, path, &local)) == NULL)
             break;
           if (!nz_kube_workspace_check_epoch (cur, "delete", workspace_id, (guint64)epoch, error))
             return FALSE;

@@ -99,11 +99,11 @@ JsonObject *nz_kube_workspace_write (NzKubeClient *client, const char *ns, const
                                      const NzKubeWorkspaceWrite *w, JsonObject *current,
                                      gboolean *applied, GError **error);
 
-/* D.8.7: GET (404: done), check the epoch, DELETE with preconditions.resourceVersion of that
- * read; a 409 re-reads and retries (1 + NZ_KUBE_FENCED_DELETE_RETRIES attempts); 404 is success.
- * NZ_KUBE_NO_EPOCH: a plain DELETE (404 OK). */
+/* D.8.7: check the epoch on @current (the handle's last read; NULL: GET, 404 is done), DELETE
+ * with preconditions.resourceVersion of that read; a 409 re-reads and retries (up to
+ * NZ_KUBE_FENCED_DELETE_RETRIES times); 404 is success. NZ_KUBE_NO_EPOCH: a plain DELETE. */
 gboolean nz_kube_workspace_delete (NzKubeClient *client, const char *ns, const char *workspace_id,
-                                   gint64 epoch, GError **error);
+                                   gint64 epoch, JsonObject *current, GError **error);
 
 /* The sandbox object path of @workspace_id (NULL with INVALID_ID). */
 char *nz_kube_workspace_path (const char *ns, const char *workspace_id, GError **error);
