@@ -165,8 +165,8 @@ START_TEST (test_handle_roundtrip_and_list)
     g_autofree char *a_path = g_build_filename (a->dir, NZ_HANDLE_FILE, NULL);
     g_autofree char *moved = NULL;
 
-    ck_assert (g_file_set_contents (corrupt, "{\"id\":\"nz-00000000ffff\",\"cpus\":1e+17.0}", -1,
-                                    NULL));
+    ck_assert (
+        g_file_set_contents (corrupt, "{\"id\":\"nz-00000000ffff\",\"cpus\":1e+17.0}", -1, NULL));
     ck_assert_int_eq (g_mkdir_with_parents (dirh, 0700), 0);
     ck_assert_int_eq (g_mkdir (other, 0700), 0);
     ck_assert (g_file_get_contents (a_path, &moved, NULL, NULL));
@@ -341,7 +341,8 @@ START_TEST (test_remove_dir_stops_at_a_mount)
   ck_assert_int_eq (umount (mnt), 0);
   ck_assert (!removed);
   ck_assert_msg (strstr (error->message, "mount point") != NULL
-                     || strstr (error->message, g_strerror (EBUSY)) != NULL, "%s", error->message);
+                     || strstr (error->message, g_strerror (EBUSY)) != NULL,
+                 "%s", error->message);
   ck_assert_msg (kept, "the walk emptied a mounted filesystem");
   g_clear_error (&error);
   ck_assert_msg (nz_handle_remove_dir (h, &error), "%s", error ? error->message : "");
@@ -356,7 +357,8 @@ resolve_with_stdin (const char *arg, const char *stdin_text, GError **error)
 
   ck_assert_int_eq (pipe (fds), 0);
   if (stdin_text != NULL)
-    ck_assert_int_eq (write (fds[1], stdin_text, strlen (stdin_text)), (ssize_t)strlen (stdin_text));
+    ck_assert_int_eq (write (fds[1], stdin_text, strlen (stdin_text)),
+                      (ssize_t)strlen (stdin_text));
   close (fds[1]);
   h = nz_handle_resolve_fd (arg, fds[0], error);
   close (fds[0]);
@@ -497,8 +499,7 @@ END_TEST
 START_TEST (test_backend_table)
 {
   g_autoptr (GError) e1 = NULL, e2 = NULL;
-  const char *const unavailable[] = { "microvm:firecracker", "microvm:kubernetes",
-                                      "container:aci-standby-pool" };
+  const char *const unavailable[] = { "microvm:firecracker", "container:aci-standby-pool" };
 
   ck_assert (nz_backend_lookup (NULL, NULL) != NULL);
   ck_assert_str_eq (nz_backend_lookup ("container:bwrap", NULL)->name, "container:bwrap");
@@ -515,7 +516,8 @@ START_TEST (test_backend_table)
       ck_assert (strstr (e->message, unavailable[i]) != NULL);
       /* The refusal names every backend that is there to pick instead. */
       ck_assert (strstr (e->message,
-                         "(available: container:bwrap, container:docker, container:runsc)")
+                         "(available: container:bwrap, container:docker, container:runsc, "
+                         "microvm:kubernetes)")
                  != NULL);
     }
   ck_assert (nz_backend_lookup ("container:lxc", &e1) == NULL);
@@ -532,8 +534,7 @@ config_error (const char *json, NzCreateOptions **out)
   g_autoptr (GError) error = NULL;
 
   if (nz_create_options_load_config (opts, json, -1, &error)
-      && nz_create_options_validate (opts, &error)
-      && nz_create_options_check_disk (opts, &error))
+      && nz_create_options_validate (opts, &error) && nz_create_options_check_disk (opts, &error))
     {
       if (out != NULL)
         *out = g_steal_pointer (&opts);
@@ -542,27 +543,27 @@ config_error (const char *json, NzCreateOptions **out)
   return g_strdup_printf ("%d:%s", error->code, error->message);
 }
 
-#define ASSERT_REFUSED(json, needle)                                                           \
-  do                                                                                           \
-    {                                                                                          \
-      g_autofree char *msg_ = config_error (json, NULL);                                       \
-      ck_assert_msg (msg_ != NULL, "accepted: %s", json);                                      \
-      ck_assert_msg (strstr (msg_, needle) != NULL, "'%s' lacks '%s'", msg_, needle);          \
-    }                                                                                          \
+#define ASSERT_REFUSED(json, needle)                                                               \
+  do                                                                                               \
+    {                                                                                              \
+      g_autofree char *msg_ = config_error (json, NULL);                                           \
+      ck_assert_msg (msg_ != NULL, "accepted: %s", json);                                          \
+      ck_assert_msg (strstr (msg_, needle) != NULL, "'%s' lacks '%s'", msg_, needle);              \
+    }                                                                                              \
   while (0)
 
 START_TEST (test_config_accepts)
 {
   NzCreateOptions *opts = NULL;
   g_autofree char *msg = config_error (
-    "{\"backend\":{\"tier\":\"container\",\"runtime\":\"bwrap\",\"cpuLimit\":1.5,"
-    "\"readyTimeoutMs\":5000,\"writableRootfsPaths\":[\"/opt/cache\"]},"
-    "\"layout\":{\"outputs\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/srv/o\"}},"
-    "\"uploads\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/srv/u\"}},"
-    "\"skills\":[{\"id\":\"pdf\",\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/srv/s\"}}]},"
-    "\"defaultEgress\":{\"kind\":\"allow-all\"},\"defaultMemoryLimitMb\":512,"
-    "\"defaultMaxProcesses\":64,\"defaultTimeoutMs\":1000}",
-    &opts);
+      "{\"backend\":{\"tier\":\"container\",\"runtime\":\"bwrap\",\"cpuLimit\":1.5,"
+      "\"readyTimeoutMs\":5000,\"writableRootfsPaths\":[\"/opt/cache\"]},"
+      "\"layout\":{\"outputs\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/srv/o\"}},"
+      "\"uploads\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/srv/u\"}},"
+      "\"skills\":[{\"id\":\"pdf\",\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/srv/s\"}}]},"
+      "\"defaultEgress\":{\"kind\":\"allow-all\"},\"defaultMemoryLimitMb\":512,"
+      "\"defaultMaxProcesses\":64,\"defaultTimeoutMs\":1000}",
+      &opts);
   NzMount *m;
 
   ck_assert_msg (msg == NULL, "%s", msg);
@@ -599,9 +600,21 @@ START_TEST (test_config_refusals_name_the_field)
   ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"egressProxyImage\":7}}",
                   "backend.egressProxyImage");
   ASSERT_REFUSED ("{\"backend\":{\"tier\":\"container\",\"runtime\":\"runsc\","
-                  "\"hostReachability\":\"x\"}}", "backend.hostReachability");
-  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"microvm\",\"service\":\"kubernetes\"}}",
-                  "microvm:kubernetes");
+                  "\"hostReachability\":\"x\"}}",
+                  "backend.hostReachability");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"microvm\"}}", "microvm:firecracker");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"microvm\",\"service\":\"kubernetes\","
+                  "\"agentAddress\":\"node\"}}",
+                  "backend.agentAddress");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"microvm\",\"service\":\"kubernetes\","
+                  "\"namespace\":\"Bad/NS\"}}",
+                  "backend.namespace");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"microvm\",\"service\":\"kubernetes\","
+                  "\"access\":{\"server\":\"http://x\",\"token\":\"t\"}}}",
+                  "backend.access.server");
+  ASSERT_REFUSED ("{\"backend\":{\"tier\":\"microvm\",\"service\":\"kubernetes\","
+                  "\"network\":\"n1\"}}",
+                  "backend.network: not supported by microvm:kubernetes");
   ASSERT_REFUSED ("{\"backend\":{\"tier\":\"satellite\"}}", "backend.tier");
   {
     g_autofree char *j = g_strdup_printf ("{%s,\"image\":\"x\"}}", bw);
@@ -637,16 +650,20 @@ START_TEST (test_config_refusals_name_the_field)
   ASSERT_REFUSED ("{\"defaultMaxProcesses\":2147483648}", "defaultMaxProcesses");
   /* A disk bound where it cannot hold: a writable host directory, a writable image layer. */
   ASSERT_REFUSED ("{\"defaultDiskLimitMb\":64,\"layout\":{\"outputs\":{\"source\":"
-                  "{\"type\":\"hostDir\",\"hostPath\":\"/a\"}}}}", "--disk-mb cannot bound layout.outputs");
+                  "{\"type\":\"hostDir\",\"hostPath\":\"/a\"}}}}",
+                  "--disk-mb cannot bound layout.outputs");
   ASSERT_REFUSED ("{\"defaultDiskLimitMb\":64,\"layout\":{\"scratch\":{\"source\":"
-                  "{\"type\":\"hostDir\",\"hostPath\":\"/a\"}}}}", "--disk-mb cannot bound layout.scratch");
+                  "{\"type\":\"hostDir\",\"hostPath\":\"/a\"}}}}",
+                  "--disk-mb cannot bound layout.scratch");
   ASSERT_REFUSED ("{\"defaultDiskLimitMb\":64,\"backend\":{\"tier\":\"container\",\"image\":\"i\","
-                  "\"readOnlyRootfs\":false}}", "--disk-mb cannot bound a writable root");
+                  "\"readOnlyRootfs\":false}}",
+                  "--disk-mb cannot bound a writable root");
   {
     g_autoptr (NzCreateOptions) ok = NULL;
-    g_autofree char *msg = config_error ("{\"defaultDiskLimitMb\":64,\"layout\":{\"uploads\":"
-                                         "{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/a\"}}}}",
-                                         &ok);
+    g_autofree char *msg
+        = config_error ("{\"defaultDiskLimitMb\":64,\"layout\":{\"uploads\":"
+                        "{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/a\"}}}}",
+                        &ok);
 
     ck_assert_msg (msg == NULL, "%s", msg);
     ck_assert_int_eq (ok->disk_mb, 64);
@@ -663,24 +680,29 @@ START_TEST (test_config_refusals_name_the_field)
   ASSERT_REFUSED ("{\"layout\":{\"outputs\":{\"source\":{\"type\":\"azureFileShare\"}}}}",
                   "layout.outputs.source.type");
   ASSERT_REFUSED ("{\"layout\":{\"outputs\":{\"source\":{\"type\":\"hostDir\","
-                  "\"hostPath\":\"rel\"}}}}", "layout.outputs.source.hostPath");
-  ASSERT_REFUSED ("{\"layout\":{\"outputs\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/a\"}},"
-                  "\"uploads\":{\"containerPath\":\"/mnt/user-data/outputs\",\"source\":"
-                  "{\"type\":\"hostDir\",\"hostPath\":\"/b\"}}}}",
-                  "duplicate containerPath \"/mnt/user-data/outputs\"");
+                  "\"hostPath\":\"rel\"}}}}",
+                  "layout.outputs.source.hostPath");
+  ASSERT_REFUSED (
+      "{\"layout\":{\"outputs\":{\"source\":{\"type\":\"hostDir\",\"hostPath\":\"/a\"}},"
+      "\"uploads\":{\"containerPath\":\"/mnt/user-data/outputs\",\"source\":"
+      "{\"type\":\"hostDir\",\"hostPath\":\"/b\"}}}}",
+      "duplicate containerPath \"/mnt/user-data/outputs\"");
   ASSERT_REFUSED ("{\"layout\":{\"scratch\":{\"containerPath\":\"/proc/x\",\"source\":"
-                  "{\"type\":\"hostDir\",\"hostPath\":\"/b\"}}}}", "layout.scratch");
+                  "{\"type\":\"hostDir\",\"hostPath\":\"/b\"}}}}",
+                  "layout.scratch");
   ASSERT_REFUSED ("{\"layout\":{\"skills\":[{\"id\":\"a/b\",\"source\":{\"type\":\"hostDir\","
-                  "\"hostPath\":\"/b\"}}]}}", "layout.skills[0].id");
+                  "\"hostPath\":\"/b\"}}]}}",
+                  "layout.skills[0].id");
   ASSERT_REFUSED ("{\"defaultEgress\":{\"kind\":\"resolver\"}}", "defaultEgress.kind");
   ASSERT_REFUSED ("{\"defaultEgress\":{\"kind\":\"static\",\"allowedHosts\":[1]}}",
                   "defaultEgress.allowedHosts[0]");
   ASSERT_REFUSED ("{\"defaultEgress\":{\"kind\":\"deny-all\"},\"egressProfile\":{\"name\":\"p\","
-                  "\"hosts\":[]}}", "egressProfile");
+                  "\"hosts\":[]}}",
+                  "egressProfile");
   /* Validated in full: every problem is reported, not only the first. */
   {
-    g_autofree char *msg = config_error ("{\"defaultMemoryLimitMb\":0,\"defaultMaxProcesses\":0}",
-                                         NULL);
+    g_autofree char *msg
+        = config_error ("{\"defaultMemoryLimitMb\":0,\"defaultMaxProcesses\":0}", NULL);
 
     ck_assert (strstr (msg, "defaultMemoryLimitMb") != NULL);
     ck_assert (strstr (msg, "defaultMaxProcesses") != NULL);
@@ -693,7 +715,7 @@ START_TEST (test_config_egress_kinds)
   NzCreateOptions *opts = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree char *m1 = config_error (
-    "{\"defaultEgress\":{\"kind\":\"static\",\"allowedHosts\":[\"api.example.com\"]}}", &opts);
+      "{\"defaultEgress\":{\"kind\":\"static\",\"allowedHosts\":[\"api.example.com\"]}}", &opts);
 
   ck_assert_msg (m1 == NULL, "%s", m1);
   ck_assert (opts->network == NZ_NETWORK_ALLOWLIST);
@@ -706,8 +728,7 @@ START_TEST (test_config_egress_kinds)
   nz_create_options_free (opts);
   opts = NULL;
   {
-    g_autofree char *m2 = config_error ("{\"egressProfile\":{\"name\":\"p\",\"hosts\":[]}}",
-                                        &opts);
+    g_autofree char *m2 = config_error ("{\"egressProfile\":{\"name\":\"p\",\"hosts\":[]}}", &opts);
 
     ck_assert_msg (m2 == NULL, "%s", m2);
     ck_assert (opts->network == NZ_NETWORK_DENY_ALL);

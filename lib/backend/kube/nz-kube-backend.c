@@ -8,6 +8,7 @@
 #include "nz-json.h"
 #include "nz-kube-client.h"
 #include "nz-kube-probe.h"
+#include "nz-kube-workspace.h"
 
 /* spec D.6.1: the privilege probe's own bound, under the readiness deadline. */
 #define PROBE_TIMEOUT_MS_MAX 15000
@@ -62,41 +63,6 @@ ready_condition (JsonObject *obj, const char **reason, const char **message)
       return g_strcmp0 (nz_json_get_string (c, "status"), "True") == 0 ? 1 : 0;
     }
   return -1;
-}
-
-/* spec D.5 isPodLive: metadata, no deletionTimestamp, phase not Succeeded/Failed. */
-static gboolean
-pod_is_live (JsonObject *pod)
-{
-  JsonObject *meta = obj_path (pod, "metadata", NULL);
-  const char *phase = str_path (pod, "status", "phase", NULL);
-
-  if (meta == NULL)
-    return FALSE;
-  if (json_object_has_member (meta, "deletionTimestamp")
-      && !JSON_NODE_HOLDS_NULL (json_object_get_member (meta, "deletionTimestamp")))
-    return FALSE;
-  return g_strcmp0 (phase, "Succeeded") != 0 && g_strcmp0 (phase, "Failed") != 0;
-}
-
-/* spec D.5 readPodIP: status.podIP, then status.podIPs[].ip. */
-static const char *
-pod_ip (JsonObject *pod)
-{
-  JsonObject *st = obj_path (pod, "status", NULL);
-  const char *ip = st != NULL ? nz_json_get_string (st, "podIP") : NULL;
-  JsonArray *ips = st != NULL ? nz_json_get_array (st, "podIPs") : NULL;
-
-  if (ip != NULL && *ip != '\0')
-    return ip;
-  for (guint i = 0; ips != NULL && i < json_array_get_length (ips); i++)
-    {
-      JsonNode *n = json_array_get_element (ips, i);
-
-      if (JSON_NODE_HOLDS_OBJECT (n) && nz_json_get_string (json_node_get_object (n), "ip") != NULL)
-        return nz_json_get_string (json_node_get_object (n), "ip");
-    }
-  return NULL;
 }
 
 /* The first podIPs entry of a Sandbox's (or a claim's status.sandbox) status: strings or
@@ -476,10 +442,10 @@ take_pod (JsonObject *pod, BoundPod *out)
 {
   const char *uid = str_path (pod, "metadata", "uid", NULL);
 
-  if (uid == NULL || *uid == '\0' || !pod_is_live (pod))
+  if (uid == NULL || *uid == '\0' || !nz_kube_pod_is_live (pod))
     return FALSE;
   out->uid = g_strdup (uid);
-  out->ip = g_strdup (pod_ip (pod));
+  out->ip = g_strdup (nz_kube_pod_ip (pod));
   out->name = g_strdup (str_path (pod, "metadata", "name", NULL));
   return TRUE;
 }
