@@ -558,6 +558,8 @@ lease_end_ms (const NzCreateOptions *opts, gint64 created_ms, gint64 now_ms, gin
   return end - end % 1000;
 }
 
+static gboolean renew_lease (NzHandle *h, GError **error);
+
 NzHandle *
 nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
 {
@@ -608,7 +610,6 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   nz_handle_set_lifetime (h, opts);
   lease_end = lease_end_ms (opts, h->created_at_ms, now_ms, ttl_s);
   shutdown = rfc3339_ms (lease_end);
-  h->priv = json_object_new ();
   json_object_set_object_member (h->priv, "access", json_object_ref (access_spec));
   json_object_set_string_member (h->priv, "server", access->server);
   json_object_set_string_member (h->priv, "namespace", a.ns);
@@ -747,7 +748,8 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
     }
   else if (local == NULL && ready == NULL)
     nz_throw (&local, NZ_ERROR_FAILED, "kubernetes: %s did not start", label);
-  if (local != NULL || !nz_handle_save (h, &local))
+  /* A slow start may have spent half the lease already: renewed before anyone relies on it. */
+  if (local != NULL || !nz_handle_save (h, &local) || !renew_lease (h, &local))
     {
       /* spec D.6.1: any failure along the way releases what was created. */
       g_autoptr (GError) rel = NULL;
