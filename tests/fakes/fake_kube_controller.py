@@ -178,8 +178,9 @@ class Controller:
                 if os.path.exists(d):
                     argv += ["--ro-bind", d, d]
             build = os.path.dirname(os.path.dirname(os.path.realpath(self.agent_bin)))
-            argv += ["--ro-bind", build, build, "--dev", "/dev", "--proc", "/proc",
-                     "--tmpfs", "/tmp", "--bind", workspace, "/workspace",
+            # /tmp first: a build tree under /tmp (a fresh clone there) must not be hidden
+            argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                     "--ro-bind", build, build, "--bind", workspace, "/workspace",
                      "--chdir", "/workspace", os.path.realpath(self.agent_bin)]
         log = open(os.path.join(self.state_dir, "agent-%s-%s.log" % (ns, podname)), "ab")
         proc = subprocess.Popen(argv, env=env, pass_fds=tuple(sorted({fd, 3})), stdin=subprocess.DEVNULL,
