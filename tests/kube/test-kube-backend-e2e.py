@@ -6,10 +6,12 @@ the pod uid as their token; everything on the host side is the real build. TAP o
 Without bwrap/openssl the test is skipped, except under CI=true (a failure)."""
 
 import importlib.util
+import sys
+
+sys.dont_write_bytecode = True  # importing the fake harness must not write into the source tree
 import json
 import os
 import subprocess
-import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))

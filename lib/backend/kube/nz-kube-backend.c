@@ -356,7 +356,7 @@ build_sandbox (Acquire *a, JsonObject *tpl, const char *name, const char *shutdo
       labels = json_object_new ();
       json_object_set_object_member (pmeta, "labels", labels);
     }
-  json_object_set_string_member (labels, NZ_KUBE_TEMPLATE_LABEL, a->k->template_name);
+  json_object_set_string_member (labels, NZ_KUBE_SANDBOX_TEMPLATE_LABEL_KEY, a->k->template_name);
   if (a->k->runtime_class != NULL)
     json_object_set_string_member (nz_json_get_object (pt, "spec"), "runtimeClassName",
                                    a->k->runtime_class);

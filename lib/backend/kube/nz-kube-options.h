@@ -20,8 +20,6 @@ G_BEGIN_DECLS
 #define NZ_KUBE_STREAM_HEARTBEAT_MS_DEFAULT 15000
 /* spec D.6.1: the object name of a task sandbox is namzu-task-<uuid>. */
 #define NZ_KUBE_TASK_NAME_PREFIX "namzu-task-"
-/* spec D.5 labels */
-#define NZ_KUBE_TEMPLATE_LABEL "sandbox.namzu.ai/template"
 
 typedef enum
 {
