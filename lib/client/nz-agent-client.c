@@ -44,6 +44,8 @@ struct _NzAgentClient
   guint dial_retry_ms;
   GPtrArray *replay; /* GBytes per connection (the last repeats), nz_agent_client_new_replay */
   guint replayed;
+  NzTransportRebindFunc rebind; /* spec D.7, from the transport; NULL: never rebinds */
+  char *sandbox_id;
 };
 
 /* ---- untrusted replies -------------------------------------------------------------------- */
@@ -118,6 +120,31 @@ nz_agent_endpoint_describe (const NzAgentEndpoint *ep)
 
 /* ---- client ------------------------------------------------------------------------------- */
 
+/* Forgets where @c dials and with what token (wiped). */
+static void
+client_clear_target (NzAgentClient *c)
+{
+  g_clear_pointer (&c->raw_endpoint, g_free);
+  g_clear_pointer (&c->description, g_free);
+  g_clear_pointer (&c->ep, nz_agent_endpoint_free);
+  g_clear_error (&c->parse_error);
+  if (c->token != NULL)
+    explicit_bzero (c->token, strlen (c->token));
+  g_clear_pointer (&c->token, g_free);
+}
+
+/* Points @c at @endpoint and @token: what the next connection dials (a new client, or a
+ * rebind). */
+static void
+client_set_target (NzAgentClient *c, const char *endpoint, const char *token)
+{
+  client_clear_target (c);
+  c->raw_endpoint = g_strdup (endpoint);
+  c->ep = nz_agent_endpoint_parse (endpoint, &c->parse_error);
+  c->description = c->ep != NULL ? nz_agent_endpoint_describe (c->ep) : g_strdup (endpoint);
+  c->token = g_strdup (token);
+}
+
 NzAgentClient *
 nz_agent_client_new (const char *endpoint, const char *token)
 {
@@ -125,25 +152,32 @@ nz_agent_client_new (const char *endpoint, const char *token)
 
   g_return_val_if_fail (endpoint != NULL, NULL);
   c = g_new0 (NzAgentClient, 1);
-  c->raw_endpoint = g_strdup (endpoint);
-  c->ep = nz_agent_endpoint_parse (endpoint, &c->parse_error);
-  c->description = c->ep != NULL ? nz_agent_endpoint_describe (c->ep) : g_strdup (endpoint);
-  c->token = g_strdup (token);
+  client_set_target (c, endpoint, token);
   return c;
 }
 
 NzAgentClient *
 nz_agent_client_new_for (const NzTransport *t, GError **error)
 {
+  NzAgentClient *c = NULL;
+
   g_return_val_if_fail (t != NULL && t->endpoint != NULL, NULL);
   switch (t->credential.kind)
     {
     case NZ_CREDENTIAL_NONE:
-      return nz_agent_client_new (t->endpoint, NULL);
+      c = nz_agent_client_new (t->endpoint, NULL);
+      break;
     case NZ_CREDENTIAL_BEARER:
-      return nz_agent_client_new (t->endpoint, t->credential.token);
+      c = nz_agent_client_new (t->endpoint, t->credential.token);
+      break;
     case NZ_CREDENTIAL_TLS_CLIENT:
       break;
+    }
+  if (c != NULL)
+    {
+      c->rebind = t->sandbox_id != NULL ? t->rebind : NULL;
+      c->sandbox_id = g_strdup (t->sandbox_id);
+      return c;
     }
   return (nz_throw (error, NZ_ERROR_UNSUPPORTED,
                     "%s needs a TLS client certificate, and this build's clients cannot present "
@@ -157,15 +191,10 @@ nz_agent_client_free (NzAgentClient *c)
 {
   if (c == NULL)
     return;
-  g_free (c->raw_endpoint);
-  g_free (c->description);
-  nz_agent_endpoint_free (c->ep);
-  g_clear_error (&c->parse_error);
-  if (c->token != NULL)
-    explicit_bzero (c->token, strlen (c->token));
-  g_free (c->token);
+  client_clear_target (c);
   g_strfreev (c->features);
   g_clear_pointer (&c->replay, g_ptr_array_unref);
+  g_free (c->sandbox_id);
   g_free (c);
 }
 
@@ -782,13 +811,80 @@ call_internal (NzAgentClient *c, const char *op, JsonObject *body, guint idle_ms
   return call_text (c, op, text, idle_ms, cancellable, NULL, error);
 }
 
+/* ---- rebind (spec D.7) -------------------------------------------------------------------- */
+
+/* Exactly {ok:false, error:"unauthorized"}: the agent refused our token unread. */
+static gboolean
+reply_is_unauthorized (JsonObject *reply)
+{
+  return reply != NULL && !nz_json_get_bool (reply, "ok", TRUE)
+         && g_strcmp0 (nz_json_get_string (reply, "error"), "unauthorized") == 0;
+}
+
+static void
+set_unauthorized (NzAgentClient *c, GError **error, const char *op)
+{
+  g_set_error (error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_UNAUTHORIZED,
+               "agent %s: %s: unauthorized (the agent there does not hold this sandbox's token)",
+               c->description, op);
+}
+
+/* Whether the failed call (*@error) is tried again: once per call (*@tried), after a dial
+ * failure or an unauthorized answer, when the hook says the agent now holds another token. A
+ * failed re-read replaces *@error with its own words (say, the Sandbox is gone). */
+static gboolean
+rebind_once (NzAgentClient *c, gboolean *tried, GError **error)
+{
+  g_autoptr (NzTransport) t = NULL;
+  GError *local = NULL;
+
+  if (c->rebind == NULL || *tried
+      || (!g_error_matches (*error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_DIAL_FAILED)
+          && !g_error_matches (*error, NZ_AGENT_ERROR, NZ_AGENT_ERROR_UNAUTHORIZED)))
+    return FALSE;
+  *tried = TRUE;
+  t = c->rebind (c->sandbox_id, &local);
+  if (t == NULL)
+    {
+      g_prefix_error (&local, "%s; then re-reading where its agent is: ", (*error)->message);
+      g_clear_error (error);
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  /* The same token is the same pod: a second try would only fail alike. */
+  if (g_strcmp0 (t->credential.token, c->token) == 0)
+    return FALSE;
+  client_set_target (c, t->endpoint, t->credential.token);
+  g_clear_error (error);
+  return TRUE;
+}
+
 JsonObject *
 nz_agent_client_call (NzAgentClient *c, const char *op, JsonObject *body, GCancellable *cancellable,
                       GError **error)
 {
+  gboolean tried = FALSE;
+
   g_return_val_if_fail (c != NULL, NULL);
   g_return_val_if_fail (op != NULL, NULL);
-  return call_internal (c, op, body, READ_IDLE_TIMEOUT_MS, cancellable, error);
+  for (;;)
+    {
+      GError *local = NULL;
+      JsonObject *reply = call_internal (c, op, body, READ_IDLE_TIMEOUT_MS, cancellable, &local);
+
+      if (c->rebind != NULL && reply_is_unauthorized (reply))
+        {
+          g_clear_pointer (&reply, json_object_unref);
+          set_unauthorized (c, &local, op);
+        }
+      if (reply != NULL)
+        return reply;
+      if (!rebind_once (c, &tried, &local))
+        {
+          g_propagate_error (error, local);
+          return NULL;
+        }
+    }
 }
 
 /* ---- healthz and readiness ---------------------------------------------------------------- */
@@ -902,6 +998,7 @@ run_stream (Conn *k, const char *op, guint64 observation_ms, gint64 probe_ms,
             GError **error)
 {
   gint64 deadline = deadline_after (observation_ms);
+  guint frames = 0;
 
   for (;;)
     {
@@ -943,6 +1040,12 @@ run_stream (Conn *k, const char *op, guint64 observation_ms, gint64 probe_ms,
           g_error_free (local);
           return FALSE;
         }
+      /* The token refused before anything ran: the caller may rebind and ask again. */
+      if (frames++ == 0 && k->client->rebind != NULL && reply_is_unauthorized (frame))
+        {
+          set_unauthorized (k->client, error, op);
+          return FALSE;
+        }
       if (!on_frame (frame, user_data, error))
         return FALSE;
     }
@@ -953,14 +1056,25 @@ nz_agent_client_stream_probed (NzAgentClient *c, const char *op, JsonObject *bod
                                guint64 observation_ms, gint64 probe_ms, NzAgentFrameFunc on_frame,
                                gpointer user_data, GCancellable *cancellable, GError **error)
 {
-  g_autoptr (Conn) k = NULL;
+  gboolean tried = FALSE;
 
   g_return_val_if_fail (c != NULL, FALSE);
   g_return_val_if_fail (op != NULL && on_frame != NULL, FALSE);
-  k = conn_request (c, op, body, cancellable, error);
-  if (k == NULL)
-    return FALSE;
-  return run_stream (k, op, observation_ms, probe_ms, on_frame, user_data, cancellable, error);
+  for (;;)
+    {
+      GError *local = NULL;
+      g_autoptr (Conn) k = conn_request (c, op, body, cancellable, &local);
+
+      if (k != NULL
+          && run_stream (k, op, observation_ms, probe_ms, on_frame, user_data, cancellable,
+                         &local))
+        return TRUE;
+      if (!rebind_once (c, &tried, &local))
+        {
+          g_propagate_error (error, local);
+          return FALSE;
+        }
+    }
 }
 
 gboolean
@@ -977,11 +1091,23 @@ nz_agent_client_open (NzAgentClient *c, const char *op, JsonObject *body, GCance
                       GError **error)
 {
   g_autoptr (Conn) k = NULL;
+  gboolean tried = FALSE;
 
   g_return_val_if_fail (c != NULL && op != NULL, NULL);
-  k = conn_request (c, op, body, cancellable, error);
-  if (k == NULL)
-    return NULL;
+  /* The caller reads the answer, so only a dial failure rebinds here. */
+  for (;;)
+    {
+      GError *local = NULL;
+
+      k = conn_request (c, op, body, cancellable, &local);
+      if (k != NULL)
+        break;
+      if (!rebind_once (c, &tried, &local))
+        {
+          g_propagate_error (error, local);
+          return NULL;
+        }
+    }
   /* The caller reads the raw connection: nothing may sit in our buffer (a worker sends
    * nothing before it has our request). */
   if (nz_frame_reader_buffered (k->reader) > 0)
@@ -1237,6 +1363,11 @@ exec_drive (ExecRun *r, Conn *k, NzLiteCoreAction a, guint64 observation_ms, GEr
       g_propagate_error (error, g_steal_pointer (&r->bad_frame));
       return NULL;
     }
+  if (r->client->rebind != NULL && g_strcmp0 (r->core.error_code, "unauthorized") == 0)
+    {
+      set_unauthorized (r->client, error, "execute");
+      return NULL;
+    }
   set_core_error (error, &r->core.err);
   return NULL;
 }
@@ -1249,9 +1380,9 @@ observation_ms_for (JsonObject *body)
   return nz_lite_core_observation_ms (nz_json_get_number (body, "timeoutMs", &t) ? t : 0);
 }
 
-JsonObject *
-nz_agent_client_execute (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on_frame,
-                         gpointer user_data, GCancellable *cancellable, GError **error)
+static JsonObject *
+execute_once (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on_frame, gpointer user_data,
+              GCancellable *cancellable, GError **error)
 {
   g_auto (ExecRun) r
       = { .client = c, .on_frame = on_frame, .user_data = user_data, .cancellable = cancellable };
@@ -1265,6 +1396,28 @@ nz_agent_client_execute (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on
   nz_lite_core_init (&r.core, c->description, NULL, 0);
   nz_lite_core_stream (&r.core);
   return exec_drive (&r, k, NZ_LITE_CORE_READ, observation_ms_for (body), error);
+}
+
+JsonObject *
+nz_agent_client_execute (NzAgentClient *c, JsonObject *body, NzAgentFrameFunc on_frame,
+                         gpointer user_data, GCancellable *cancellable, GError **error)
+{
+  gboolean tried = FALSE;
+
+  g_return_val_if_fail (c != NULL, NULL);
+  for (;;)
+    {
+      GError *local = NULL;
+      JsonObject *result = execute_once (c, body, on_frame, user_data, cancellable, &local);
+
+      if (result != NULL)
+        return result;
+      if (!rebind_once (c, &tried, &local))
+        {
+          g_propagate_error (error, local);
+          return NULL;
+        }
+    }
 }
 
 /* ---- reserve -> execute -> cancel --------------------------------------------------------- */
@@ -1293,10 +1446,9 @@ nz_agent_client_cancel (NzAgentClient *c, const char *execution_id, GCancellable
   return g_steal_pointer (&reply);
 }
 
-JsonObject *
-nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output,
-                      gpointer user_data, char **out_execution_id, GCancellable *cancellable,
-                      GError **error)
+static JsonObject *
+exec_once (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output, gpointer user_data,
+           char **out_execution_id, GCancellable *cancellable, GError **error)
 {
   g_auto (ExecRun) r = { .client = c,
                          .on_output = on_output,
@@ -1320,6 +1472,11 @@ nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_ou
   r.t_reserved = g_get_monotonic_time ();
   if (reserved == NULL)
     return NULL;
+  if (c->rebind != NULL && reply_is_unauthorized (reserved))
+    {
+      set_unauthorized (c, error, "reserve-execution");
+      return NULL;
+    }
   /* The core closes the body with the id: it takes it without its closing brace. */
   open = nz_json_object_to_string (body, &n);
   while (n > 0 && open[n - 1] != '}')
@@ -1338,4 +1495,31 @@ nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_ou
   if (out_execution_id != NULL)
     *out_execution_id = g_strdup (r.core.id);
   return exec_drive (&r, NULL, a, observation_ms_for (body), error);
+}
+
+JsonObject *
+nz_agent_client_exec (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output,
+                      gpointer user_data, char **out_execution_id, GCancellable *cancellable,
+                      GError **error)
+{
+  gboolean tried = FALSE;
+
+  g_return_val_if_fail (c != NULL, NULL);
+  for (;;)
+    {
+      GError *local = NULL;
+      JsonObject *result
+          = exec_once (c, body, on_output, user_data, out_execution_id, cancellable, &local);
+
+      if (result != NULL)
+        return result;
+      /* A dial failure or a refused token: nothing ran, not even the reservation. */
+      if (!rebind_once (c, &tried, &local))
+        {
+          g_propagate_error (error, local);
+          return NULL;
+        }
+      if (out_execution_id != NULL)
+        g_clear_pointer (out_execution_id, g_free);
+    }
 }

@@ -11,6 +11,13 @@
  *     that request was sent (the reference's AgentDialFailedError, spec D.2.3);
  *   - NZ_AGENT_ERROR_PEER_GONE when a stream's peer missed its heartbeats (nz_liveness_tick).
  *
+ * A client made from a transport with a rebind hook (nz-transport.h) retries a call once,
+ * after asking the hook where the agent is now, when the call failed at the dial (nothing was
+ * sent) or the agent refused the token (`unauthorized`: the pod was replaced) — the
+ * reference's withRebind (spec D.7). Never after anything was sent and answered otherwise,
+ * and never for cancel-execution, healthz or wait_ready. A raw connection
+ * (nz_agent_client_open) rebinds on a dial failure only: its caller reads the answer.
+ *
  * A client is not thread-safe: use it from one thread at a time. */
 #pragma once
 
@@ -37,6 +44,10 @@ typedef enum
   /* A long-lived stream's peer sent nothing, not even a heartbeat, for three agreed beats
    * (spec D.2.11): it is treated as gone, and asking it again would only hang again. */
   NZ_AGENT_ERROR_PEER_GONE,
+  /* The agent answered exactly `unauthorized` to the first frame: the token is not its own
+   * (the reference's KubernetesAgentUnauthorizedError, spec D.7). Only raised by a client
+   * that can rebind (a transport with a rebind hook); nothing of the request ran. */
+  NZ_AGENT_ERROR_UNAUTHORIZED,
 } NzAgentErrorCode;
 
 /* The only protocol version the agent speaks and we admit (spec A.9). */

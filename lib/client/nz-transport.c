@@ -50,6 +50,7 @@ nz_transport_free (NzTransport *t)
   wipe_free (t->credential.key_pem);
   g_free (t->credential.cert_pem);
   g_free (t->credential.ca_pem);
+  g_free (t->sandbox_id);
   g_free (t);
 }
 

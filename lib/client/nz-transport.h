@@ -25,12 +25,23 @@ typedef struct
   char *ca_pem;   /* TLS_CLIENT: the pinned CA */
 } NzCredential;
 
-typedef struct
+typedef struct _NzTransport NzTransport;
+
+/* Where sandbox @sandbox_id's agent is now (spec D.7 rebind: a replaced pod has a new address
+ * and a new token): a new transport, or NULL with @error. */
+typedef NzTransport *(*NzTransportRebindFunc) (const char *sandbox_id, GError **error);
+
+struct _NzTransport
 {
   /* unix:/PATH, tcp:HOST:PORT, http://HOST:PORT (a namzu-worker), vsock:CID:PORT */
   char *endpoint;
   NzCredential credential;
-} NzTransport;
+  /* Set by a backend whose agent can move (microvm:kubernetes); a client made from this
+   * transport then rebinds once when a call could not dial or its token was refused
+   * (nz_agent_client_new_for). */
+  NzTransportRebindFunc rebind;
+  char *sandbox_id;
+};
 
 /* @endpoint with @token as a bearer credential, or none when @token is NULL or empty. */
 NzTransport *nz_transport_new (const char *endpoint, const char *token);

@@ -23,7 +23,9 @@ backend reads, and nothing more (no Service objects, no scheduling, no watches):
     Sandbox): start: fail|stall|no-uid|privileged, pod-name: other, service: none,
     claim: reject.
   - timings: annotation fake-controller.namzu.test/start-ms on the pod, bind-ms on a claim.
-  - admin: POST /fake/pods/NS/NAME/lose kills the agent and marks the pod Failed.
+  - admin: POST /fake/pods/NS/NAME/lose kills the agent and marks the pod Failed;
+    POST /fake/pods/NS/NAME/replace deletes the pod (the controller makes a new one, new uid,
+    on the same IP) and /move does the same on another IP (the old one stays unused).
 """
 
 import datetime
@@ -471,6 +473,16 @@ class Controller:
                              "message": "fake-controller: the pod was lost"}
             self.put(POD, pod)
             return 200, {"lost": name}
+        if method == "POST" and len(parts) == 5 and parts[:2] == ["fake", "pods"] \
+                and parts[4] in ("replace", "move"):
+            ns, name = parts[2], parts[3]
+            if self.get(POD, ns, name) is None:
+                return 404, {"error": "no such pod"}
+            ip = self.ips.get((ns, name))
+            self.delete(POD, ns, name)
+            if parts[4] == "move" and ip:
+                self.ips[("", "retired " + ip)] = ip  # next_ip passes over it
+            return 200, {"replaced": name, "ip": ip}
         return 404, {"error": "no such fake endpoint"}
 
     def run(self):

@@ -955,12 +955,30 @@ renew_lease (NzHandle *h, GError **error)
   return nz_handle_save (h, error);
 }
 
+/* The transport's rebind hook: the handle re-read from the state directory, its pod
+ * re-resolved (nz_kube_backend_rebind). */
+static NzTransport *
+rebind_by_id (const char *sandbox_id, GError **error)
+{
+  g_autoptr (NzHandle) h = nz_handle_load (sandbox_id, error);
+
+  return h != NULL ? nz_kube_backend_rebind (h, error) : NULL;
+}
+
 NzTransport *
 nz_kube_backend_open_transport (NzHandle *h, GError **error)
 {
+  NzTransport *t;
+
   if (!renew_lease (h, error))
     return NULL;
-  return nz_backend_bearer_transport (h, error);
+  t = nz_backend_bearer_transport (h, error);
+  if (t != NULL)
+    {
+      t->rebind = rebind_by_id;
+      t->sandbox_id = g_strdup (h->id);
+    }
+  return t;
 }
 
 NzTransport *
