@@ -18,6 +18,8 @@ gboolean nz_tool_ls (int argc, char **argv, GCancellable *cancellable, GError **
 gboolean nz_tool_port_forward (int argc, char **argv, GCancellable *cancellable,
                                GError **error);
 gboolean nz_tool_quiesce (int argc, char **argv, GCancellable *cancellable, GError **error);
+gboolean nz_tool_suspend (int argc, char **argv, GCancellable *cancellable, GError **error);
+gboolean nz_tool_resume (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_run (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_seed (int argc, char **argv, GCancellable *cancellable, GError **error);
 gboolean nz_tool_worker (int argc, char **argv, GCancellable *cancellable, GError **error);

@@ -15,6 +15,7 @@
 #include "nz-sandbox-env.h"
 #ifdef NZ_HAVE_KUBE
 #include "nz-kube-backend.h"
+#include "nz-kube-ws.h"
 #endif
 
 /* ---- the table ---------------------------------------------------------------------- */
@@ -64,6 +65,8 @@ static const NzBackend kube_backend = {
   .status = nz_kube_backend_status,
   .describe = nz_kube_backend_describe,
   .open_transport = nz_kube_backend_open_transport,
+  .suspend = nz_kube_ws_suspend,
+  .resume = nz_kube_ws_resume,
 };
 #define KUBE_BACKEND (&kube_backend)
 #else
@@ -137,6 +140,8 @@ nz_sandbox_status_name (NzSandboxStatus status)
       return "unresponsive";
     case NZ_SANDBOX_EXPIRED:
       return "expired";
+    case NZ_SANDBOX_SUSPENDED:
+      return "suspended";
     case NZ_SANDBOX_DEAD:
     default:
       return "dead";
@@ -252,6 +257,36 @@ nz_backend_open_transport (NzHandle *h, GError **error)
   const NzBackend *b = nz_backend_lookup (h->backend, error);
 
   return b != NULL ? b->open_transport (h, error) : NULL;
+}
+
+gboolean
+nz_backend_suspend (NzHandle *h, const NzSuspendOptions *o, JsonObject *report, GError **error)
+{
+  const NzBackend *b = nz_backend_lookup (h->backend, error);
+
+  if (b == NULL)
+    return FALSE;
+  if (b->suspend == NULL)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "sandbox '%s' (%s) cannot be suspended: only a microvm:kubernetes workspace "
+                     "(namzu-create --workspace) keeps its disk without its processes",
+                     h->id, h->backend);
+  return b->suspend (h, o, report, error);
+}
+
+gboolean
+nz_backend_resume (NzHandle *h, gint64 epoch, JsonObject *report, GError **error)
+{
+  const NzBackend *b = nz_backend_lookup (h->backend, error);
+
+  if (b == NULL)
+    return FALSE;
+  if (b->resume == NULL)
+    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                     "sandbox '%s' (%s) cannot be resumed: only a microvm:kubernetes workspace "
+                     "(namzu-create --workspace) is ever suspended",
+                     h->id, h->backend);
+  return b->resume (h, epoch, report, error);
 }
 
 NzTransport *

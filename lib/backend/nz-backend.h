@@ -145,6 +145,7 @@ typedef enum
   NZ_SANDBOX_UNRESPONSIVE, /* processes alive, agent does not answer */
   NZ_SANDBOX_DEAD,         /* processes gone */
   NZ_SANDBOX_EXPIRED,      /* processes gone, ended by its lifetime (ttl or idle timeout) */
+  NZ_SANDBOX_SUSPENDED,    /* no processes, its disk kept: namzu-resume wakes it */
 } NzSandboxStatus;
 
 /* Sets h->expires_at_ms and h->idle_timeout_ms from @opts, counted from h->created_at_ms
@@ -168,6 +169,15 @@ typedef struct
 
 void nz_layout_clear (NzLayout *layout);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (NzLayout, nz_layout_clear)
+
+/* namzu-suspend's options (spec D.8.5). */
+typedef struct
+{
+  gboolean quiesce; /* stop the workload's processes first */
+  gint64 grace_ms;  /* the quiesce's grace (0: the agent's) */
+  gboolean flush;   /* flush the workspace filesystem first */
+  gint64 epoch;     /* the holder epoch the write carries; -1: the one the handle holds */
+} NzSuspendOptions;
 
 typedef struct _NzBackend NzBackend;
 struct _NzBackend
@@ -202,6 +212,13 @@ struct _NzBackend
    * its lock). NULL: refused. */
   gboolean (*set_network_policy) (NzHandle *h, const char *const *hosts, gboolean *changed,
                                   GError **error);
+  /* Stops a sandbox whose disk outlives its processes (a workspace) and keeps the disk; what
+   * was done goes into @report. NULL: refused. */
+  gboolean (*suspend) (NzHandle *h, const NzSuspendOptions *o, JsonObject *report,
+                       GError **error);
+  /* Wakes a suspended one (a new guest on the same disk), under holder epoch @epoch (-1: the
+   * handle's). NULL: refused. */
+  gboolean (*resume) (NzHandle *h, gint64 epoch, JsonObject *report, GError **error);
 };
 
 /* The backend called @name. Known names that this build does not implement are refused with
@@ -227,6 +244,10 @@ gboolean nz_backend_retire (NzHandle *h, GError **error);
  * identical list is a no-op (*changed FALSE), under a profile only narrowing, fails closed. */
 gboolean nz_backend_set_network_policy (NzHandle *h, const char *const *hosts, gboolean *changed,
                                         GError **error);
+/* suspend / resume with the backend the handle names (UNSUPPORTED where it has none). */
+gboolean nz_backend_suspend (NzHandle *h, const NzSuspendOptions *o, JsonObject *report,
+                             GError **error);
+gboolean nz_backend_resume (NzHandle *h, gint64 epoch, JsonObject *report, GError **error);
 /* "Give me a transport": open_transport of the backend the handle names. */
 NzTransport *nz_backend_open_transport (NzHandle *h, GError **error);
 /* The open_transport of a backend whose handle records its endpoint and per-instance token. */

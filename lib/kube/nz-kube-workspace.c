@@ -18,10 +18,14 @@ nz_kube_workspace_check_id (const char *id, GError **error)
   for (gsize i = 0; ok && i < len; i++)
     ok = g_ascii_islower (id[i]) || g_ascii_isdigit (id[i]) || id[i] == '-';
   if (!ok)
-    g_set_error (error, NZ_KUBE_WORKSPACE_ERROR, NZ_KUBE_WORKSPACE_ERROR_INVALID_ID,
-                 "workspaceId must match ^[a-z0-9]([a-z0-9-]*[a-z0-9])?$ and be at most %d "
-                 "characters",
-                 NZ_KUBE_WORKSPACE_ID_MAX);
+    {
+      g_autofree char *shown = g_strescape (id != NULL ? id : "", NULL);
+
+      g_set_error (error, NZ_KUBE_WORKSPACE_ERROR, NZ_KUBE_WORKSPACE_ERROR_INVALID_ID,
+                   "workspaceId '%.80s' refused: workspaceId must match "
+                   "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$ and be at most %d characters",
+                   shown, NZ_KUBE_WORKSPACE_ID_MAX);
+    }
   return ok;
 }
 

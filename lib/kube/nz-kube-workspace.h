@@ -2,7 +2,8 @@
  * naming, the Block-mode disk rule, the pod-template hash, the holder-epoch fence (JSON Patch
  * of test+add, the 422 retry), the unfenced merge patch, and the fenced DELETE. The agent-side
  * steps of a suspend (reap terminals, quiesce, flush, guestBootId) are the caller's; this
- * library only reads and writes API objects. Not yet reachable from the tools. */
+ * library only reads and writes API objects; lib/backend/kube/nz-kube-ws.c drives it for the
+ * tools. */
 #pragma once
 
 #include <json-glib/json-glib.h>

@@ -6,10 +6,9 @@ server and its FAKE agent-sandbox controller (tests/fakes/); the pods' agents ar
 namzu-agent processes in bwrap, everything on the host side is the real build. TAP output.
 Without bwrap/openssl the test is skipped, except under CI=true (a failure)."""
 
-import importlib.util
 import sys
 
-sys.dont_write_bytecode = True  # importing the harnesses must not write into the source tree
+sys.dont_write_bytecode = True  # the harness must not write into the source tree
 import json
 import os
 import shutil
@@ -17,18 +16,9 @@ import subprocess
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kube_harness import e2e, fc  # noqa: E402  (its requirement check runs here)
 
-
-def load(name, file):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, file))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-fc = load("fakectl", "test-fake-controller.py")  # its requirement check runs here
-e2e = load("kubee2e", "test-kube-backend-e2e.py")
 NS = e2e.NS
 tap = e2e.tap
 XID = "exec_0b5e7a52-63a4-4a8e-9f31-2d6c0f1e9a77"

@@ -19,7 +19,8 @@ static char *opt_profile;
 static char **opt_credential;
 static char *opt_docker_network, *opt_reachability;
 static char *opt_kubeconfig, *opt_kube_context, *opt_kube_namespace, *opt_kube_template;
-static char *opt_kube_pool, *opt_kube_address;
+static char *opt_kube_pool, *opt_kube_address, *opt_kube_workspace, *opt_kube_epoch;
+static gboolean opt_kube_refresh;
 static gboolean opt_agent_shares_uid;
 static char **opt_labels;
 static char *opt_proxy_image, *opt_upstream;
@@ -86,6 +87,18 @@ const GOptionEntry nz_create_entries[] = {
   { "agent-address", 0, 0, G_OPTION_ARG_STRING, &opt_kube_address,
     "microvm:kubernetes: reach the agent at the sandbox's service (default) or its pod-ip",
     "HOW" },
+  { "workspace", 0, 0, G_OPTION_ARG_STRING, &opt_kube_workspace,
+    "microvm:kubernetes: a persistent workspace namzu-ws-ID (created, or adopted when it "
+    "exists; its disk survives namzu-suspend), instead of a task sandbox",
+    "ID" },
+  { "epoch", 0, 0, G_OPTION_ARG_STRING, &opt_kube_epoch,
+    "microvm:kubernetes --workspace: hold it at holder epoch N (a writer with a lower epoch is "
+    "refused from then on)",
+    "N" },
+  { "refresh-pod-template", 0, 0, G_OPTION_ARG_NONE, &opt_kube_refresh,
+    "microvm:kubernetes --workspace: adopt a suspended workspace with its template's current "
+    "pod template",
+    NULL },
   { "env", 'e', 0, G_OPTION_ARG_STRING_ARRAY, &opt_env,
     "Set NAME for every command of the sandbox (repeatable; a bare NAME takes this "
     "environment's value; namzu-exec --env wins per command)", "NAME=VALUE" },
@@ -175,13 +188,17 @@ backend_flags (NzCreateOptions *opts, GError **error)
                                          "sandboxTemplateName", "--template",
                                          "warmPoolName", "--warm-pool",
                                          "agentAddress", "--agent-address",
+                                         "workspaceId", "--workspace",
+                                         "holderEpoch", "--epoch",
+                                         "refreshPodTemplate", "--refresh-pod-template",
                                          NULL };
   const struct
   {
     const char *key, *value;
   } kube[] = { { "kubeconfig", opt_kubeconfig },         { "context", opt_kube_context },
                { "namespace", opt_kube_namespace },      { "sandboxTemplateName", opt_kube_template },
-               { "warmPoolName", opt_kube_pool },        { "agentAddress", opt_kube_address } };
+               { "warmPoolName", opt_kube_pool },        { "agentAddress", opt_kube_address },
+               { "workspaceId", opt_kube_workspace } };
   g_autoptr (JsonObject) keys = json_object_new ();
 
   if (opt_docker_network != NULL)
@@ -219,6 +236,17 @@ backend_flags (NzCreateOptions *opts, GError **error)
   for (gsize i = 0; i < G_N_ELEMENTS (kube); i++)
     if (kube[i].value != NULL)
       json_object_set_string_member (keys, kube[i].key, kube[i].value);
+  if (opt_kube_epoch != NULL)
+    {
+      guint64 epoch = 0;
+
+      if (!g_ascii_string_to_unsigned (opt_kube_epoch, 10, 0, 9007199254740991ull, &epoch, NULL))
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "--epoch must be a non-negative integer, got '%s'", opt_kube_epoch);
+      json_object_set_int_member (keys, "holderEpoch", (gint64)epoch);
+    }
+  if (opt_kube_refresh)
+    json_object_set_boolean_member (keys, "refreshPodTemplate", TRUE);
   if (json_object_get_size (keys) == 0)
     return TRUE;
   return nz_create_options_set_backend_flags (opts, keys, flag_of, error);

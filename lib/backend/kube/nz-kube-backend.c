@@ -1,5 +1,6 @@
 /* microvm:kubernetes: task sandboxes on the agent-sandbox controller (spec D.4-D.7). */
 #include "nz-kube-backend.h"
+#include "nz-kube-internal.h"
 
 #include <string.h>
 
@@ -9,9 +10,8 @@
 #include "nz-kube-client.h"
 #include "nz-kube-probe.h"
 #include "nz-kube-workspace.h"
+#include "nz-kube-ws.h"
 
-/* spec D.6.1: the privilege probe's own bound, under the readiness deadline. */
-#define PROBE_TIMEOUT_MS_MAX 15000
 /* spec D.7: a rebind reads the pod with its own timeout, no caller's deadline. */
 #define REBIND_READ_TIMEOUT_MS 10000
 /* A status read (namzu-ls) is bounded like a healthz. */
@@ -83,8 +83,8 @@ first_pod_ip (JsonObject *status)
 
 /* An address we put into an endpoint: a host name or an IP, nothing that could change the
  * endpoint's shape (the reply it came from is the cluster's, not ours). */
-static gboolean
-address_is_sane (const char *a)
+gboolean
+nz_kube_address_is_sane (const char *a)
 {
   gsize n = a != NULL ? strlen (a) : 0;
 
@@ -96,8 +96,8 @@ address_is_sane (const char *a)
   return TRUE;
 }
 
-static char *
-endpoint_for (const char *host, guint port)
+char *
+nz_kube_agent_endpoint (const char *host, guint port)
 {
   if (strchr (host, ':') != NULL)
     return g_strdup_printf ("tcp:[%s]:%u", host, port);
@@ -106,8 +106,9 @@ endpoint_for (const char *host, guint port)
 
 /* ---- cluster access from a handle --------------------------------------------------------- */
 
-static NzKubeClient *
-client_for (JsonObject *access_spec, const char *expect_server, guint timeout_ms, GError **error)
+NzKubeClient *
+nz_kube_client_for (JsonObject *access_spec, const char *expect_server, guint timeout_ms,
+                    GError **error)
 {
   g_autoptr (GError) local = NULL;
   NzKubeAccess *access = nz_kube_access_open (access_spec, &local);
@@ -134,15 +135,15 @@ client_for (JsonObject *access_spec, const char *expect_server, guint timeout_ms
   return nz_kube_client_new (access, timeout_ms, error);
 }
 
-static NzKubeClient *
-handle_client (NzHandle *h, guint timeout_ms, GError **error)
+NzKubeClient *
+nz_kube_handle_client (NzHandle *h, guint timeout_ms, GError **error)
 {
   JsonObject *spec = nz_json_get_object (h->priv, "access");
 
   if (spec == NULL)
     return (nz_throw (error, NZ_ERROR_FAILED, "sandbox '%s' records no cluster access", h->id),
             NULL);
-  return client_for (spec, nz_json_get_string (h->priv, "server"), timeout_ms, error);
+  return nz_kube_client_for (spec, nz_json_get_string (h->priv, "server"), timeout_ms, error);
 }
 
 static gboolean kube_fail (GError **error, GError *local, const char *fmt, ...)
@@ -256,6 +257,8 @@ nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
                      "backend.runtimeClassName: refused together with warmPoolName: a pooled "
                      "pod's spec comes from its warm pool's template (set runtimeClassName "
                      "there)");
+  if (!nz_kube_ws_check (opts, error))
+    return FALSE;
   if (k->egress != NULL)
     return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                      "backend.egress: the Kubernetes egress verification is not in this build "
@@ -546,6 +549,79 @@ privilege_probe (NzAgentClient *c, guint timeout_ms, GError **error)
   return TRUE;
 }
 
+gboolean
+nz_kube_agent_up (NzHandle *h, guint ready_ms, guint probe_ms, const char *label, GError **error)
+{
+  g_autoptr (NzAgentClient) agent = nz_agent_client_new (h->endpoint, h->token);
+  const char *const *features;
+  JsonArray *arr;
+  const char *boot;
+
+  if (!nz_agent_client_wait_ready (agent, ready_ms, error))
+    return nz_prefix_error (error, "kubernetes: the agent of %s at %s", label, h->endpoint);
+  if (!privilege_probe (agent, probe_ms, error))
+    return FALSE;
+  features = nz_agent_client_get_features (agent);
+  arr = json_array_new ();
+  for (guint i = 0; features != NULL && features[i] != NULL; i++)
+    json_array_add_string_element (arr, features[i]);
+  json_object_set_array_member (h->priv, "features", arr);
+  /* spec D.8.10: a guest restart shows as a new guestBootId (on an authenticated reply;
+   * healthz has none). Best effort: an agent without file ops has none to give. */
+  if (nz_agent_client_has_feature (agent, "file-ops"))
+    {
+      g_autoptr (JsonObject) body = json_object_new ();
+      g_autoptr (JsonObject) st = NULL;
+
+      json_object_set_string_member (body, "path", ".");
+      st = nz_agent_client_call (agent, "stat-file", body, NULL, NULL);
+      boot = st != NULL ? nz_json_get_string (st, "guestBootId") : NULL;
+      if (boot != NULL)
+        json_object_set_string_member (h->priv, "guestBootId", boot);
+    }
+  return TRUE;
+}
+
+NzKubeClient *
+nz_kube_create_begin (const NzCreateOptions *opts, NzHandle *h, JsonObject *access_spec,
+                      const char *kind, const char *object, const char **ns, GError **error)
+{
+  const NzKubeOptions *k = nz_kube_options (opts);
+  g_autoptr (NzKubeClient) client
+      = nz_kube_client_for (access_spec, NULL, k->api_timeout_ms, error);
+  NzKubeAccess *access;
+
+  if (client == NULL)
+    return NULL;
+  access = nz_kube_client_get_access (client);
+  *ns = k->namespace != NULL ? k->namespace : access->namespace;
+  if (*ns == NULL)
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "backend.namespace (--namespace): is required (the kubeconfig context "
+                      "names none)"),
+            NULL);
+  h->id = nz_state_new_id ();
+  h->backend = g_strdup (NZ_KUBE_BACKEND_NAME);
+  h->tier = g_strdup ("microvm");
+  h->created_at_ms = g_get_real_time () / 1000;
+  nz_handle_set_lifetime (h, opts);
+  json_object_set_object_member (h->priv, "access", json_object_ref (access_spec));
+  json_object_set_string_member (h->priv, "server", access->server);
+  json_object_set_string_member (h->priv, "namespace", *ns);
+  json_object_set_string_member (h->priv, "objectKind", kind);
+  json_object_set_string_member (h->priv, "object", object);
+  json_object_set_string_member (h->priv, "template", k->template_name);
+  json_object_set_string_member (h->priv, "agentAddress", k->pod_ip ? "pod-ip" : "service");
+  json_object_set_int_member (h->priv, "agentPort",
+                              k->agent_port != 0 ? k->agent_port : NZ_KUBE_AGENT_PORT_DEFAULT);
+  if (k->api_timeout_ms != 0)
+    json_object_set_int_member (h->priv, "apiRequestTimeoutMs", k->api_timeout_ms);
+  json_object_set_int_member (h->priv, "streamHeartbeatMs",
+                              k->heartbeat_ms >= 0 ? k->heartbeat_ms
+                                                   : NZ_KUBE_STREAM_HEARTBEAT_MS_DEFAULT);
+  return g_steal_pointer (&client);
+}
+
 static gint64
 lease_end_ms (const NzCreateOptions *opts, gint64 created_ms, gint64 now_ms, gint64 ttl_s)
 {
@@ -569,7 +645,6 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   g_autoptr (NzKubeClient) client = NULL;
   g_autoptr (JsonObject) posted = NULL;
   g_autoptr (JsonObject) ready = NULL;
-  g_autoptr (NzAgentClient) agent = NULL;
   g_auto (BoundPod) pod = { 0 };
   g_autofree char *uuid = g_uuid_string_random ();
   g_autofree char *name = g_strconcat (NZ_KUBE_TASK_NAME_PREFIX, uuid, NULL);
@@ -579,55 +654,32 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   g_autofree char *address = NULL;
   g_autofree char *sandbox = NULL;
   gboolean claim = k->warm_pool != NULL;
-  NzKubeAccess *access;
   GError *local = NULL;
   Acquire a = { opts, k };
   gint64 now_ms, lease_end;
   guint port = k->agent_port != 0 ? k->agent_port : NZ_KUBE_AGENT_PORT_DEFAULT;
   gint64 ttl_s = k->claim_ttl_s > 0 ? k->claim_ttl_s : NZ_KUBE_CLAIM_TTL_S_DEFAULT;
 
-  client = client_for (access_spec, NULL, k->api_timeout_ms, error);
+  if (k->workspace_id != NULL)
+    return nz_kube_ws_create (opts, error);
+  client = nz_kube_create_begin (opts, h, access_spec, claim ? "SandboxClaim" : "Sandbox", name,
+                                 &a.ns, error);
   if (client == NULL)
     return NULL;
-  access = nz_kube_client_get_access (client);
   a.client = client;
-  a.ns = k->namespace != NULL ? k->namespace : access->namespace;
-  if (a.ns == NULL)
-    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                      "backend.namespace (--namespace): is required (the kubeconfig context "
-                      "names none)"),
-            NULL);
   a.timeout_ms = k->ready_timeout_ms != 0 ? k->ready_timeout_ms : NZ_KUBE_READY_TIMEOUT_MS_DEFAULT;
   a.poll_ms = k->ready_poll_ms != 0 ? k->ready_poll_ms : NZ_KUBE_READY_POLL_MS_DEFAULT;
   a.deadline = g_get_monotonic_time () + (gint64)a.timeout_ms * 1000;
   label = g_strdup_printf ("%s %s/%s", claim ? "SandboxClaim" : "Sandbox", a.ns, name);
   a.label = label;
-
-  h->id = nz_state_new_id ();
-  h->backend = g_strdup (NZ_KUBE_BACKEND_NAME);
-  h->tier = g_strdup ("microvm");
-  h->created_at_ms = now_ms = g_get_real_time () / 1000;
-  nz_handle_set_lifetime (h, opts);
+  now_ms = h->created_at_ms;
   lease_end = lease_end_ms (opts, h->created_at_ms, now_ms, ttl_s);
   shutdown = rfc3339_ms (lease_end);
-  json_object_set_object_member (h->priv, "access", json_object_ref (access_spec));
-  json_object_set_string_member (h->priv, "server", access->server);
-  json_object_set_string_member (h->priv, "namespace", a.ns);
-  json_object_set_string_member (h->priv, "objectKind", claim ? "SandboxClaim" : "Sandbox");
-  json_object_set_string_member (h->priv, "object", name);
-  json_object_set_string_member (h->priv, "template", k->template_name);
   if (claim)
     json_object_set_string_member (h->priv, "warmPool", k->warm_pool);
-  json_object_set_string_member (h->priv, "agentAddress", k->pod_ip ? "pod-ip" : "service");
-  json_object_set_int_member (h->priv, "agentPort", port);
   json_object_set_int_member (h->priv, "claimTtlSeconds", ttl_s);
   json_object_set_int_member (h->priv, "leaseRenewedAt", now_ms);
   json_object_set_int_member (h->priv, "leaseExpiresAt", lease_end);
-  if (k->api_timeout_ms != 0)
-    json_object_set_int_member (h->priv, "apiRequestTimeoutMs", k->api_timeout_ms);
-  json_object_set_int_member (h->priv, "streamHeartbeatMs",
-                              k->heartbeat_ms >= 0 ? k->heartbeat_ms
-                                                   : NZ_KUBE_STREAM_HEARTBEAT_MS_DEFAULT);
   /* Recorded before the object exists, so a crash between the POST and the end still leaves
    * namzu-destroy something to release. */
   if (!nz_handle_make_dir (h, error) || !nz_handle_save (h, error))
@@ -711,7 +763,7 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
                           "or use agentAddress: 'pod-ip'",
                           a.ns, sandbox);
             }
-          if (address != NULL && !address_is_sane (address))
+          if (address != NULL && !nz_kube_address_is_sane (address))
             {
               nz_throw (&local, NZ_ERROR_PROTOCOL,
                         "kubernetes: sandbox %s/%s reports an agent address that is no host "
@@ -725,26 +777,17 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
     {
       gint64 left_ms = (a.deadline - g_get_monotonic_time ()) / 1000;
 
-      h->endpoint = endpoint_for (address, port);
+      h->endpoint = nz_kube_agent_endpoint (address, port);
       h->token = g_strdup (pod.uid);
       json_object_set_string_member (h->priv, "sandbox", sandbox);
       json_object_set_string_member (h->priv, "pod", pod.name != NULL ? pod.name : sandbox);
-      agent = nz_agent_client_new (h->endpoint, h->token);
       /* The agent answers once its pod is up; within the one deadline. */
       if (left_ms <= 0)
         nz_throw (&local, NZ_ERROR_TIMED_OUT, "kubernetes: %s never became Ready (%ums)", label,
                   a.timeout_ms);
-      else if (!nz_agent_client_wait_ready (agent, (guint)left_ms, &local))
-        g_prefix_error (&local, "kubernetes: the agent of %s at %s: ", label, h->endpoint);
-      else if (privilege_probe (agent, MIN (a.timeout_ms, PROBE_TIMEOUT_MS_MAX), &local))
-        {
-          const char *const *features = nz_agent_client_get_features (agent);
-          JsonArray *arr = json_array_new ();
-
-          for (guint i = 0; features != NULL && features[i] != NULL; i++)
-            json_array_add_string_element (arr, features[i]);
-          json_object_set_array_member (h->priv, "features", arr);
-        }
+      else
+        nz_kube_agent_up (h, (guint)left_ms, MIN (a.timeout_ms, NZ_KUBE_PROBE_TIMEOUT_MS_MAX),
+                          label, &local);
     }
   else if (local == NULL && ready == NULL)
     nz_throw (&local, NZ_ERROR_FAILED, "kubernetes: %s did not start", label);
@@ -766,8 +809,8 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
 
 /* ---- destroy, status, describe ------------------------------------------------------------ */
 
-static gint64
-priv_int (JsonObject *priv, const char *member)
+gint64
+nz_kube_priv_int (JsonObject *priv, const char *member)
 {
   double v = 0;
 
@@ -775,17 +818,20 @@ priv_int (JsonObject *priv, const char *member)
 }
 
 /* apiRequestTimeoutMs as the create recorded it (0: the client's default). */
-static guint
-api_timeout (NzHandle *h)
+guint
+nz_kube_handle_api_timeout (NzHandle *h)
 {
-  return (guint)CLAMP (priv_int (h->priv, "apiRequestTimeoutMs"), 0, G_MAXINT32);
+  return (guint)CLAMP (nz_kube_priv_int (h->priv, "apiRequestTimeoutMs"), 0, G_MAXINT32);
 }
 
 gboolean
 nz_kube_backend_destroy (NzHandle *h, GError **error)
 {
-  g_autoptr (NzKubeClient) client = handle_client (h, api_timeout (h), error);
+  g_autoptr (NzKubeClient) client = NULL;
 
+  if (nz_kube_ws_is (h))
+    return nz_kube_ws_destroy (h, error);
+  client = nz_kube_handle_client (h, nz_kube_handle_api_timeout (h), error);
   if (client == NULL || !release (client, h->priv, error))
     return nz_prefix_error (error, "sandbox '%s' is not released", h->id);
   return nz_handle_remove_dir (h, error);
@@ -795,7 +841,7 @@ NzSandboxStatus
 nz_kube_backend_status (NzHandle *h, guint timeout_ms)
 {
   gint64 now = g_get_real_time () / 1000;
-  gint64 expires = priv_int (h->priv, "leaseExpiresAt");
+  gint64 expires = nz_kube_priv_int (h->priv, "leaseExpiresAt");
   g_autoptr (NzKubeClient) client = NULL;
   g_autoptr (JsonObject) obj = NULL;
   g_autoptr (NzAgentClient) agent = NULL;
@@ -803,9 +849,11 @@ nz_kube_backend_status (NzHandle *h, guint timeout_ms)
   g_autofree char *path = NULL;
   GError *local = NULL;
 
+  if (nz_kube_ws_is (h))
+    return nz_kube_ws_status (h);
   if (expires > 0 && now >= expires)
     return NZ_SANDBOX_EXPIRED;
-  client = handle_client (h, STATUS_API_TIMEOUT_MS, NULL);
+  client = nz_kube_handle_client (h, STATUS_API_TIMEOUT_MS, NULL);
   if (client == NULL)
     return NZ_SANDBOX_UNRESPONSIVE;
   path = owner_path (h->priv);
@@ -830,9 +878,10 @@ nz_kube_backend_describe (NzHandle *h, JsonObject *pub)
 {
   JsonObject *caps = json_object_new ();
   JsonObject *kube = json_object_new ();
-  const char *members[] = { "namespace", "objectKind", "object",   "sandbox",
-                            "pod",       "template",   "warmPool", "agentAddress" };
-  gint64 expires = priv_int (h->priv, "leaseExpiresAt");
+  const char *members[]
+      = { "namespace", "objectKind",   "object",    "sandbox", "pod",          "template",
+          "warmPool",  "agentAddress", "workspace", "origin",  "operatingMode" };
+  gint64 expires = nz_kube_priv_int (h->priv, "leaseExpiresAt");
 
   for (gsize i = 0; i < G_N_ELEMENTS (members); i++)
     {
@@ -847,7 +896,14 @@ nz_kube_backend_describe (NzHandle *h, JsonObject *pub)
 
       json_object_set_string_member (kube, "leaseExpiresAt", when);
     }
-  json_object_set_int_member (kube, "claimTtlSeconds", priv_int (h->priv, "claimTtlSeconds"));
+  if (nz_kube_ws_is (h))
+    {
+      if (json_object_has_member (h->priv, "heldEpoch"))
+        json_object_set_int_member (kube, "heldEpoch", nz_kube_priv_int (h->priv, "heldEpoch"));
+    }
+  else
+    json_object_set_int_member (kube, "claimTtlSeconds",
+                                nz_kube_priv_int (h->priv, "claimTtlSeconds"));
   json_object_set_object_member (pub, "kubernetes", kube);
   json_object_set_string_member (caps, "transport", "agent");
   json_object_set_boolean_member (caps, "egressAllowlist", FALSE);
@@ -866,8 +922,8 @@ nz_kube_backend_describe (NzHandle *h, JsonObject *pub)
 static gboolean
 renewal_due (NzHandle *h, gint64 now)
 {
-  gint64 expires = priv_int (h->priv, "leaseExpiresAt");
-  gint64 ttl_ms = priv_int (h->priv, "claimTtlSeconds") * 1000;
+  gint64 expires = nz_kube_priv_int (h->priv, "leaseExpiresAt");
+  gint64 ttl_ms = nz_kube_priv_int (h->priv, "claimTtlSeconds") * 1000;
   gint64 half = ttl_ms / 2;
   gint64 jitter = half / 10;
 
@@ -883,8 +939,8 @@ static gboolean
 renew_lease (NzHandle *h, GError **error)
 {
   gint64 now = g_get_real_time () / 1000;
-  gint64 expires = priv_int (h->priv, "leaseExpiresAt");
-  gint64 ttl_s = priv_int (h->priv, "claimTtlSeconds");
+  gint64 expires = nz_kube_priv_int (h->priv, "leaseExpiresAt");
+  gint64 ttl_s = nz_kube_priv_int (h->priv, "claimTtlSeconds");
   gboolean claim = g_strcmp0 (nz_json_get_string (h->priv, "objectKind"), "SandboxClaim") == 0;
   g_autoptr (NzKubeClient) client = NULL;
   g_autoptr (JsonObject) patch = NULL;
@@ -914,7 +970,7 @@ renew_lease (NzHandle *h, GError **error)
     return TRUE; /* --ttl reached: nothing to extend */
   /* spec D.6.2: the PATCH timeout is min(30000, interval/4), at least 1 (the client's floor
    * of 1000 applies). */
-  client = handle_client (h, (guint)MAX (1, MIN (30000, ttl_s * 1000 / 2 / 4)), error);
+  client = nz_kube_handle_client (h, (guint)MAX (1, MIN (30000, ttl_s * 1000 / 2 / 4)), error);
   if (client == NULL)
     return FALSE;
   when = rfc3339_ms (end);
@@ -970,7 +1026,8 @@ nz_kube_backend_open_transport (NzHandle *h, GError **error)
 {
   NzTransport *t;
 
-  if (!renew_lease (h, error))
+  /* A workspace has no lease; a suspended one is refused before anything is dialled. */
+  if (nz_kube_ws_is (h) ? !nz_kube_ws_check_open (h, error) : !renew_lease (h, error))
     return NULL;
   t = nz_backend_bearer_transport (h, error);
   if (t != NULL)
@@ -984,7 +1041,7 @@ nz_kube_backend_open_transport (NzHandle *h, GError **error)
 NzTransport *
 nz_kube_backend_rebind (NzHandle *h, GError **error)
 {
-  g_autoptr (NzKubeClient) client = handle_client (h, REBIND_READ_TIMEOUT_MS, error);
+  g_autoptr (NzKubeClient) client = nz_kube_handle_client (h, REBIND_READ_TIMEOUT_MS, error);
   const char *sandbox = nz_json_get_string (h->priv, "sandbox");
   g_auto (BoundPod) pod = { 0 };
   double port = NZ_KUBE_AGENT_PORT_DEFAULT;
@@ -994,17 +1051,21 @@ nz_kube_backend_rebind (NzHandle *h, GError **error)
   if (sandbox == NULL)
     return (nz_throw (error, NZ_ERROR_FAILED, "sandbox '%s' records no bound Sandbox", h->id),
             NULL);
+  /* spec D.8.10: never rebind across another Sandbox uid; a suspended one is refused. */
+  if (nz_kube_ws_is (h)
+      && (!nz_kube_ws_check_identity (h, error) || !nz_kube_ws_check_open (h, error)))
+    return NULL;
   if (!read_bound_pod (client, nz_json_get_string (h->priv, "namespace"), sandbox, &pod, error))
     return NULL;
   nz_json_get_number (h->priv, "agentPort", &port);
   if (g_strcmp0 (nz_json_get_string (h->priv, "agentAddress"), "pod-ip") == 0)
     {
-      if (pod.ip == NULL || !address_is_sane (pod.ip))
+      if (pod.ip == NULL || !nz_kube_address_is_sane (pod.ip))
         return (nz_throw (error, NZ_ERROR_FAILED,
                           "kubernetes: the pod of sandbox '%s' has no usable IP yet", h->id),
                 NULL);
       g_free (h->endpoint);
-      h->endpoint = endpoint_for (pod.ip, (guint)port);
+      h->endpoint = nz_kube_agent_endpoint (pod.ip, (guint)port);
     }
   g_free (h->token);
   h->token = g_strdup (pod.uid);

@@ -26,6 +26,10 @@ const char *const nz_kube_config_keys[] = {
   "apiRequestTimeoutMs",
   "streamHeartbeatMs",
   "claimLabels",
+  /* namzu's own: a workspace (spec D.8) instead of a task sandbox */
+  "workspaceId",
+  "holderEpoch",
+  "refreshPodTemplate",
   NULL,
 };
 
@@ -44,6 +48,7 @@ kube_options_new (void)
   NzKubeOptions *k = g_new0 (NzKubeOptions, 1);
 
   k->heartbeat_ms = -1;
+  k->holder_epoch = -1;
   return k;
 }
 
@@ -60,6 +65,7 @@ kube_options_free (gpointer data)
   g_free (k->namespace);
   g_free (k->template_name);
   g_free (k->warm_pool);
+  g_free (k->workspace_id);
   g_free (k->runtime_class);
   g_clear_pointer (&k->claim_labels, json_object_unref);
   g_clear_pointer (&k->egress, json_object_unref);
@@ -236,6 +242,27 @@ ms_member (JsonObject *b, const char *member, gint64 floor, GPtrArray *reasons)
   return (guint)v;
 }
 
+/* @member, when present, a JSON number that is a non-negative safe integer into *@into; else
+ * refused with @refusal. */
+static void
+count_into (JsonObject *b, const char *member, gint64 *into, const char *refusal,
+            GPtrArray *reasons)
+{
+  JsonNode *n = json_object_get_member (b, member);
+  double d;
+
+  if (n == NULL)
+    return;
+  d = JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) != G_TYPE_STRING
+              && json_node_get_value_type (n) != G_TYPE_BOOLEAN
+          ? json_node_get_double (n)
+          : -1;
+  if (!nz_is_safe_integer (d) || d < 0)
+    nz_config_refuse (reasons, "%s", refusal);
+  else
+    *into = (gint64)d;
+}
+
 void
 nz_kube_parse_config (JsonObject *b, NzCreateOptions *opts, GPtrArray *reasons)
 {
@@ -274,21 +301,11 @@ nz_kube_parse_config (JsonObject *b, NzCreateOptions *opts, GPtrArray *reasons)
   v = nz_config_positive_int (reasons, b, "claimTtlSeconds", "backend.claimTtlSeconds", G_MAXINT32);
   if (v > 0)
     k->claim_ttl_s = v;
-  n = json_object_get_member (b, "streamHeartbeatMs");
-  if (n != NULL)
-    {
-      double d = JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) != G_TYPE_STRING
-                         && json_node_get_value_type (n) != G_TYPE_BOOLEAN
-                     ? json_node_get_double (n)
-                     : -1;
-
-      /* spec D.4: a non-negative safe integer, else refused naming streamHeartbeatMs. */
-      if (!nz_is_safe_integer (d) || d < 0)
-        nz_config_refuse (reasons, "backend.streamHeartbeatMs: streamHeartbeatMs must be a "
-                                   "non-negative safe integer (0 turns heartbeats off)");
-      else
-        k->heartbeat_ms = (gint64)d;
-    }
+  /* spec D.4: a non-negative safe integer, else refused naming streamHeartbeatMs. */
+  count_into (b, "streamHeartbeatMs", &k->heartbeat_ms,
+              "backend.streamHeartbeatMs: streamHeartbeatMs must be a non-negative safe "
+              "integer (0 turns heartbeats off)",
+              reasons);
   string_into (b, "ingress", &ingress, reasons);
   if (ingress != NULL && strcmp (ingress, "unverified") != 0)
     nz_config_refuse (reasons, "backend.ingress: the only value is 'unverified' (leave it out "
@@ -323,6 +340,18 @@ nz_kube_parse_config (JsonObject *b, NzCreateOptions *opts, GPtrArray *reasons)
           g_clear_pointer (&k->claim_labels, json_object_unref);
           k->claim_labels = json_object_ref (labels);
         }
+    }
+  string_into (b, "workspaceId", &k->workspace_id, reasons);
+  /* spec D.8.3: the epoch is a non-negative safe integer. */
+  count_into (b, "holderEpoch", &k->holder_epoch,
+              "backend.holderEpoch: must be a non-negative safe integer", reasons);
+  n = json_object_get_member (b, "refreshPodTemplate");
+  if (n != NULL)
+    {
+      if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
+        nz_config_refuse (reasons, "backend.refreshPodTemplate: must be true or false");
+      else
+        k->refresh_pod_template = json_node_get_boolean (n);
     }
   n = json_object_get_member (b, "egress");
   if (n != NULL)

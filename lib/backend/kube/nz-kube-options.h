@@ -1,8 +1,9 @@
 /* nz-kube-options.h: microvm:kubernetes's own options (spec D.4), a private type behind
  * NzCreateOptions's backend_opts: what the reference config's backend section and
  * namzu-create's Kubernetes flags (--kubeconfig, --context, --namespace, --template,
- * --warm-pool, --agent-address) say, parsed by nz_kube_parse_config. Nothing here contacts
- * the cluster: the backend is built without I/O and verifies lazily (spec D.4). */
+ * --warm-pool, --agent-address, --workspace, --epoch, --refresh-pod-template) say, parsed by
+ * nz_kube_parse_config. Nothing here contacts the cluster: the backend is built without I/O and
+ * verifies lazily (spec D.4). */
 #pragma once
 
 #include "nz-backend.h"
@@ -45,11 +46,14 @@ typedef struct
   guint ready_timeout_ms;
   gint64 claim_ttl_s;
   char *runtime_class;
-  gboolean ingress_unverified; /* ingress: 'unverified' */
-  guint api_timeout_ms;        /* 0: NZ_KUBE_API_REQUEST_TIMEOUT_MS */
-  gint64 heartbeat_ms;         /* -1: unset (the default) */
-  JsonObject *claim_labels;    /* claimLabels, string values; may be NULL */
-  JsonObject *egress;          /* backend.egress, kept for the egress check; may be NULL */
+  gboolean ingress_unverified;   /* ingress: 'unverified' */
+  guint api_timeout_ms;          /* 0: NZ_KUBE_API_REQUEST_TIMEOUT_MS */
+  gint64 heartbeat_ms;           /* -1: unset (the default) */
+  JsonObject *claim_labels;      /* claimLabels, string values; may be NULL */
+  JsonObject *egress;            /* backend.egress, kept for the egress check; may be NULL */
+  char *workspace_id;            /* workspaceId: a workspace namzu-ws-<id> (spec D.8), or NULL */
+  gint64 holder_epoch;           /* holderEpoch: -1 unset (no fence) */
+  gboolean refresh_pod_template; /* refreshPodTemplate (spec D.8.9) */
 } NzKubeOptions;
 
 #define NZ_KUBE_OPTIONS_FOR NZ_KUBE_BACKEND_NAME
