@@ -165,7 +165,7 @@ class Controller:
         lsock.listen(64)
         fd = lsock.fileno()
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "NAMZU_AGENT_BIND_TOKEN": token,
-               "NAMZU_AGENT_LISTEN_FD": "3", "HOME": "/workspace"}
+               "NAMZU_AGENT_LISTEN_FD": str(fd), "HOME": "/workspace"}
         if knobs.get("start") == "fail":
             argv = ["/bin/false"]
         elif knobs.get("start") == "privileged":
@@ -185,9 +185,10 @@ class Controller:
                      "--ro-bind", build, build, "--bind", workspace, "/workspace",
                      "--chdir", "/workspace", os.path.realpath(self.agent_bin)]
         log = open(os.path.join(self.state_dir, "agent-%s-%s.log" % (ns, podname)), "ab")
-        proc = subprocess.Popen(argv, env=env, pass_fds=tuple(sorted({fd, 3})), stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=log, start_new_session=True,
-                                preexec_fn=lambda: os.dup2(fd, 3))
+        # No preexec_fn: Python then starts the child with vfork instead of a fork of this
+        # whole process, and this runs with the store's lock held (API requests wait).
+        proc = subprocess.Popen(argv, env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log, start_new_session=True)
         log.close()
         lsock.close()
         a = Agent(proc, ip, time.monotonic())
