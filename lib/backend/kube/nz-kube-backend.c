@@ -7,7 +7,9 @@
 #include "nz-agent-client.h"
 #include "nz-errors.h"
 #include "nz-json.h"
+#include "nz-egress-k8s.h"
 #include "nz-kube-client.h"
+#include "nz-kube-egress.h"
 #include "nz-kube-probe.h"
 #include "nz-kube-workspace.h"
 #include "nz-kube-ws.h"
@@ -196,6 +198,50 @@ release (NzKubeClient *client, JsonObject *priv, GError **error)
 
 /* ---- check ---------------------------------------------------------------------------------- */
 
+/* backend.egress parsed (spec D.10.6), or NULL with @error naming the field. */
+static NzEgressK8sConfig *
+egress_config (const NzKubeOptions *k, GError **error)
+{
+  g_autoptr (JsonNode) node = json_node_new (JSON_NODE_OBJECT);
+  GError *local = NULL;
+  NzEgressK8sConfig *c;
+
+  json_node_set_object (node, k->egress);
+  c = nz_egress_k8s_config_parse (node, &local);
+  if (c == NULL)
+    {
+      nz_throw (error, NZ_ERROR_INVALID_ARGS, "backend.egress: %s", local->message);
+      g_error_free (local);
+    }
+  return c;
+}
+
+/* spec D.10.7 verifyEgressPolicyApplied, before anything is created: the policy the
+ * translation of @c names must exist as translated (the backend never creates it). */
+static gboolean
+egress_verify (NzKubeClient *client, const NzEgressK8sConfig *c, const char *ns, const char *tpl,
+               GError **error)
+{
+  g_autoptr (JsonObject) selector = nz_egress_k8s_selector (c, tpl);
+  g_autofree char *name = c->network_policy_name != NULL
+                              ? g_strdup (c->network_policy_name)
+                              : nz_egress_k8s_default_policy_name (tpl, c->profile, error);
+  g_autoptr (JsonNode) expected = NULL;
+  GError *local = NULL;
+
+  if (name == NULL)
+    return FALSE;
+  expected
+      = nz_egress_k8s_translate (c->kind, c->engine, (const char *const *)c->except_cidrs,
+                                 (const char *const *)c->allowed_hosts, name, ns, selector, error);
+  if (expected == NULL)
+    return FALSE;
+  if (nz_kube_egress_verify_applied (client, json_node_get_object (expected), &local))
+    return TRUE;
+  nz_kube_error_convert (&local);
+  return kube_fail (error, local, "backend.egress");
+}
+
 gboolean
 nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
 {
@@ -260,9 +306,25 @@ nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
   if (!nz_kube_ws_check (opts, error))
     return FALSE;
   if (k->egress != NULL)
-    return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                     "backend.egress: the Kubernetes egress verification is not in this build "
-                     "yet; leave backend.egress out and rely on the namespace's policies");
+    {
+      g_autoptr (NzEgressK8sConfig) egress = egress_config (k, error);
+
+      if (egress == NULL)
+        return FALSE;
+      if (k->workspace_id != NULL)
+        return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                         "backend.egress: a workspace's egress verification is not in this "
+                         "build yet; leave backend.egress out of a --workspace create");
+      if (egress->per_sandbox)
+        return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                         "backend.egress.perSandbox: per-sandbox CiliumNetworkPolicies are not "
+                         "in this build yet");
+      if (!egress->named_object_only)
+        return nz_throw (error, NZ_ERROR_UNSUPPORTED,
+                         "backend.egress.verify: the union check (the default, 'union') is not "
+                         "in this build yet; verify: 'named-object-only' verifies the named "
+                         "policy alone");
+    }
   return TRUE;
 }
 
@@ -277,7 +339,8 @@ typedef struct
   gint64 deadline;  /* monotonic us: one deadline for the whole path (spec D.6.1) */
   guint timeout_ms; /* readyTimeoutMs */
   guint poll_ms;
-  const char *label; /* "SandboxClaim namzu-task-..." for messages */
+  const char *label;      /* "SandboxClaim namzu-task-..." for messages */
+  JsonObject *pod_labels; /* backend.egress's profile label (spec D.10.6), or NULL */
 } Acquire;
 
 static gboolean
@@ -324,6 +387,14 @@ build_claim (Acquire *a, const char *name, const char *shutdown)
   json_object_set_string_member (life, "shutdownTime", shutdown);
   json_object_set_string_member (life, "shutdownPolicy", "Delete");
   json_object_set_object_member (spec, "lifecycle", life);
+  /* The profile label is warm-safe here (spec D.10.6), unlike env or volumes. */
+  if (a->pod_labels != NULL)
+    {
+      JsonObject *extra = json_object_new ();
+
+      json_object_set_object_member (extra, "labels", json_object_ref (a->pod_labels));
+      json_object_set_object_member (spec, "additionalPodMetadata", extra);
+    }
   /* Never env, volumeClaimTemplates or other pod metadata: they force a cold start. */
   json_object_set_object_member (claim, "spec", spec);
   return claim;
@@ -360,6 +431,14 @@ build_sandbox (Acquire *a, JsonObject *tpl, const char *name, const char *shutdo
       json_object_set_object_member (pmeta, "labels", labels);
     }
   json_object_set_string_member (labels, NZ_KUBE_SANDBOX_TEMPLATE_LABEL_KEY, a->k->template_name);
+  if (a->pod_labels != NULL)
+    {
+      g_autoptr (GList) keys = json_object_get_members (a->pod_labels);
+
+      for (GList *l = keys; l != NULL; l = l->next)
+        json_object_set_string_member (labels, l->data,
+                                       nz_json_get_string (a->pod_labels, l->data));
+    }
   if (a->k->runtime_class != NULL)
     json_object_set_string_member (nz_json_get_object (pt, "spec"), "runtimeClassName",
                                    a->k->runtime_class);
@@ -646,6 +725,7 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   g_autoptr (JsonObject) posted = NULL;
   g_autoptr (JsonObject) ready = NULL;
   g_auto (BoundPod) pod = { 0 };
+  g_autoptr (JsonObject) pod_labels = NULL;
   g_autofree char *uuid = g_uuid_string_random ();
   g_autofree char *name = g_strconcat (NZ_KUBE_TASK_NAME_PREFIX, uuid, NULL);
   g_autofree char *label = NULL;
@@ -667,6 +747,17 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   if (client == NULL)
     return NULL;
   a.client = client;
+  if (k->egress != NULL)
+    {
+      g_autoptr (NzEgressK8sConfig) egress = egress_config (k, error);
+
+      if (egress == NULL || !egress_verify (client, egress, a.ns, k->template_name, error))
+        return NULL;
+      if (egress->profile != NULL
+          && (pod_labels = nz_egress_k8s_compose_pod_labels (egress, NULL, error)) == NULL)
+        return NULL;
+      a.pod_labels = pod_labels;
+    }
   a.timeout_ms = k->ready_timeout_ms != 0 ? k->ready_timeout_ms : NZ_KUBE_READY_TIMEOUT_MS_DEFAULT;
   a.poll_ms = k->ready_poll_ms != 0 ? k->ready_poll_ms : NZ_KUBE_READY_POLL_MS_DEFAULT;
   a.deadline = g_get_monotonic_time () + (gint64)a.timeout_ms * 1000;

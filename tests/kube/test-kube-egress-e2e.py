@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""microvm:kubernetes backend.egress through namzu-create --config (spec D.10.6, D.10.7): the
+named policy verified before anything is created (missing or different: refused, nothing
+left), the profile label on the pod (a Sandbox's pod template, a claim's
+additionalPodMetadata), and the refusals of what this build does not do yet (the union check,
+perSandbox). Against the FAKE API server and its FAKE controller (tests/fakes/). TAP output.
+Without bwrap/openssl the test is skipped, except under CI=true (a failure)."""
+
+import sys
+
+sys.dont_write_bytecode = True  # the harness must not write into the source tree
+import json
+import os
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kube_harness import e2e, fc  # noqa: E402  (its requirement check runs here)
+
+NS = e2e.NS
+tap = e2e.tap
+NP = "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies" % NS
+DNS_RULE = {"to": [{"namespaceSelector": {"matchLabels": {
+    "kubernetes.io/metadata.name": "kube-system"}}}],
+    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+
+
+def policy(name, egress, profile="web"):
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"podSelector": {"matchLabels": {"sandbox.namzu.ai/template": "tpl",
+                                                     "sandbox.namzu.ai/egress-profile": profile}},
+                     "policyTypes": ["Egress"], "egress": egress}}
+
+
+def main():
+    f = fc.Fake("127.82.%d" % (os.getpid() % 200 + 1))
+    try:
+        e = e2e.Env(f)
+        f.req("POST", fc.E % NS + "sandboxtemplates", fc.template("tpl"))
+        cfg = os.path.join(f.dir, "cfg.json")
+
+        def create(egress, **backend):
+            with open(cfg, "w") as fh:
+                json.dump({"backend": dict({"tier": "microvm", "service": "kubernetes",
+                                            "sandboxTemplateName": "tpl",
+                                            "agentAddress": "pod-ip", "egress": egress},
+                                           **backend)}, fh)
+            return e.run("namzu-create", "--config", cfg)
+
+        deny = {"policy": {"kind": "deny-all"}, "verify": "named-object-only", "profile": "web"}
+        rc, _, err = create(dict(deny, verify="union"))
+        tap(rc != 0 and "union check" in err and e2e.objects_left(f) == 0,
+            "the union check (the default) is refused as not in this build (%s)" % err.strip())
+        rc, _, err = create(dict(deny, perSandbox={"engine": "cilium",
+                                                   "admissionPolicyName": "p"},
+                                 engine="cilium"))
+        tap(rc != 0 and "perSandbox" in err, "perSandbox is refused as not in this build")
+        rc, _, err = create({"policy": {"kind": "nonsense"}, "verify": "named-object-only"})
+        tap(rc != 0 and "backend.egress" in err, "a bad egress config is refused, naming it (%s)"
+            % err.strip())
+
+        rc, _, err = create(deny)
+        tap(rc != 0 and "tpl-web-egress" in err and e2e.objects_left(f) == 0,
+            "the named policy missing: refused before anything is created (%s)" % err.strip())
+        f.req("POST", NP, policy("tpl-web-egress", [{}]))
+        rc, _, err = create(deny)
+        tap(rc != 0 and "tpl-web-egress" in err and e2e.objects_left(f) == 0,
+            "a policy that is not the translation is refused (%s)" % err.strip())
+        f.req("DELETE", NP + "/tpl-web-egress")
+        f.req("POST", NP, policy("tpl-web-egress", [DNS_RULE]))
+        rc, out, err = create(deny)
+        tap(rc == 0, "the translated policy present: created (%s)" % err.strip()[-300:])
+        h = json.loads(out) if rc == 0 else {}
+        code, sb = f.get(fc.A % NS + "/" + h.get("kubernetes", {}).get("object", "x"))
+        labels = (((sb.get("spec") or {}).get("podTemplate") or {}).get("metadata") or {}).get(
+            "labels") or {}
+        tap(labels.get("sandbox.namzu.ai/egress-profile") == "web"
+            and labels.get("sandbox.namzu.ai/template") == "tpl",
+            "the Sandbox's pod carries the profile label the policy selects")
+        rc, out2, _ = e.run("namzu-exec", "--sandbox", h.get("id", "x"), "--", "echo", "ok")
+        tap(rc == 0 and out2 == "ok\n", "and runs commands")
+        e.run("namzu-destroy", "--sandbox", h.get("id", "x"))
+
+        # The pool path: the label goes on the claim's additionalPodMetadata (warm-safe).
+        f.req("POST", fc.E % NS + "sandboxwarmpools",
+              {"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
+               "metadata": {"name": "pool1"},
+               "spec": {"replicas": 1, "sandboxTemplateRef": {"name": "tpl"}}})
+        rc, out, err = create(deny, warmPoolName="pool1")
+        h = json.loads(out) if rc == 0 else {}
+        code, c = f.get(fc.E % NS + "sandboxclaims/" + h.get("kubernetes", {}).get("object", "x"))
+        extra = ((c.get("spec") or {}).get("additionalPodMetadata") or {}).get("labels") or {}
+        tap(rc == 0 and extra == {"sandbox.namzu.ai/egress-profile": "web"},
+            "a claim carries the profile label in additionalPodMetadata (%s)"
+            % err.strip()[-300:])
+        e.run("namzu-destroy", "--sandbox", h.get("id", "x"))
+    finally:
+        f.stop()
+    print("1..%d" % e2e.N[0])
+
+
+if __name__ == "__main__":
+    main()
