@@ -162,17 +162,35 @@ def main():
         tap(rc != 0 and "task sandbox" in err, "namzu-suspend refuses a task sandbox")
         a.run("namzu-destroy", "--sandbox", tid)
 
-        # Delete: the fenced DELETE takes the disk with it.
-        rc, out, err = a.run("namzu-destroy", "--sandbox", aid)
+        # The Sandbox replaced under a holder (deleted, made again by another): a tool call
+        # of the old holder is refused, never rebound to the new one (spec D.8.10).
+        f.req("DELETE", sb_path)
+        f.wait(sb_path, lambda c, o: c == 404, secs=10)
+        rc, out, err = b.run("namzu-create", *kube, "--template", "wtpl", "--workspace", "w1",
+                             "--epoch", "12")
+        hc = json.loads(out) if rc == 0 else {}
+        cid = hc.get("id", "x")
+        tap(rc == 0 and hc.get("kubernetes", {}).get("origin") == "created",
+            "another holder makes the workspace again (%s)" % err.strip()[-200:])
+        rc, _, err = a.run("namzu-exec", "--sandbox", aid, "--", "true")
+        tap(rc != 0 and "was replaced" in err,
+            "the old holder's call is refused, not rebound to the new Sandbox (%s)" % err.strip())
+
+        rc, _, err = a.run("namzu-destroy", "--sandbox", aid)
         code, _ = f.get(sb_path)
-        pvc = f.get("/api/v1/namespaces/%s/persistentvolumeclaims/ws-namzu-ws-w1" % NS)[0]
+        tap(rc == 0 and code == 200 and "was replaced" in err,
+            "the old holder's namzu-destroy leaves the new Sandbox alone (%s)" % err.strip())
+
+        # Delete: the fenced DELETE takes the disk with it.
+        rc, out, err = b.run("namzu-destroy", "--sandbox", cid)
+        code, _ = f.get(sb_path)
         gone = f.wait("/api/v1/namespaces/%s/persistentvolumeclaims/ws-namzu-ws-w1" % NS,
                       lambda c, o: c == 404, secs=10)
         tap(rc == 0 and code == 404 and gone is not None,
-            "namzu-destroy deletes the workspace and its PVC (%s; pvc %s)" % (err.strip(), pvc))
-        rc, _, err = b.run("namzu-destroy", "--sandbox", bid)
-        tap(rc == 0 and e2e.objects_left(f) == 0,
-            "the other holder's namzu-destroy finds it gone and cleans up (%s)" % err.strip())
+            "namzu-destroy deletes the workspace and its PVC (%s)" % err.strip())
+        rb, _, eb = b.run("namzu-destroy", "--sandbox", bid)
+        tap(rb == 0 and e2e.objects_left(f) == 0,
+            "the other handle's namzu-destroy finds it gone and cleans up (%s)" % eb.strip())
     finally:
         f.stop()
     print("1..%d" % e2e.N[0])

@@ -212,6 +212,20 @@ nz_kube_ws_destroy (NzHandle *h, GError **error)
 
   if (client == NULL)
     return FALSE;
+  /* Never delete another holder's workspace of the same name: ours was replaced (or is gone),
+   * so only this handle goes. */
+  if (!nz_kube_ws_check_identity (h, &local))
+    {
+      if (!g_error_matches (local, NZ_KUBE_WORKSPACE_ERROR, NZ_KUBE_WORKSPACE_ERROR_REPLACED))
+        {
+          g_propagate_error (error, local);
+          return nz_prefix_error (error, "workspace '%s' is not deleted", h->id);
+        }
+      g_printerr ("namzu: warning: %s; it is left alone, only this handle is removed\n",
+                  local->message);
+      g_error_free (local);
+      return nz_handle_remove_dir (h, error);
+    }
   if (!nz_kube_workspace_delete (client, nz_json_get_string (h->priv, "namespace"),
                                  nz_json_get_string (h->priv, "workspace"), held_epoch (h), NULL,
                                  &local))
@@ -284,7 +298,9 @@ nz_kube_ws_check_identity (NzHandle *h, GError **error)
       expected != NULL && *expected != '\0' ? expected : NULL, &local);
   if (id == NULL)
     {
-      nz_kube_error_convert (&local);
+      /* REPLACED keeps its own code: nz_kube_ws_destroy tells it apart. */
+      if (local->domain == NZ_KUBE_ERROR)
+        nz_kube_error_convert (&local);
       g_propagate_error (error, local);
       return FALSE;
     }
