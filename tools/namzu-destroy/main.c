@@ -41,7 +41,6 @@ static const char summary[] =
 static gboolean
 destroy_by_selector (GError **error)
 {
-  g_autoptr (NzKubeBulk) bulk = NULL;
   g_autoptr (JsonObject) out = NULL;
 
   if (opt_sandbox != NULL)
@@ -51,13 +50,8 @@ destroy_by_selector (GError **error)
     return nz_cli_usage (error, "--selector: an empty label selector would release every claim "
                                 "of the namespace; name the labels (e.g. team=a,run=42)");
   nz_cli_set_invalid_is_usage (TRUE);
-  bulk = nz_kube_bulk_open (&kube_flags, "--selector", error);
-  if (bulk == NULL)
-    return FALSE;
-  out = nz_kube_release_task_sandboxes (bulk, opt_selector, error);
-  if (out == NULL)
-    return FALSE;
-  return nz_cli_print_object (out) ? TRUE : nz_cli_exit_status (error, NZ_EXIT_FAILURE);
+  out = nz_kube_release_task_sandboxes (&kube_flags, opt_selector, error);
+  return out != NULL && (nz_cli_print_object (out) || nz_cli_exit_status (error, NZ_EXIT_FAILURE));
 }
 
 gboolean

@@ -44,22 +44,13 @@ static const char summary[] =
 static gboolean
 ls_capacity (GError **error)
 {
-  g_autoptr (NzKubeBulk) bulk = NULL;
   g_autoptr (JsonObject) out = NULL;
 
   if (opt_no_probe)
     return nz_cli_usage (error, "--no-probe lists sandboxes; --capacity reads a warm pool");
   nz_cli_set_invalid_is_usage (TRUE);
-  bulk = nz_kube_bulk_open (&kube_flags, "--capacity", error);
-  if (bulk == NULL)
-    return FALSE;
-  if (nz_kube_bulk_warm_pool (bulk) == NULL)
-    return nz_cli_usage (error, "--capacity needs --warm-pool NAME (or backend.warmPoolName in "
-                                "--config)");
-  out = nz_kube_read_task_capacity (bulk, nz_kube_bulk_warm_pool (bulk), error);
-  if (out == NULL)
-    return FALSE;
-  return nz_cli_print_object (out) ? TRUE : nz_cli_exit_status (error, NZ_EXIT_FAILURE);
+  out = nz_kube_read_task_capacity (&kube_flags, error);
+  return out != NULL && (nz_cli_print_object (out) || nz_cli_exit_status (error, NZ_EXIT_FAILURE));
 }
 
 gboolean

@@ -35,17 +35,6 @@ nz_kube_bulk_add_entries (GOptionContext *ctx, NzKubeBulkFlags *flags, gboolean 
   g_option_context_add_main_entries (ctx, copy, NULL);
 }
 
-void
-nz_kube_bulk_flags_clear (NzKubeBulkFlags *flags)
-{
-  g_clear_pointer (&flags->backend, g_free);
-  g_clear_pointer (&flags->config, g_free);
-  g_clear_pointer (&flags->kubeconfig, g_free);
-  g_clear_pointer (&flags->context, g_free);
-  g_clear_pointer (&flags->namespace, g_free);
-  g_clear_pointer (&flags->warm_pool, g_free);
-}
-
 const char *
 nz_kube_bulk_flags_given (const NzKubeBulkFlags *flags)
 {
@@ -75,16 +64,17 @@ nz_kube_selector_is_blank (const char *selector)
 #include "nz-kube-client.h"
 #include "nz-kube-options.h"
 
-struct _NzKubeBulk
+/* The cluster and namespace a bulk verb acts on. */
+typedef struct
 {
   NzCreateOptions *opts;
   NzKubeClient *client;
   char *ns;
   char *server;
-};
+} NzKubeBulk;
 
-void
-nz_kube_bulk_free (NzKubeBulk *bulk)
+static void
+bulk_free (NzKubeBulk *bulk)
 {
   if (bulk == NULL)
     return;
@@ -94,6 +84,7 @@ nz_kube_bulk_free (NzKubeBulk *bulk)
   g_free (bulk->server);
   g_free (bulk);
 }
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzKubeBulk, bulk_free)
 
 /* --config, then the flags over it, as namzu-create reads them (nz-backend.h). */
 static NzCreateOptions *
@@ -144,8 +135,8 @@ bulk_options (const NzKubeBulkFlags *flags, const char *verb, GError **error)
   return g_steal_pointer (&opts);
 }
 
-NzKubeBulk *
-nz_kube_bulk_open (const NzKubeBulkFlags *flags, const char *verb, GError **error)
+static NzKubeBulk *
+bulk_open (const NzKubeBulkFlags *flags, const char *verb, GError **error)
 {
   g_autoptr (NzKubeBulk) bulk = g_new0 (NzKubeBulk, 1);
   g_autoptr (JsonObject) spec = NULL;
@@ -185,12 +176,6 @@ nz_kube_bulk_open (const NzKubeBulkFlags *flags, const char *verb, GError **erro
       return NULL;
     }
   return g_steal_pointer (&bulk);
-}
-
-const char *
-nz_kube_bulk_warm_pool (NzKubeBulk *bulk)
-{
-  return nz_kube_options (bulk->opts)->warm_pool;
 }
 
 /* A NZ_KUBE_ERROR into NZ_ERROR, prefixed. Always FALSE. */
@@ -276,8 +261,9 @@ forget_handles (NzKubeBulk *bulk, GHashTable *released)
 }
 
 JsonObject *
-nz_kube_release_task_sandboxes (NzKubeBulk *bulk, const char *selector, GError **error)
+nz_kube_release_task_sandboxes (const NzKubeBulkFlags *flags, const char *selector, GError **error)
 {
+  g_autoptr (NzKubeBulk) bulk = NULL;
   g_autofree char *esc = NULL;
   g_autofree char *query = NULL;
   g_autofree char *what = NULL;
@@ -299,10 +285,15 @@ nz_kube_release_task_sandboxes (NzKubeBulk *bulk, const char *selector, GError *
                         "every claim of the namespace; name the labels (e.g. team=a,run=42)"),
               NULL);
     }
+  bulk = bulk_open (flags, "--selector", error);
+  if (bulk == NULL)
+    {
+      json_object_unref (out);
+      return NULL;
+    }
   esc = g_uri_escape_string (selector, NULL, FALSE);
   query = g_strconcat ("labelSelector=", esc, NULL);
-  what = g_strdup_printf ("release of the claims of %s matching '%s'", bulk->ns,
-                          selector);
+  what = g_strdup_printf ("release of the claims of %s matching '%s'", bulk->ns, selector);
   l = list (bulk, NZ_KUBE_SANDBOX_EXTENSIONS_API_GROUP, "sandboxclaims", query, &items, &local);
   if (l == NULL)
     {
@@ -373,8 +364,10 @@ int_at (JsonObject *o, const char *a, const char *b)
 }
 
 JsonObject *
-nz_kube_read_task_capacity (NzKubeBulk *bulk, const char *warm_pool, GError **error)
+nz_kube_read_task_capacity (const NzKubeBulkFlags *flags, GError **error)
 {
+  g_autoptr (NzKubeBulk) bulk = bulk_open (flags, "--capacity", error);
+  const char *warm_pool;
   g_autofree char *path = NULL;
   g_autofree char *what = NULL;
   g_autoptr (JsonObject) pool = NULL;
@@ -385,7 +378,13 @@ nz_kube_read_task_capacity (NzKubeBulk *bulk, const char *warm_pool, GError **er
   GError *local = NULL;
   gint64 bound = 0, pending = 0;
 
-  g_return_val_if_fail (warm_pool != NULL, NULL);
+  if (bulk == NULL)
+    return NULL;
+  warm_pool = nz_kube_options (bulk->opts)->warm_pool;
+  if (warm_pool == NULL)
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "--capacity needs --warm-pool NAME (or backend.warmPoolName in --config)"),
+            NULL);
   what = g_strdup_printf ("capacity of warm pool %s/%s", bulk->ns, warm_pool);
   path = nz_kube_path (NZ_KUBE_SANDBOX_EXTENSIONS_API_GROUP, NZ_KUBE_SANDBOX_API_VERSION, bulk->ns,
                        "sandboxwarmpools", warm_pool);
@@ -419,41 +418,28 @@ nz_kube_read_task_capacity (NzKubeBulk *bulk, const char *warm_pool, GError **er
 
 #else /* a build without the Kubernetes client: refused like the backend */
 
-struct _NzKubeBulk
-{
-  int unused;
-};
-
-NzKubeBulk *
-nz_kube_bulk_open (const NzKubeBulkFlags *flags, const char *verb, GError **error)
+static JsonObject *
+unavailable (const char *verb, GError **error)
 {
   if (nz_backend_lookup ("microvm:kubernetes", error) != NULL)
     nz_throw (error, NZ_ERROR_UNSUPPORTED, "%s: not available in this build", verb);
   return NULL;
 }
 
-void
-nz_kube_bulk_free (NzKubeBulk *bulk)
+JsonObject *
+nz_kube_release_task_sandboxes (const NzKubeBulkFlags *flags, const char *selector, GError **error)
 {
-  g_free (bulk);
-}
-
-const char *
-nz_kube_bulk_warm_pool (NzKubeBulk *bulk)
-{
-  g_return_val_if_reached (NULL);
+  if (nz_kube_selector_is_blank (selector))
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "releaseKubernetesTaskSandboxes: an empty label selector"),
+            NULL);
+  return unavailable ("--selector", error);
 }
 
 JsonObject *
-nz_kube_release_task_sandboxes (NzKubeBulk *bulk, const char *selector, GError **error)
+nz_kube_read_task_capacity (const NzKubeBulkFlags *flags, GError **error)
 {
-  g_return_val_if_reached (NULL);
-}
-
-JsonObject *
-nz_kube_read_task_capacity (NzKubeBulk *bulk, const char *warm_pool, GError **error)
-{
-  g_return_val_if_reached (NULL);
+  return unavailable ("--capacity", error);
 }
 
 #endif

@@ -31,34 +31,27 @@ typedef struct
 /* Adds --backend, --config, --kubeconfig, --context, --namespace (and --warm-pool when
  * @warm_pool) to @ctx's main options, storing into @flags. */
 void nz_kube_bulk_add_entries (GOptionContext *ctx, NzKubeBulkFlags *flags, gboolean warm_pool);
-void nz_kube_bulk_flags_clear (NzKubeBulkFlags *flags);
 /* The first of the flags given, as it is spelled ("--kubeconfig"), or NULL when none is. */
 const char *nz_kube_bulk_flags_given (const NzKubeBulkFlags *flags);
 
 /* TRUE when @selector is NULL, empty or only whitespace: it would select every claim. */
 gboolean nz_kube_selector_is_blank (const char *selector);
 
-typedef struct _NzKubeBulk NzKubeBulk;
-
-/* The cluster and namespace @flags name. Refuses (INVALID_ARGS, naming @verb, e.g.
- * "--selector") a backend other than microvm:kubernetes, and a config or flag the backend
- * refuses. Reads files only (--config, the kubeconfig): no request yet. */
-NzKubeBulk *nz_kube_bulk_open (const NzKubeBulkFlags *flags, const char *verb, GError **error);
-void nz_kube_bulk_free (NzKubeBulk *bulk);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzKubeBulk, nz_kube_bulk_free)
-
-/* The warm pool --warm-pool or the config's warmPoolName names, or NULL. */
-const char *nz_kube_bulk_warm_pool (NzKubeBulk *bulk);
+/* Both verbs first open the cluster and namespace @flags name: a backend other than
+ * microvm:kubernetes is refused (INVALID_ARGS, naming the verb's flag), and so is a config or
+ * flag the backend refuses; that reads files only (--config, the kubeconfig). */
 
 /* spec D.6.3 releaseKubernetesTaskSandboxes: {deleted, names} (names of the claims released,
  * in the LIST's order). A blank selector is INVALID_ARGS before any request; one the API
  * server cannot parse (HTTP 400) is INVALID_ARGS naming it. When some DELETE fails the others
  * are still made and their handles removed; the error then names what was and was not
  * released. Returns a new reference. */
-JsonObject *nz_kube_release_task_sandboxes (NzKubeBulk *bulk, const char *selector, GError **error);
+JsonObject *nz_kube_release_task_sandboxes (const NzKubeBulkFlags *flags, const char *selector,
+                                            GError **error);
 
-/* spec D.6.3 readKubernetesTaskCapacity: {warmPool, readyReplicas, replicas, claims,
- * pendingPods}. A pool that does not exist is NOT_FOUND. Returns a new reference. */
-JsonObject *nz_kube_read_task_capacity (NzKubeBulk *bulk, const char *warm_pool, GError **error);
+/* spec D.6.3 readKubernetesTaskCapacity of the pool --warm-pool (else the config's
+ * warmPoolName) names, INVALID_ARGS when neither does: {warmPool, readyReplicas, replicas,
+ * claims, pendingPods}. A pool that does not exist is NOT_FOUND. Returns a new reference. */
+JsonObject *nz_kube_read_task_capacity (const NzKubeBulkFlags *flags, GError **error);
 
 G_END_DECLS
