@@ -61,8 +61,7 @@ nz_kube_selector_is_blank (const char *selector)
 #ifdef NZ_HAVE_KUBE
 
 #include "nz-json.h"
-#include "nz-kube-client.h"
-#include "nz-kube-options.h"
+#include "nz-kube-internal.h"
 
 /* The cluster and namespace a bulk verb acts on. */
 typedef struct
@@ -149,32 +148,21 @@ bulk_open (const NzKubeBulkFlags *flags, const char *verb, GError **error)
     return NULL;
   k = nz_kube_options (bulk->opts);
   spec = nz_kube_access_spec (k);
-  access = nz_kube_access_open (spec, &local);
-  if (access == NULL)
-    {
-      nz_kube_error_convert (&local);
-      g_propagate_error (error, local);
-      return NULL;
-    }
-  for (guint i = 0; access->warnings != NULL && i < access->warnings->len; i++)
-    g_printerr ("namzu: warning: %s\n", (const char *)access->warnings->pdata[i]);
-  bulk->ns = g_strdup (k->namespace != NULL ? k->namespace : access->namespace);
-  bulk->server = g_strdup (access->server);
-  if (bulk->ns == NULL)
-    {
-      nz_kube_access_free (access);
-      return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
-                        "--namespace (backend.namespace): is required (the kubeconfig context "
-                        "names none)"),
-              NULL);
-    }
-  bulk->client = nz_kube_client_new (access, k->api_timeout_ms, &local);
+  bulk->client = nz_kube_client_for (spec, NULL, k->api_timeout_ms, &local);
   if (bulk->client == NULL)
     {
       nz_kube_error_convert (&local);
       g_propagate_error (error, local);
       return NULL;
     }
+  access = nz_kube_client_get_access (bulk->client);
+  bulk->ns = g_strdup (k->namespace != NULL ? k->namespace : access->namespace);
+  bulk->server = g_strdup (access->server);
+  if (bulk->ns == NULL)
+    return (nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                      "--namespace (backend.namespace): is required (the kubeconfig context "
+                      "names none)"),
+            NULL);
   return g_steal_pointer (&bulk);
 }
 
