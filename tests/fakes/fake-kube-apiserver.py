@@ -15,7 +15,8 @@ and nothing more:
     agent-sandbox CRDs (sandboxes, sandboxtemplates, sandboxwarmpools,
     sandboxclaims), persistentvolumeclaims, networkpolicies and
     ciliumnetworkpolicies;
-  - GET (one object, or a List with ?labelSelector= equality terms), POST
+  - GET (one object, or a List with ?labelSelector= equality terms; a term that is no
+    label key and value is 400 BadRequest, as the real parser answers), POST
     (uid, resourceVersion, creationTimestamp assigned; 409 AlreadyExists; 422
     Invalid for a missing name or a kind/apiVersion that is not the
     resource's), PATCH with application/merge-patch+json (RFC 7386, a stale
@@ -46,6 +47,7 @@ import copy
 import datetime
 import json
 import os
+import re
 import signal
 import ssl
 import sys
@@ -187,6 +189,27 @@ def json_patch(doc, ops):
         else:
             raise PatchError("operation %s is not supported" % kind)
     return doc
+
+
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                       r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def selector_error(sel):
+    """Why the API server would answer 400 to this equality-based selector, or None."""
+    for term in (sel or "").split(",") if sel else []:
+        term = term.strip()
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+        elif "=" in term:
+            k, v = term.split("=", 1)
+            v = v[1:] if v.startswith("=") else v
+        else:
+            k, v = term[1:] if term.startswith("!") else term, ""
+        if not LABEL_KEY.match(k.strip()) or not LABEL_VALUE.match(v.strip()):
+            return "unable to parse requirement: %r is not a label selector term" % term
+    return None
 
 
 def selector_matches(sel, labels):
@@ -356,6 +379,8 @@ class Handler(BaseHTTPRequestHandler):
                            {"name": name, "group": group, "kind": plural})
         if self.command == "GET" and name is None:
             sel = query.get("labelSelector", [""])[0]
+            if selector_error(sel):
+                return status(400, "BadRequest", selector_error(sel))
             items = [copy.deepcopy(o) for (g, v, p, n, _), o in sorted(STORE.items())
                      if (g, v, p, n) == (group, version, plural, ns)
                      and selector_matches(sel, o["metadata"].get("labels") or {})]
