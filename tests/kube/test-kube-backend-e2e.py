@@ -26,6 +26,16 @@ NS = "ns1"
 # the renewal PATCH (its timeout is a quarter of half the lease, spec D.6.2) fit.
 TTL = 20 if os.environ.get("NZ_SANITIZE", "none") not in ("", "none") else 2
 N = [0]
+BASELINE_PATH = "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies" % NS
+
+
+def baseline_policy():
+    """deploy/k8s/networkpolicy.yaml, in the test namespace."""
+    import yaml
+    with open(os.path.join(fc.SRC, "deploy/k8s/networkpolicy.yaml")) as fh:
+        p = yaml.safe_load(fh)
+    p["metadata"]["namespace"] = NS
+    return p
 
 
 def tap(ok, what):
@@ -50,6 +60,9 @@ class Env:
                     "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: u\n"
                     "    namespace: %s\n"
                     "users:\n- name: u\n  user:\n    token: tok\n" % (fake.port, ca, NS))
+        # The namespace's baseline policy, as deploy/k8s applies it: every create proves the
+        # agent port private against it (spec D.9).
+        fake.req("POST", BASELINE_PATH, baseline_policy())
 
     def run(self, tool, *args, stdin=None, timeout=120):
         env = dict(os.environ, NAMZU_STATE_DIR=self.state, KUBECONFIG=self.kubeconfig,

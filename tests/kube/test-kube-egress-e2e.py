@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""microvm:kubernetes backend.egress through namzu-create --config (spec D.10.6, D.10.7): the
-named policy verified before anything is created (missing or different: refused, nothing
-left), the profile label on the pod (a Sandbox's pod template, a claim's
-additionalPodMetadata), and the refusals of what this build does not do yet (the union check,
-perSandbox). Against the FAKE API server and its FAKE controller (tests/fakes/). TAP output.
+"""microvm:kubernetes network verification through the tools. Egress (spec D.10.6, D.10.7,
+namzu-create --config's backend.egress): the named policy verified before anything is created
+(missing or different: refused, nothing left), the profile label on the pod (a Sandbox's pod
+template, a claim's additionalPodMetadata), and the refusals of what this build does not do yet
+(the union check, perSandbox). Ingress (spec D.9): the agent port proven reachable only from
+the host's pods before a Sandbox is POSTed, after a claim binds (then released), before a
+workspace is POSTed; backend.ingress 'unverified' opts out. Against the FAKE API server and its FAKE controller (tests/fakes/). TAP output.
 Without bwrap/openssl the test is skipped, except under CI=true (a failure)."""
 
 import sys
@@ -93,6 +95,71 @@ def main():
             "a claim carries the profile label in additionalPodMetadata (%s)"
             % err.strip()[-300:])
         e.run("namzu-destroy", "--sandbox", h.get("id", "x"))
+
+        # Ingress (spec D.9).
+        def plain(*flags, **backend):
+            with open(cfg, "w") as fh:
+                json.dump({"backend": dict({"tier": "microvm", "service": "kubernetes",
+                                            "sandboxTemplateName": "tpl",
+                                            "agentAddress": "pod-ip"}, **backend)}, fh)
+            return e.run("namzu-create", "--config", cfg, *flags)
+
+        def claims():
+            return len([i for i in f.get(fc.E % NS + "sandboxclaims")[1].get("items") or []])
+
+        base = e2e.BASELINE_PATH + "/namzu-sandbox-baseline"
+        f.req("DELETE", base)
+        rc, _, err = plain()
+        tap(rc != 0 and "no NetworkPolicy with Ingress" in err and e2e.objects_left(f) == 0,
+            "no ingress policy: the Sandbox is refused before its POST (%s)" % err.strip())
+        rc, _, err = plain(warmPoolName="pool1")
+        tap(rc != 0 and "no NetworkPolicy with Ingress" in err and claims() == 0,
+            "a claimed pod without an ingress policy: refused, the claim released (%s)"
+            % err.strip())
+        disk = fc.template("wtpl")
+        disk["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "ws"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "volumeMode": "Block"}}]
+        disk["spec"]["podTemplate"]["spec"]["containers"][0]["volumeDevices"] = [
+            {"name": "ws", "devicePath": "/dev/namzu-workspace"}]
+        f.req("POST", fc.E % NS + "sandboxtemplates", disk)
+        rc, _, err = plain("--workspace", "w9", sandboxTemplateName="wtpl")
+        code, _ = f.get(fc.A % NS + "/namzu-ws-w9")
+        tap(rc != 0 and "no NetworkPolicy with Ingress" in err and code == 404,
+            "a workspace without an ingress policy: refused before its POST (%s)"
+            % err.strip()[-200:])
+        rc, out, err = plain(ingress="unverified")
+        tap(rc == 0, "ingress: 'unverified' opts out (%s)" % err.strip()[-200:])
+        e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
+        f.req("POST", e2e.BASELINE_PATH, e2e.baseline_policy())
+        other_port = policy("other-port", [])
+        other_port["spec"]["policyTypes"] = ["Ingress"]
+        other_port["spec"]["ingress"] = [{"ports": [{"protocol": "TCP", "port": 8080}]}]
+        del other_port["spec"]["egress"]
+        f.req("POST", NP, other_port)
+        rc, out, err = plain()
+        tap(rc == 0, "a rule open to all on another port does not reach the agent (%s)"
+            % err.strip()[-200:])
+        e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
+        for name, rule in (("wide", {}),
+                           ("other-ns", {"from": [{"namespaceSelector": {}, "podSelector": {
+                               "matchLabels": {"namzu.ai/component": "host"}}}],
+                               "ports": [{"protocol": "TCP", "port": 1024}]}),
+                           ("not-host", {"from": [{"podSelector": {"matchLabels": {
+                               "app": "x"}}}]}),
+                           ("range", {"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+                                      "ports": [{"port": 1000, "endPort": 2000}]})):
+            p = policy(name, [])
+            p["spec"]["podSelector"] = {"matchLabels": {"sandbox.namzu.ai/template": "tpl"}}
+            p["spec"]["policyTypes"] = ["Ingress"]
+            p["spec"]["ingress"] = [rule]
+            del p["spec"]["egress"]
+            f.req("POST", NP, p)
+            rc, _, err = plain()
+            tap(rc != 0 and ("NetworkPolicy %s does not keep the agent port 1024 private" % name)
+                in err and e2e.objects_left(f) == 0,
+                "a policy letting other peers reach the agent port is refused: %s (%s)"
+                % (name, err.strip()[-160:]))
+            f.req("DELETE", NP + "/" + name)
     finally:
         f.stop()
     print("1..%d" % e2e.N[0])

@@ -10,6 +10,7 @@
 #include "nz-egress-k8s.h"
 #include "nz-kube-client.h"
 #include "nz-kube-egress.h"
+#include "nz-kube-ingress.h"
 #include "nz-kube-probe.h"
 #include "nz-kube-workspace.h"
 #include "nz-kube-ws.h"
@@ -197,6 +198,26 @@ release (NzKubeClient *client, JsonObject *priv, GError **error)
 }
 
 /* ---- check ---------------------------------------------------------------------------------- */
+
+/* spec D.9 unless backend.ingress is 'unverified': the namespace's NetworkPolicies prove the
+ * agent port of pods with @labels reachable only from the host's pods. */
+gboolean
+nz_kube_ingress_ok (NzKubeClient *client, const NzKubeOptions *k, const char *ns,
+                    JsonObject *labels, GError **error)
+{
+  g_autoptr (JsonObject) none = json_object_new ();
+  GError *local = NULL;
+
+  if (k->ingress_unverified)
+    return TRUE;
+  if (nz_kube_ingress_verify (client, ns, labels != NULL ? labels : none,
+                              k->agent_port != 0 ? k->agent_port : NZ_KUBE_AGENT_PORT_DEFAULT,
+                              &local))
+    return TRUE;
+  nz_kube_error_convert (&local);
+  g_propagate_error (error, local);
+  return FALSE;
+}
 
 /* backend.egress parsed (spec D.10.6), or NULL with @error naming the field. */
 static NzEgressK8sConfig *
@@ -507,6 +528,7 @@ wait_ready (Acquire *a, const char *path, gboolean claim, GError **error)
 typedef struct
 {
   char *uid, *ip, *name;
+  JsonObject *labels; /* the pod's metadata.labels, or NULL */
 } BoundPod;
 
 static void
@@ -515,6 +537,7 @@ bound_pod_clear (BoundPod *p)
   g_clear_pointer (&p->uid, g_free);
   g_clear_pointer (&p->ip, g_free);
   g_clear_pointer (&p->name, g_free);
+  g_clear_pointer (&p->labels, json_object_unref);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (BoundPod, bound_pod_clear)
@@ -529,6 +552,9 @@ take_pod (JsonObject *pod, BoundPod *out)
   out->uid = g_strdup (uid);
   out->ip = g_strdup (nz_kube_pod_ip (pod));
   out->name = g_strdup (str_path (pod, "metadata", "name", NULL));
+  out->labels = obj_path (pod, "metadata", "labels") != NULL
+                    ? json_object_ref (obj_path (pod, "metadata", "labels"))
+                    : NULL;
   return TRUE;
 }
 
@@ -797,7 +823,12 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
       g_autoptr (JsonObject) tpl = nz_kube_get (client, tpl_path, &local);
       g_autoptr (JsonObject) body = NULL;
 
-      if (tpl != NULL && (body = build_sandbox (&a, tpl, name, shutdown, &local)) != NULL)
+      if (tpl != NULL && (body = build_sandbox (&a, tpl, name, shutdown, &local)) != NULL
+          && nz_kube_ingress_ok (
+              client, k, a.ns,
+              obj_path (obj_path (obj_path (body, "spec", NULL), "podTemplate", "metadata"),
+                        "labels", NULL),
+              &local))
         {
           g_autofree char *coll = nz_kube_path (
               NZ_KUBE_SANDBOX_API_GROUP, NZ_KUBE_SANDBOX_API_VERSION, a.ns, "sandboxes", NULL);
@@ -830,7 +861,9 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
         nz_throw (&local, NZ_ERROR_PROTOCOL,
                   "SandboxClaim %s reported Ready but named no sandbox in status.sandbox.name",
                   name);
-      else if (read_bound_pod (client, a.ns, sandbox, &pod, &local))
+      else if (read_bound_pod (client, a.ns, sandbox, &pod, &local)
+               /* spec D.6.1: a claim's pod labels are known only now. */
+               && (!claim || nz_kube_ingress_ok (client, k, a.ns, pod.labels, &local)))
         {
           if (k->pod_ip)
             {

@@ -32,6 +32,10 @@ guint nz_kube_handle_api_timeout (NzHandle *h);
 NzKubeClient *nz_kube_create_begin (const NzCreateOptions *opts, NzHandle *h,
                                     JsonObject *access_spec, const char *kind, const char *object,
                                     const char **ns, GError **error);
+/* spec D.9 unless backend.ingress is 'unverified' (then TRUE): the namespace's NetworkPolicies
+ * prove the agent port of pods with @labels reachable only from the host's pods. */
+gboolean nz_kube_ingress_ok (NzKubeClient *client, const NzKubeOptions *k, const char *ns,
+                             JsonObject *labels, GError **error);
 /* The agent at h->endpoint with h->token answers healthz within @ready_ms, passes the
  * privilege probe (bounded by @probe_ms); its features and guestBootId go into h->priv.
  * @label names the object in errors. */

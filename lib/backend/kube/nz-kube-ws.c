@@ -126,6 +126,22 @@ bind_pod (NzKubeClient *client, NzHandle *h, const char *uid, const char *ip, gu
                            error);
 }
 
+typedef struct
+{
+  NzKubeClient *client;
+  const NzKubeOptions *k;
+  const char *ns;
+} IngressHook;
+
+/* spec D.8.3 step 5: the ingress proof on the labels the workspace's pods will carry. */
+static gboolean
+ingress_hook (JsonObject *pod_labels, gpointer data, GError **error)
+{
+  IngressHook *i = data;
+
+  return nz_kube_ingress_ok (i->client, i->k, i->ns, pod_labels, error);
+}
+
 NzHandle *
 nz_kube_ws_create (const NzCreateOptions *opts, GError **error)
 {
@@ -154,6 +170,8 @@ nz_kube_ws_create (const NzCreateOptions *opts, GError **error)
   spec.template_name = k->template_name;
   spec.epoch = k->holder_epoch >= 0 ? k->holder_epoch : NZ_KUBE_NO_EPOCH;
   spec.refresh_pod_template = k->refresh_pod_template;
+  spec.verify = ingress_hook;
+  spec.verify_data = &(IngressHook){ client, k, spec.ns };
   json_object_set_string_member (h->priv, "sandbox", name);
   json_object_set_string_member (h->priv, "workspace", k->workspace_id);
   json_object_set_int_member (h->priv, "readyPollIntervalMs", poll);
