@@ -3,7 +3,8 @@
 namzu-create --config's backend.egress): the named policy verified before anything is created
 (missing or different: refused, nothing left), the profile label on the pod (a Sandbox's pod
 template, a claim's additionalPodMetadata), and the refusals of what this build does not do yet
-(the union check, perSandbox). Ingress (spec D.9): the agent port proven reachable only from
+(the union check over CiliumNetworkPolicies, perSandbox), and the union check (spec D.10.7)
+over the NetworkPolicies that select the pods. Ingress (spec D.9): the agent port proven reachable only from
 the host's pods before a Sandbox is POSTed, after a claim binds (then released), before a
 workspace is POSTed; backend.ingress 'unverified' opts out. Against the FAKE API server and its FAKE controller (tests/fakes/). TAP output.
 Without bwrap/openssl the test is skipped, except under CI=true (a failure)."""
@@ -49,9 +50,10 @@ def main():
             return e.run("namzu-create", "--config", cfg)
 
         deny = {"policy": {"kind": "deny-all"}, "verify": "named-object-only", "profile": "web"}
-        rc, _, err = create(dict(deny, verify="union"))
+        rc, _, err = create(dict(deny, verify="union", engine="cilium"))
         tap(rc != 0 and "union check" in err and e2e.objects_left(f) == 0,
-            "the union check (the default) is refused as not in this build (%s)" % err.strip())
+            "the union check over CiliumNetworkPolicies is refused as not in this build (%s)"
+            % err.strip())
         rc, _, err = create(dict(deny, perSandbox={"engine": "cilium",
                                                    "admissionPolicyName": "p"},
                                  engine="cilium"))
@@ -81,6 +83,41 @@ def main():
         rc, out2, _ = e.run("namzu-exec", "--sandbox", h.get("id", "x"), "--", "echo", "ok")
         tap(rc == 0 and out2 == "ok\n", "and runs commands")
         e.run("namzu-destroy", "--sandbox", h.get("id", "x"))
+
+        # The union check (verify 'union', the default; spec D.10.7): policies add up, so any
+        # other policy selecting the pods must allow no more than deny-all's DNS rule. The
+        # baseline's placeholder rule to 203.0.113.0/24 does.
+        union = dict(deny, verify="union")
+        rc, _, err = create(union)
+        tap(rc != 0 and "policy-widens-egress" in err and "namzu-sandbox-baseline" in err
+            and e2e.objects_left(f) == 0,
+            "the union check refuses the baseline's wider placeholder rule (%s)" % err.strip())
+        narrow = e2e.baseline_policy()
+        narrow["spec"]["egress"] = narrow["spec"]["egress"][:1]  # kube-dns only: inside DNS_RULE
+        f.req("DELETE", e2e.BASELINE_PATH + "/namzu-sandbox-baseline")
+        f.req("POST", e2e.BASELINE_PATH, narrow)
+        wide_elsewhere = policy("elsewhere", [{}])
+        wide_elsewhere["spec"]["podSelector"] = {"matchLabels": {"app": "not-ours"}}
+        f.req("POST", NP, wide_elsewhere)
+        rc, out, err = create(union)
+        tap(rc == 0, "a narrower rule, and a wide policy selecting other pods, pass (%s)"
+            % err.strip()[-300:])
+        e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
+        for name, rule in (("all-ports-dns", {"to": DNS_RULE["to"]}),
+                           ("other-ns", {"to": [{"namespaceSelector": {"matchLabels": {
+                               "kubernetes.io/metadata.name": "default"}}}],
+                               "ports": DNS_RULE["ports"]}),
+                           ("cidr", {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]})):
+            extra = policy(name, [rule])
+            f.req("POST", NP, extra)
+            rc, _, err = create(union)
+            tap(rc != 0 and ("NetworkPolicy %s also selects" % name) in err
+                and e2e.objects_left(f) == 0,
+                "a selecting policy allowing more is refused: %s (%s)" % (name, err.strip()[-120:]))
+            f.req("DELETE", NP + "/" + name)
+        f.req("DELETE", NP + "/elsewhere")
+        f.req("DELETE", e2e.BASELINE_PATH + "/namzu-sandbox-baseline")
+        f.req("POST", e2e.BASELINE_PATH, e2e.baseline_policy())
 
         # The pool path: the label goes on the claim's additionalPodMetadata (warm-safe).
         f.req("POST", fc.E % NS + "sandboxwarmpools",

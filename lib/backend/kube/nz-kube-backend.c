@@ -11,6 +11,7 @@
 #include "nz-kube-client.h"
 #include "nz-kube-egress.h"
 #include "nz-kube-ingress.h"
+#include "nz-kube-union.h"
 #include "nz-kube-probe.h"
 #include "nz-kube-workspace.h"
 #include "nz-kube-ws.h"
@@ -239,7 +240,7 @@ egress_config (const NzKubeOptions *k, GError **error)
 
 /* spec D.10.7 verifyEgressPolicyApplied, before anything is created: the policy the
  * translation of @c names must exist as translated (the backend never creates it). */
-static gboolean
+static JsonObject *
 egress_verify (NzKubeClient *client, const NzEgressK8sConfig *c, const char *ns, const char *tpl,
                GError **error)
 {
@@ -251,16 +252,16 @@ egress_verify (NzKubeClient *client, const NzEgressK8sConfig *c, const char *ns,
   GError *local = NULL;
 
   if (name == NULL)
-    return FALSE;
+    return NULL;
   expected
       = nz_egress_k8s_translate (c->kind, c->engine, (const char *const *)c->except_cidrs,
                                  (const char *const *)c->allowed_hosts, name, ns, selector, error);
   if (expected == NULL)
-    return FALSE;
+    return NULL;
   if (nz_kube_egress_verify_applied (client, json_node_get_object (expected), &local))
-    return TRUE;
+    return json_node_dup_object (expected);
   nz_kube_error_convert (&local);
-  return kube_fail (error, local, "backend.egress");
+  return (kube_fail (error, local, "backend.egress"), NULL);
 }
 
 gboolean
@@ -340,11 +341,11 @@ nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
         return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                          "backend.egress.perSandbox: per-sandbox CiliumNetworkPolicies are not "
                          "in this build yet");
-      if (!egress->named_object_only)
+      if (!egress->named_object_only && egress->engine == NZ_EGRESS_K8S_CILIUM)
         return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                         "backend.egress.verify: the union check (the default, 'union') is not "
-                         "in this build yet; verify: 'named-object-only' verifies the named "
-                         "policy alone");
+                         "backend.egress.verify: the union check (the default, 'union') over "
+                         "CiliumNetworkPolicies is not in this build yet; verify: "
+                         "'named-object-only' verifies the named policy alone");
     }
   return TRUE;
 }
@@ -362,7 +363,27 @@ typedef struct
   guint poll_ms;
   const char *label;      /* "SandboxClaim namzu-task-..." for messages */
   JsonObject *pod_labels; /* backend.egress's profile label (spec D.10.6), or NULL */
+  JsonObject *union_of;   /* the translation the union check judges against, or NULL */
 } Acquire;
+
+/* spec D.9 and D.10.7 on the labels the pods carry: the ingress proof, then (verify 'union')
+ * every other policy selecting them allows no more egress than the translation. */
+static gboolean
+pod_network_ok (Acquire *a, JsonObject *labels, GError **error)
+{
+  g_autoptr (JsonObject) none = json_object_new ();
+  GError *local = NULL;
+
+  if (!nz_kube_ingress_ok (a->client, a->k, a->ns, labels, error))
+    return FALSE;
+  if (a->union_of == NULL
+      || nz_kube_union_verify (a->client, a->ns, labels != NULL ? labels : none, a->union_of,
+                               &local))
+    return TRUE;
+  nz_kube_error_convert (&local);
+  g_propagate_error (error, local);
+  return FALSE;
+}
 
 static gboolean
 past_deadline (Acquire *a, GError **error)
@@ -752,6 +773,7 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   g_autoptr (JsonObject) ready = NULL;
   g_auto (BoundPod) pod = { 0 };
   g_autoptr (JsonObject) pod_labels = NULL;
+  g_autoptr (JsonObject) expected = NULL;
   g_autofree char *uuid = g_uuid_string_random ();
   g_autofree char *name = g_strconcat (NZ_KUBE_TASK_NAME_PREFIX, uuid, NULL);
   g_autofree char *label = NULL;
@@ -777,8 +799,12 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
     {
       g_autoptr (NzEgressK8sConfig) egress = egress_config (k, error);
 
-      if (egress == NULL || !egress_verify (client, egress, a.ns, k->template_name, error))
+      if (egress == NULL
+          || (expected = egress_verify (client, egress, a.ns, k->template_name, error)) == NULL)
         return NULL;
+      /* The union check's translation (core; check refuses it with cilium). */
+      if (!egress->named_object_only)
+        a.union_of = expected;
       if (egress->profile != NULL
           && (pod_labels = nz_egress_k8s_compose_pod_labels (egress, NULL, error)) == NULL)
         return NULL;
@@ -824,8 +850,8 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
       g_autoptr (JsonObject) body = NULL;
 
       if (tpl != NULL && (body = build_sandbox (&a, tpl, name, shutdown, &local)) != NULL
-          && nz_kube_ingress_ok (
-              client, k, a.ns,
+          && pod_network_ok (
+              &a,
               obj_path (obj_path (obj_path (body, "spec", NULL), "podTemplate", "metadata"),
                         "labels", NULL),
               &local))
@@ -863,7 +889,7 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
                   name);
       else if (read_bound_pod (client, a.ns, sandbox, &pod, &local)
                /* spec D.6.1: a claim's pod labels are known only now. */
-               && (!claim || nz_kube_ingress_ok (client, k, a.ns, pod.labels, &local)))
+               && (!claim || pod_network_ok (&a, pod.labels, &local)))
         {
           if (k->pod_ip)
             {
