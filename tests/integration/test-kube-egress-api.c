@@ -13,32 +13,12 @@
 #include "nz-kube-egress.h"
 #include "nz-kube-error.h"
 #include "../nz-test.h"
+#include "kube-fake.h"
 
 static char *dir; /* key, certificate, template */
 static char *ca_pem;
 static guint16 port;
 static GPid fake_pid;
-
-static gboolean
-self_signed_server (void)
-{
-  g_autofree char *cfg = g_build_filename (dir, "server.cfg", NULL);
-  g_autofree char *gen = g_strdup_printf ("certtool --generate-privkey --key-type=ecdsa "
-                                          "--outfile %s/server.key",
-                                          dir);
-  g_autofree char *sign = g_strdup_printf (
-      "certtool --generate-self-signed --load-privkey %s/server.key --template %s "
-      "--outfile %s/server.pem",
-      dir, cfg, dir);
-  int s1 = -1, s2 = -1;
-
-  return g_file_set_contents (cfg,
-                              "cn = fake kube-apiserver\nip_address = 127.0.0.1\nca\n"
-                              "cert_signing_key\ntls_www_server\nexpiration_days = 2\n",
-                              -1, NULL)
-         && g_spawn_command_line_sync (gen, NULL, NULL, &s1, NULL) && s1 == 0
-         && g_spawn_command_line_sync (sign, NULL, NULL, &s2, NULL) && s2 == 0;
-}
 
 static NzKubeClient *
 client (void)
@@ -113,39 +93,27 @@ main (void)
 {
   Suite *s = suite_create ("kube-egress-api");
   TCase *tc = tcase_create ("named");
-  const char *src = g_getenv ("NZ_SOURCE_DIR");
-  g_autofree char *script = NULL;
   g_autofree char *cert = NULL;
   g_autofree char *key = NULL;
-  g_autoptr (GError) error = NULL;
-  char line[256] = "";
-  int out_fd = -1, rc;
-  guint p = 0;
-  FILE *f;
+  int rc;
 
   nz_test_require_program ("python3", "python3 (scripts/install-deps)");
   nz_test_require_program ("certtool", "certtool (gnutls-bin, scripts/install-deps)");
   dir = g_dir_make_tmp ("nz-kube-egress-XXXXXX", NULL);
-  NZ_TEST_REQUIRE (dir != NULL && self_signed_server (), "certtool could not make a certificate");
+  NZ_TEST_REQUIRE (dir != NULL
+                       && kube_fake_make_cert (dir, "server", NULL,
+                                               "cn = fake kube-apiserver\nip_address = 127.0.0.1\n"
+                                               "ca\ncert_signing_key\ntls_www_server\n"
+                                               "expiration_days = 2\n"),
+                   "certtool could not make a certificate");
   cert = g_build_filename (dir, "server.pem", NULL);
   key = g_build_filename (dir, "server.key", NULL);
   NZ_TEST_REQUIRE (g_file_get_contents (cert, &ca_pem, NULL, NULL), "read the certificate");
-  script = g_build_filename (src, "tests", "fakes", "fake-kube-apiserver.py", NULL);
   {
-    const char *argv[] = { "python3", script, "--cert",  cert,
-                           "--key",   key,    "--token", "egress=egress-token",
-                           NULL };
+    const char *extra[] = { "--token", "egress=egress-token", NULL };
 
-    NZ_TEST_REQUIRE (g_spawn_async_with_pipes (NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL,
-                                               NULL, &fake_pid, NULL, &out_fd, NULL, &error),
-                     "spawn the fake: %s", error ? error->message : "");
+    port = kube_fake_start (dir, "server", extra, &fake_pid);
   }
-  f = fdopen (out_fd, "r");
-  NZ_TEST_REQUIRE (f != NULL && fgets (line, sizeof line, f) != NULL, "the fake said nothing");
-  NZ_TEST_REQUIRE (sscanf (line, "fake-kube-apiserver listening on 127.0.0.1:%u", &p) == 1,
-                   "unexpected line from the fake: %s", line);
-  fclose (f);
-  port = (guint16)p;
 
   tcase_set_timeout (tc, 60);
   tcase_add_test (tc, test_named_object_against_api);

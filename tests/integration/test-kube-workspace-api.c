@@ -12,6 +12,7 @@
 #include "nz-json.h"
 #include "nz-kube-workspace.h"
 #include "../nz-test.h"
+#include "kube-fake.h"
 
 #define NS "namzu-sandboxes"
 
@@ -22,61 +23,13 @@ static GPid fake_pid;
 static const char token[] = "token-of-the-host";
 static NzKubeClient *client;
 
-static gboolean
-certtool (const char *args)
-{
-  g_autofree char *cmd = g_strdup_printf ("certtool %s", args);
-  int status = 0;
-
-  return g_spawn_command_line_sync (cmd, NULL, NULL, &status, NULL) && status == 0;
-}
-
-static gboolean
-make_cert (const char *name, const char *ca, const char *tmpl)
-{
-  g_autofree char *key = g_strdup_printf ("%s/%s.key", pki, name);
-  g_autofree char *pem = g_strdup_printf ("%s/%s.pem", pki, name);
-  g_autofree char *cfg = g_strdup_printf ("%s/%s.cfg", pki, name);
-  g_autofree char *a1 = g_strdup_printf ("--generate-privkey --key-type=ecdsa --outfile %s", key);
-  g_autofree char *a2 = NULL;
-
-  if (!g_file_set_contents (cfg, tmpl, -1, NULL) || !certtool (a1))
-    return FALSE;
-  if (ca == NULL)
-    a2 = g_strdup_printf ("--generate-self-signed --load-privkey %s --template %s --outfile %s",
-                          key, cfg, pem);
-  else
-    a2 = g_strdup_printf ("--generate-certificate --load-privkey %s --load-ca-certificate "
-                          "%s/%s.pem --load-ca-privkey %s/%s.key --template %s --outfile %s",
-                          key, pki, ca, pki, ca, cfg, pem);
-  return certtool (a2);
-}
-
 static guint16
 start_fake (void)
 {
-  const char *src = g_getenv ("NZ_SOURCE_DIR");
-  g_autofree char *script
-      = g_build_filename (src, "tests", "fakes", "fake-kube-apiserver.py", NULL);
-  g_autofree char *cert = g_strdup_printf ("%s/server.pem", pki);
-  g_autofree char *key = g_strdup_printf ("%s/server.key", pki);
   g_autofree char *tok = g_strdup_printf ("host=%s", token);
-  const char *argv[] = { "python3", script, "--cert", cert, "--key", key, "--token", tok, NULL };
-  g_autoptr (GError) error = NULL;
-  char line[256] = "";
-  int out_fd = -1;
-  FILE *f;
-  guint p = 0;
+  const char *extra[] = { "--token", tok, NULL };
 
-  NZ_TEST_REQUIRE (g_spawn_async_with_pipes (NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL,
-                                             NULL, &fake_pid, NULL, &out_fd, NULL, &error),
-                   "spawn the fake: %s", error ? error->message : "");
-  f = fdopen (out_fd, "r");
-  NZ_TEST_REQUIRE (f != NULL && fgets (line, sizeof line, f) != NULL, "the fake said nothing");
-  NZ_TEST_REQUIRE (sscanf (line, "fake-kube-apiserver listening on 127.0.0.1:%u", &p) == 1,
-                   "unexpected line from the fake: %s", line);
-  fclose (f);
-  return (guint16)p;
+  return kube_fake_start (pki, "server", extra, &fake_pid);
 }
 
 static JsonObject *
@@ -562,11 +515,11 @@ main (void)
   pki = g_dir_make_tmp ("nz-kube-ws-pki-XXXXXX", NULL);
   NZ_TEST_REQUIRE (
       pki != NULL
-          && make_cert ("ca", NULL,
-                        "cn = namzu test CA\nca\ncert_signing_key\nexpiration_days = 2\n")
-          && make_cert ("server", "ca",
-                        "cn = kube-apiserver\nip_address = 127.0.0.1\ntls_www_server\n"
-                        "expiration_days = 2\n"),
+          && kube_fake_make_cert (pki, "ca", NULL,
+                                  "cn = namzu test CA\nca\ncert_signing_key\nexpiration_days = 2\n")
+          && kube_fake_make_cert (pki, "server", "ca",
+                                  "cn = kube-apiserver\nip_address = 127.0.0.1\ntls_www_server\n"
+                                  "expiration_days = 2\n"),
       "certtool could not make the test PKI");
   ca_path = g_build_filename (pki, "ca.pem", NULL);
   NZ_TEST_REQUIRE (g_file_get_contents (ca_path, &ca_pem, NULL, NULL), "read the CA");
