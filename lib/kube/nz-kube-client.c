@@ -500,3 +500,20 @@ nz_kube_path (const char *group, const char *version, const char *ns, const char
   return e_name != NULL ? g_strdup_printf ("%s/namespaces/%s/%s/%s", prefix, e_ns, e_res, e_name)
                         : g_strdup_printf ("%s/namespaces/%s/%s", prefix, e_ns, e_res);
 }
+
+JsonObject *
+nz_kube_object_new (const char *api_version, const char *kind, const char *ns, const char *name,
+                    JsonObject **metadata)
+{
+  JsonObject *obj = json_object_new ();
+  JsonObject *meta = json_object_new ();
+
+  json_object_set_string_member (obj, "apiVersion", api_version);
+  json_object_set_string_member (obj, "kind", kind);
+  json_object_set_string_member (meta, "name", name);
+  json_object_set_string_member (meta, "namespace", ns);
+  json_object_set_object_member (obj, "metadata", meta);
+  if (metadata != NULL)
+    *metadata = meta;
+  return obj;
+}

@@ -66,4 +66,9 @@ gboolean nz_kube_delete (NzKubeClient *client, const char *path, const char *res
 char *nz_kube_path (const char *group, const char *version, const char *ns, const char *resource,
                     const char *name);
 
+/* A new object {apiVersion: @api_version, kind: @kind, metadata: {name: @name, namespace:
+ * @ns}}; *@metadata (may be NULL) borrows its metadata, for labels and annotations. */
+JsonObject *nz_kube_object_new (const char *api_version, const char *kind, const char *ns,
+                                const char *name, JsonObject **metadata);
+
 G_END_DECLS

@@ -780,16 +780,11 @@ nz_kube_workspace_create (NzKubeClient *client, const NzKubeWorkspaceSpec *spec,
                         spec->verify_data, error))
     return NULL;
   hash = nz_kube_pod_template_hash (pt);
-  obj = json_object_new ();
-  meta = json_object_new ();
+  obj = nz_kube_object_new (NZ_KUBE_SANDBOX_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION, "Sandbox",
+                            spec->ns, name, &meta);
   labels = json_object_new ();
   ann = json_object_new ();
   s = json_object_new ();
-  json_object_set_string_member (obj, "apiVersion",
-                                 NZ_KUBE_SANDBOX_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION);
-  json_object_set_string_member (obj, "kind", "Sandbox");
-  json_object_set_string_member (meta, "name", name);
-  json_object_set_string_member (meta, "namespace", spec->ns);
   json_object_set_string_member (labels, NZ_KUBE_SANDBOX_TEMPLATE_LABEL_KEY, spec->template_name);
   json_object_set_object_member (meta, "labels", labels);
   if (spec->epoch >= 0)
@@ -800,7 +795,6 @@ nz_kube_workspace_create (NzKubeClient *client, const NzKubeWorkspaceSpec *spec,
     }
   json_object_set_string_member (ann, NZ_KUBE_POD_TEMPLATE_HASH_ANNOTATION, hash);
   json_object_set_object_member (meta, "annotations", ann);
-  json_object_set_object_member (obj, "metadata", meta);
   json_object_set_member (s, "podTemplate", json_node_ref (pt));
   if ((vcts = nz_json_get_array (nz_json_get_object (tmpl, "spec"), "volumeClaimTemplates")))
     json_object_set_array_member (s, "volumeClaimTemplates", json_array_ref (vcts));

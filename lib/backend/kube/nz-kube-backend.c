@@ -409,21 +409,17 @@ pause_poll (Acquire *a)
 static JsonObject *
 build_claim (Acquire *a, const char *name, const char *shutdown)
 {
-  JsonObject *claim = json_object_new ();
-  JsonObject *meta = json_object_new ();
+  JsonObject *meta;
+  JsonObject *claim
+      = nz_kube_object_new (NZ_KUBE_SANDBOX_EXTENSIONS_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION,
+                            "SandboxClaim", a->ns, name, &meta);
   JsonObject *spec = json_object_new ();
   JsonObject *pool = json_object_new ();
   JsonObject *life = json_object_new ();
 
-  json_object_set_string_member (
-      claim, "apiVersion", NZ_KUBE_SANDBOX_EXTENSIONS_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION);
-  json_object_set_string_member (claim, "kind", "SandboxClaim");
-  json_object_set_string_member (meta, "name", name);
-  json_object_set_string_member (meta, "namespace", a->ns);
   /* spec D.4 claimLabels: the claim's metadata.labels only, never the pod's. */
   if (a->k->claim_labels != NULL)
     json_object_set_object_member (meta, "labels", json_object_ref (a->k->claim_labels));
-  json_object_set_object_member (claim, "metadata", meta);
   json_object_set_string_member (pool, "name", a->k->warm_pool);
   json_object_set_object_member (spec, "warmPoolRef", pool);
   json_object_set_string_member (life, "shutdownTime", shutdown);
@@ -449,7 +445,7 @@ build_sandbox (Acquire *a, JsonObject *tpl, const char *name, const char *shutdo
 {
   JsonObject *tspec = obj_path (tpl, "spec", NULL);
   JsonObject *ptpl = tspec != NULL ? nz_json_get_object (tspec, "podTemplate") : NULL;
-  JsonObject *sb, *meta, *spec, *pt, *pmeta, *labels;
+  JsonObject *sb, *spec, *pt, *pmeta, *labels;
   JsonNode *copy;
 
   if (ptpl == NULL || nz_json_get_object (ptpl, "spec") == NULL)
@@ -485,15 +481,9 @@ build_sandbox (Acquire *a, JsonObject *tpl, const char *name, const char *shutdo
     json_object_set_string_member (nz_json_get_object (pt, "spec"), "runtimeClassName",
                                    a->k->runtime_class);
 
-  sb = json_object_new ();
-  meta = json_object_new ();
+  sb = nz_kube_object_new (NZ_KUBE_SANDBOX_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION, "Sandbox",
+                           a->ns, name, NULL);
   spec = json_object_new ();
-  json_object_set_string_member (sb, "apiVersion",
-                                 NZ_KUBE_SANDBOX_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION);
-  json_object_set_string_member (sb, "kind", "Sandbox");
-  json_object_set_string_member (meta, "name", name);
-  json_object_set_string_member (meta, "namespace", a->ns);
-  json_object_set_object_member (sb, "metadata", meta);
   json_object_set_string_member (spec, "operatingMode", "Running");
   json_object_set_object_member (spec, "podTemplate", pt);
   json_object_set_boolean_member (spec, "service", TRUE);
