@@ -92,6 +92,18 @@ class Agent:
             except OSError:
                 pass
             self.proc.wait()
+        # bwrap's --new-session puts the agent in a session of its own: it dies with the
+        # outer bwrap (--die-with-parent, then its pid namespace), but after the wait above.
+        # A lost pod is gone when this returns, so wait until its port refuses (bounded).
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((self.ip, PORT), timeout=0.2).close()
+            except ConnectionRefusedError:
+                return
+            except OSError:
+                pass
+            time.sleep(0.01)
 
 
 class Controller:

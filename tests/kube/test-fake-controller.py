@@ -28,7 +28,9 @@ N = [0]
 
 
 def tap(ok, what):
+    """One TAP line; a message's newlines are folded so it stays one line."""
     N[0] += 1
+    what = " | ".join(x for x in str(what).splitlines() if x.strip())
     print("%s %d - %s" % ("ok" if ok else "not ok", N[0], what), flush=True)
     return ok
 

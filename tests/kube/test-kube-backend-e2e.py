@@ -25,7 +25,7 @@ NS = "ns1"
 # The lease of the lease tests: short, but under the sanitizers long enough that a create and
 # the renewal PATCH (its timeout is a quarter of half the lease, spec D.6.2) fit.
 TTL = 20 if os.environ.get("NZ_SANITIZE", "none") not in ("", "none") else 2
-N = [0]
+tap = fc.tap
 BASELINE_PATH = "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies" % NS
 
 
@@ -38,10 +38,6 @@ def baseline_policy():
     return p
 
 
-def tap(ok, what):
-    N[0] += 1
-    print("%s %d - %s" % ("ok" if ok else "not ok", N[0], what), flush=True)
-    return ok
 
 
 class Env:
@@ -236,7 +232,7 @@ def main():
         e.run("namzu-destroy", "--sandbox", h.get("id", "x"))
     finally:
         f.stop()
-    print("1..%d" % N[0])
+    print("1..%d" % fc.N[0])
 
 
 if __name__ == "__main__":

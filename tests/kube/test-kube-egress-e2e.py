@@ -199,7 +199,7 @@ def main():
             f.req("DELETE", NP + "/" + name)
     finally:
         f.stop()
-    print("1..%d" % e2e.N[0])
+    print("1..%d" % fc.N[0])
 
 
 if __name__ == "__main__":

@@ -233,7 +233,7 @@ def main():
 
 
 def N():
-    return e2e.N[0]
+    return fc.N[0]
 
 
 if __name__ == "__main__":

@@ -196,7 +196,7 @@ def main():
             git.wait()
         shutil.rmtree(tmp, ignore_errors=True)
         f.stop()
-    print("1..%d" % e2e.N[0])
+    print("1..%d" % fc.N[0])
 
 
 if __name__ == "__main__":

@@ -193,7 +193,7 @@ def main():
             "the other handle's namzu-destroy finds it gone and cleans up (%s)" % eb.strip())
     finally:
         f.stop()
-    print("1..%d" % e2e.N[0])
+    print("1..%d" % fc.N[0])
 
 
 def env_of(h):
