@@ -6,6 +6,7 @@
 #include <libsoup/soup.h>
 #include <string.h>
 
+#include "nz-kube-proxy.h"
 #include "nz-kube-tls.h"
 
 /* The server's Status message is untrusted text for our stderr: this many bytes at most. */
@@ -27,6 +28,7 @@ nz_kube_client_new (NzKubeAccess *access, guint timeout_ms, GError **error)
   g_autoptr (NzKubeClient) c = g_new0 (NzKubeClient, 1);
   g_autoptr (GUri) uri = NULL;
   g_autoptr (GError) local = NULL;
+  g_autofree char *proxy = NULL;
 
   g_return_val_if_fail (access != NULL && access->server != NULL, NULL);
   c->access = access;
@@ -40,6 +42,10 @@ nz_kube_client_new (NzKubeAccess *access, guint timeout_ms, GError **error)
            NULL;
   c->host
       = g_strdup (access->tls_server_name != NULL ? access->tls_server_name : g_uri_get_host (uri));
+  proxy = nz_kube_proxy_from_env (
+      g_uri_get_host (uri), g_uri_get_port (uri) > 0 ? (guint)g_uri_get_port (uri) : 443, &local);
+  if (local != NULL)
+    return g_set_error (error, NZ_KUBE_ERROR, NZ_KUBE_ERROR_CONFIG, "%s", local->message), NULL;
   c->db
       = nz_kube_tls_database_new (access->ca_pem, access->tls_server_name, access->insecure, error);
   if (c->db == NULL)
@@ -48,6 +54,15 @@ nz_kube_client_new (NzKubeAccess *access, guint timeout_ms, GError **error)
   g_main_context_push_thread_default (c->context);
   c->session = soup_session_new ();
   soup_session_set_tls_database (c->session, c->db);
+  /* The environment's proxy as kubectl takes it, or none: never GIO's default resolver. */
+  if (proxy != NULL)
+    {
+      g_autoptr (GProxyResolver) resolver = g_simple_proxy_resolver_new (proxy, NULL);
+
+      soup_session_set_proxy_resolver (c->session, resolver);
+    }
+  else
+    soup_session_set_proxy_resolver (c->session, NULL);
   g_main_context_pop_thread_default (c->context);
   return g_steal_pointer (&c);
 }

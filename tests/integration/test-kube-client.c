@@ -5,9 +5,14 @@
  * CA's verification (another CA, another name, tls-server-name, insecure), client
  * certificates, an exec credential plugin, in-cluster access, and the request timeout against
  * a stalled server (the error class is asserted, never a duration). */
+#include <arpa/inet.h>
 #include <glib/gstdio.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "nz-kube-client.h"
 #include "../nz-test.h"
@@ -521,6 +526,174 @@ START_TEST (test_request_timeout)
 }
 END_TEST
 
+/* ---- HTTPS_PROXY: a CONNECT proxy of the test's own, in a thread ---- */
+
+static GMutex proxy_lock;
+static GPtrArray *proxy_seen; /* the CONNECT authorities the proxy was asked for */
+
+static void
+relay (int a, int b)
+{
+  struct pollfd fds[2] = { { .fd = a, .events = POLLIN }, { .fd = b, .events = POLLIN } };
+  char buf[16384];
+
+  while (poll (fds, 2, 10000) > 0)
+    for (int i = 0; i < 2; i++)
+      if (fds[i].revents != 0)
+        {
+          ssize_t n = read (fds[i].fd, buf, sizeof buf);
+
+          if (n <= 0 || write (fds[1 - i].fd, buf, n) != n)
+            return;
+        }
+}
+
+/* Every CONNECT HOST:PORT goes to 127.0.0.1:PORT (the name need not resolve here). */
+static gpointer
+proxy_thread (gpointer data)
+{
+  int lfd = GPOINTER_TO_INT (data);
+
+  for (;;)
+    {
+      int cfd = accept (lfd, NULL, NULL);
+      char head[4096] = "";
+      size_t got = 0;
+      char authority[256] = "";
+      unsigned target = 0;
+      int sfd;
+      struct sockaddr_in to = { .sin_family = AF_INET };
+
+      if (cfd < 0)
+        return NULL;
+      while (got < sizeof head - 1 && strstr (head, "\r\n\r\n") == NULL)
+        {
+          ssize_t n = read (cfd, head + got, sizeof head - 1 - got);
+
+          if (n <= 0)
+            break;
+          got += n;
+          head[got] = '\0';
+        }
+      if (sscanf (head, "CONNECT %255s HTTP/1.", authority) == 1 && strrchr (authority, ':') != NULL
+          && sscanf (strrchr (authority, ':') + 1, "%u", &target) == 1)
+        {
+          g_mutex_lock (&proxy_lock);
+          g_ptr_array_add (proxy_seen, g_strdup (authority));
+          g_mutex_unlock (&proxy_lock);
+          to.sin_port = htons (target);
+          to.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+          sfd = socket (AF_INET, SOCK_STREAM, 0);
+          if (connect (sfd, (struct sockaddr *)&to, sizeof to) == 0)
+            {
+              static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+              if (write (cfd, ok, sizeof ok - 1) == sizeof ok - 1)
+                relay (cfd, sfd);
+            }
+          close (sfd);
+        }
+      close (cfd);
+    }
+}
+
+/* A socket bound to 127.0.0.1 on a free port; *@bound_port gets the port. */
+static int
+loopback_socket (guint16 *bound_port)
+{
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  socklen_t len = sizeof a;
+  int fd = socket (AF_INET, SOCK_STREAM, 0);
+
+  ck_assert (fd >= 0 && bind (fd, (struct sockaddr *)&a, sizeof a) == 0
+             && getsockname (fd, (struct sockaddr *)&a, &len) == 0);
+  *bound_port = ntohs (a.sin_port);
+  return fd;
+}
+
+/* Starts the proxy; returns its port. */
+static guint16
+start_proxy (void)
+{
+  guint16 p = 0;
+  int lfd = loopback_socket (&p);
+
+  ck_assert (listen (lfd, 8) == 0);
+  proxy_seen = g_ptr_array_new_with_free_func (g_free);
+  g_thread_unref (g_thread_new ("proxy", proxy_thread, GINT_TO_POINTER (lfd)));
+  return p;
+}
+
+/* A free loopback port nothing listens on. */
+static guint16
+closed_port (void)
+{
+  guint16 p = 0;
+
+  close (loopback_socket (&p));
+  return p;
+}
+
+enum
+{
+  PROXY_USED,     /* a cluster name: through HTTPS_PROXY, as kubectl goes */
+  PROXY_LOOPBACK, /* a loopback server: direct, whatever HTTPS_PROXY says */
+  PROXY_BAD,      /* a proxy URL of another scheme: refused when the client is made */
+  PROXY_CASES
+};
+
+START_TEST (test_https_proxy)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (NzKubeClient) c = NULL;
+  g_autoptr (JsonObject) list = NULL;
+  g_autofree char *proxy = NULL;
+  g_autofree char *url = NULL;
+  g_autofree char *want = NULL;
+
+  g_unsetenv ("https_proxy");
+  g_unsetenv ("NO_PROXY");
+  g_unsetenv ("no_proxy");
+  switch (_i)
+    {
+    case PROXY_USED:
+      /* The server certificate carries kubernetes.default.svc, a name that resolves nowhere
+       * here: only the proxy's CONNECT reaches it. */
+      proxy = g_strdup_printf ("127.0.0.1:%u", start_proxy ());
+      g_setenv ("HTTPS_PROXY", proxy, TRUE);
+      url = g_strdup_printf ("https://kubernetes.default.svc:%u", port);
+      c = client_with (nz_kube_access_new_explicit (url, ca_pem, token, NULL), 0);
+      list = nz_kube_get (c, "/api/v1/namespaces/team/pods", &error);
+      ck_assert_msg (list != NULL, "through the proxy: %s", error ? error->message : "");
+      want = g_strdup_printf ("kubernetes.default.svc:%u", port);
+      g_mutex_lock (&proxy_lock);
+      ck_assert_msg (proxy_seen->len >= 1 && g_str_equal (proxy_seen->pdata[0], want),
+                     "the proxy was not asked for %s", want);
+      g_mutex_unlock (&proxy_lock);
+      break;
+    case PROXY_LOOPBACK:
+      proxy = g_strdup_printf ("http://127.0.0.1:%u", closed_port ());
+      g_setenv ("HTTPS_PROXY", proxy, TRUE);
+      url = server_url (port);
+      c = client_with (nz_kube_access_new_explicit (url, ca_pem, token, NULL), 0);
+      list = nz_kube_get (c, "/api/v1/namespaces/team/pods", &error);
+      ck_assert_msg (list != NULL, "a loopback server went to the proxy: %s",
+                     error ? error->message : "");
+      break;
+    case PROXY_BAD:
+      g_setenv ("HTTPS_PROXY", "ftp://u:pw@proxy.example:21", TRUE);
+      url = g_strdup_printf ("https://kubernetes.default.svc:%u", port);
+      ck_assert (
+          nz_kube_client_new (nz_kube_access_new_explicit (url, ca_pem, token, NULL), 0, &error)
+          == NULL);
+      assert_error (error, NZ_KUBE_ERROR_CONFIG, "HTTPS_PROXY");
+      break;
+    default:
+      g_assert_not_reached ();
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -547,6 +720,7 @@ main (void)
   tcase_add_test (tc, test_in_cluster_against_fake);
   tcase_add_test (tc, test_answer_too_large);
   tcase_add_test (tc, test_request_timeout);
+  tcase_add_loop_test (tc, test_https_proxy, 0, PROXY_CASES);
   suite_add_tcase (s, tc);
   rc = nz_test_run (s);
 
