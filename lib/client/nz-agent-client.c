@@ -46,6 +46,7 @@ struct _NzAgentClient
   guint replayed;
   NzTransportRebindFunc rebind; /* spec D.7, from the transport; NULL: never rebinds */
   char *sandbox_id;
+  char *guest_boot_id; /* from the last reserve-execution ok reply */
 };
 
 /* ---- untrusted replies -------------------------------------------------------------------- */
@@ -193,6 +194,7 @@ nz_agent_client_free (NzAgentClient *c)
     return;
   client_clear_target (c);
   g_strfreev (c->features);
+  g_free (c->guest_boot_id);
   g_clear_pointer (&c->replay, g_ptr_array_unref);
   g_free (c->sandbox_id);
   g_free (c);
@@ -1066,8 +1068,7 @@ nz_agent_client_stream_probed (NzAgentClient *c, const char *op, JsonObject *bod
       g_autoptr (Conn) k = conn_request (c, op, body, cancellable, &local);
 
       if (k != NULL
-          && run_stream (k, op, observation_ms, probe_ms, on_frame, user_data, cancellable,
-                         &local))
+          && run_stream (k, op, observation_ms, probe_ms, on_frame, user_data, cancellable, &local))
         return TRUE;
       if (!rebind_once (c, &tried, &local))
         {
@@ -1446,6 +1447,26 @@ nz_agent_client_cancel (NzAgentClient *c, const char *execution_id, GCancellable
   return g_steal_pointer (&reply);
 }
 
+static void
+note_guest_boot_id (NzAgentClient *c, JsonObject *reply)
+{
+  const char *boot
+      = nz_json_get_bool (reply, "ok", FALSE) ? nz_json_get_string (reply, "guestBootId") : NULL;
+
+  if (boot != NULL && strlen (boot) <= 64)
+    {
+      g_free (c->guest_boot_id);
+      c->guest_boot_id = g_strdup (boot);
+    }
+}
+
+const char *
+nz_agent_client_get_guest_boot_id (NzAgentClient *c)
+{
+  g_return_val_if_fail (c != NULL, NULL);
+  return c->guest_boot_id;
+}
+
 static JsonObject *
 exec_once (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output, gpointer user_data,
            char **out_execution_id, GCancellable *cancellable, GError **error)
@@ -1477,6 +1498,7 @@ exec_once (NzAgentClient *c, JsonObject *body, NzExecOutputFunc on_output, gpoin
       set_unauthorized (c, error, "reserve-execution");
       return NULL;
     }
+  note_guest_boot_id (c, reserved);
   /* The core closes the body with the id: it takes it without its closing brace. */
   open = nz_json_object_to_string (body, &n);
   while (n > 0 && open[n - 1] != '}')

@@ -126,6 +126,9 @@ JsonObject *nz_agent_client_healthz (NzAgentClient *c, GCancellable *cancellable
  * when none was seen yet. */
 const char *const *nz_agent_client_get_features (NzAgentClient *c);
 gboolean nz_agent_client_has_feature (NzAgentClient *c, const char *feature);
+/* The guestBootId of the last reserve-execution ok reply (spec A.10: a reserve reply carries
+ * it, healthz does not), or NULL; owned by @c. Untrusted: at most 64 characters are kept. */
+const char *nz_agent_client_get_guest_boot_id (NzAgentClient *c);
 
 /* Polls healthz until admitted or @timeout_ms passes. A refused/missing socket is retried every
  * 15 ms; a protocol mismatch or a retiring agent fails at once (neither heals by waiting). The

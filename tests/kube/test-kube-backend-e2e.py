@@ -108,6 +108,13 @@ def main():
         tap(code == 200 and labels.get("sandbox.namzu.ai/template") == "tpl"
             and sb["spec"].get("shutdownPolicy") == "Delete" and sb["spec"].get("service") is True
             and "shutdownTime" in sb["spec"], "the POSTed Sandbox is spec D.6.1's")
+        # The guest boot id a later resume compares (spec D.8.10), from the probe's reserve.
+        try:
+            with open(os.path.join(e.state, h.get("id", "x"), "handle.json")) as fh:
+                boot = json.load(fh).get("private", {}).get("guestBootId", "")
+        except OSError:
+            boot = ""
+        tap(len(boot) == 36, "the private handle records the agent's guestBootId (%r)" % boot)
         rc, out2, err2 = e.run("namzu-exec", "--sandbox", h.get("id", "x"), "--", "sh", "-c",
                                "echo hi; cat /proc/self/status | grep ^CapEff")
         tap(rc == 0 and out2.startswith("hi\n") and "0000000000000000" in out2,

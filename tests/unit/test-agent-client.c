@@ -222,8 +222,8 @@ http_peer_start (const char *const *replies)
   g_autoptr (GSocketAddress) addr = g_inet_socket_address_new (lo, 0);
   g_autoptr (GSocketAddress) bound = NULL;
 
-  p->listener = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM,
-                              G_SOCKET_PROTOCOL_TCP, NULL);
+  p->listener
+      = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL);
   ck_assert (g_socket_bind (p->listener, addr, TRUE, NULL) && g_socket_listen (p->listener, NULL));
   bound = g_socket_get_local_address (p->listener, NULL);
   p->port = g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
@@ -247,10 +247,11 @@ http_peer_free (HttpPeer *p)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HttpPeer, http_peer_free)
 
 /* An older namzu-worker listed its features in the body, ... */
-#define HEALTHZ_BODY "{\"ok\":true,\"protocolVersion\":2,\"features\":[\"sessions\",\"agent-upgrade\"]}"
+#define HEALTHZ_BODY                                                                               \
+  "{\"ok\":true,\"protocolVersion\":2,\"features\":[\"sessions\",\"agent-upgrade\"]}"
 /* ... today's keeps the reference's exact body and lists them in a header of its own. */
 #define HEALTHZ_EXACT                                                                              \
-  "HTTP/1.1 200 OK\r\nNamzu-Features: sessions ,agent-upgrade, \r\nContent-Length: 31\r\n\r\n"       \
+  "HTTP/1.1 200 OK\r\nNamzu-Features: sessions ,agent-upgrade, \r\nContent-Length: 31\r\n\r\n"     \
   "{\"ok\":true,\"protocolVersion\":2}"
 
 /* The upgrade's refusals, mapped to errors a tool can act on, and never the token. */
@@ -265,7 +266,11 @@ START_TEST (test_worker_upgrade_refusals)
     "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n",
     NULL,
   };
-  static const struct { guint code; const char *needle; } want[] = {
+  static const struct
+  {
+    guint code;
+    const char *needle;
+  } want[] = {
     { NZ_ERROR_PERMISSION_DENIED, "HTTP 401" },
     { NZ_ERROR_FAILED, "worker_retiring" },
     { NZ_ERROR_UNSUPPORTED, "no GET /v1/agent upgrade route" },
@@ -336,7 +341,11 @@ END_TEST
 
 START_TEST (test_endpoint_parse)
 {
-  static const struct { const char *in; const char *describe; } good[] = {
+  static const struct
+  {
+    const char *in;
+    const char *describe;
+  } good[] = {
     { "unix:/run/namzu/x/agent.sock", "unix:/run/namzu/x/agent.sock" },
     { "tcp:127.0.0.1:8080", "tcp:127.0.0.1:8080" },
     { "tcp:agent.example:1", "tcp:agent.example:1" },
@@ -347,10 +356,26 @@ START_TEST (test_endpoint_parse)
     { "http://[::1]:8080", "http://[::1]:8080" },
   };
   static const char *const bad[] = {
-    "unix:relative/path", "unix:", "tcp:127.0.0.1", "tcp:127.0.0.1:0", "tcp:127.0.0.1:65536",
-    "tcp::80", "tcp:::1:80", "tcp:[::1:80", "tcp:host:80x", "vsock:3:1024", "vsock:/v.sock", "vsock:rel#1",
-    "vsock:/v.sock#x", "/abs/path", "", "http://127.0.0.1", "http://h:80/path",
-    "http://u:p@h:80", "http://[::1:80", "http://h:0",
+    "unix:relative/path",
+    "unix:",
+    "tcp:127.0.0.1",
+    "tcp:127.0.0.1:0",
+    "tcp:127.0.0.1:65536",
+    "tcp::80",
+    "tcp:::1:80",
+    "tcp:[::1:80",
+    "tcp:host:80x",
+    "vsock:3:1024",
+    "vsock:/v.sock",
+    "vsock:rel#1",
+    "vsock:/v.sock#x",
+    "/abs/path",
+    "",
+    "http://127.0.0.1",
+    "http://h:80/path",
+    "http://u:p@h:80",
+    "http://[::1:80",
+    "http://h:0",
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS (good); i++)
@@ -438,7 +463,8 @@ START_TEST (test_envelope_and_features)
   ck_assert_msg (r2 != NULL, "%s", error ? error->message : "");
   peer_join (p);
   /* Key order {op, body, token} is the reference's (spec D.2.4); no token member without one. */
-  ck_assert_str_eq (g_ptr_array_index (p->requests, 0), "{\"op\":\"healthz\",\"token\":\"s3cret\"}");
+  ck_assert_str_eq (g_ptr_array_index (p->requests, 0),
+                    "{\"op\":\"healthz\",\"token\":\"s3cret\"}");
   ck_assert_str_eq (g_ptr_array_index (p->requests, 1),
                     "{\"op\":\"read-file\",\"body\":{\"path\":\"a\"}}");
 }
@@ -489,8 +515,7 @@ START_TEST (test_control_reply_shapes)
   p = peer_start (replies, 0);
   c = peer_client (p, NULL);
   ck_assert_ptr_null (nz_agent_client_call (c, "list-sessions", NULL, NULL, &e1));
-  ck_assert_msg (strstr (e1->message, "control reply emitted multiple frames"), "%s",
-                 e1->message);
+  ck_assert_msg (strstr (e1->message, "control reply emitted multiple frames"), "%s", e1->message);
   ck_assert_ptr_null (nz_agent_client_call (c, "list-sessions", NULL, NULL, &e2));
   ck_assert_msg (strstr (e2->message, "control reply has trailing partial data"), "%s",
                  e2->message);
@@ -523,9 +548,9 @@ END_TEST
 
 /* ---- exec -------------------------------------------------------------------------------- */
 
-#define RESERVED                                                                                \
-  "{\"ok\":true,\"executionId\":\"exec_6f1c1a4e-0f3b-4c2e-9a7d-2b1e8f0c9d11\","                 \
-  "\"protocolVersion\":2,\"leaseExpiresAt\":1}"
+#define RESERVED                                                                                   \
+  "{\"ok\":true,\"executionId\":\"exec_6f1c1a4e-0f3b-4c2e-9a7d-2b1e8f0c9d11\","                    \
+  "\"protocolVersion\":2,\"leaseExpiresAt\":1,\"guestBootId\":\"boot-1\"}"
 
 static void
 collect (NzExecStream stream, const char *data, gsize len, gpointer user_data)
@@ -536,9 +561,9 @@ collect (NzExecStream stream, const char *data, gsize len, gpointer user_data)
 START_TEST (test_exec_stream_cut)
 {
   g_autoptr (GString) reserve = framed ((const char *const[]){ RESERVED, NULL });
-  g_autoptr (GString) exec = framed ((const char *const[]){
-      "{\"type\":\"stdout_delta\",\"data\":\"hi\"}", "{\"type\":\"stderr_delta\",\"data\":\"e\"}",
-      NULL });
+  g_autoptr (GString) exec
+      = framed ((const char *const[]){ "{\"type\":\"stdout_delta\",\"data\":\"hi\"}",
+                                       "{\"type\":\"stderr_delta\",\"data\":\"e\"}", NULL });
   const char *replies[] = { reserve->str, exec->str, NULL };
   g_autoptr (Peer) p = peer_start (replies, 0);
   g_autoptr (NzAgentClient) c = peer_client (p, NULL);
@@ -553,6 +578,8 @@ START_TEST (test_exec_stream_cut)
                  error->message);
   ck_assert_str_eq (out->str, "1:hi|2:e|");
   ck_assert_str_eq (id, "exec_6f1c1a4e-0f3b-4c2e-9a7d-2b1e8f0c9d11");
+  /* the reserve reply's guestBootId (spec A.10), for a host that tracks guest restarts */
+  ck_assert_str_eq (nz_agent_client_get_guest_boot_id (c), "boot-1");
   peer_join (p);
   /* reserve-execution goes with no body (the agent mints the id); execute carries it. */
   ck_assert_str_eq (g_ptr_array_index (p->requests, 0), "{\"op\":\"reserve-execution\"}");
@@ -565,14 +592,14 @@ END_TEST
 START_TEST (test_exec_error_frames)
 {
   g_autoptr (GString) reserve = framed ((const char *const[]){ RESERVED, NULL });
-  g_autoptr (GString) noent = framed ((const char *const[]){
-      "{\"type\":\"error\",\"error\":\"spawn nosuch ENOENT\"}", "", NULL });
-  g_autoptr (GString) acces = framed ((const char *const[]){
-      "{\"type\":\"error\",\"error\":\"spawn ./x EACCES\"}", "", NULL });
+  g_autoptr (GString) noent = framed (
+      (const char *const[]){ "{\"type\":\"error\",\"error\":\"spawn nosuch ENOENT\"}", "", NULL });
+  g_autoptr (GString) acces = framed (
+      (const char *const[]){ "{\"type\":\"error\",\"error\":\"spawn ./x EACCES\"}", "", NULL });
   g_autoptr (GString) noresult = framed ((const char *const[]){ "", NULL });
-  g_autoptr (GString) retiring = framed ((const char *const[]){
-      "{\"ok\":false,\"error\":\"agent_retiring\"}", NULL });
-  const char *replies[] = { reserve->str, noent->str, reserve->str, acces->str,
+  g_autoptr (GString) retiring
+      = framed ((const char *const[]){ "{\"ok\":false,\"error\":\"agent_retiring\"}", NULL });
+  const char *replies[] = { reserve->str, noent->str,    reserve->str,  acces->str,
                             reserve->str, noresult->str, retiring->str, NULL };
   g_autoptr (Peer) p = peer_start (replies, 0);
   g_autoptr (NzAgentClient) c = peer_client (p, NULL);
@@ -597,23 +624,22 @@ END_TEST
 
 START_TEST (test_wait_ready_polls_until_bound)
 {
-  g_autoptr (GString) ok = framed ((const char *const[]){
-      "{\"ok\":true,\"protocolVersion\":2,\"features\":[]}", NULL });
+  g_autoptr (GString) ok = framed (
+      (const char *const[]){ "{\"ok\":true,\"protocolVersion\":2,\"features\":[]}", NULL });
   const char *replies[] = { ok->str, NULL };
   g_autoptr (Peer) p = peer_start (replies, 150);
   g_autoptr (NzAgentClient) c = peer_client (p, NULL);
   g_autoptr (GError) error = NULL;
 
-  ck_assert_msg (nz_agent_client_wait_ready (c, 5000, &error), "%s",
-                 error ? error->message : "");
+  ck_assert_msg (nz_agent_client_wait_ready (c, 5000, &error), "%s", error ? error->message : "");
   peer_join (p);
 }
 END_TEST
 
 START_TEST (test_wait_ready_timeout_and_mismatch)
 {
-  g_autoptr (GString) old = framed ((const char *const[]){ "{\"ok\":true,\"protocolVersion\":1}",
-                                                           NULL });
+  g_autoptr (GString) old
+      = framed ((const char *const[]){ "{\"ok\":true,\"protocolVersion\":1}", NULL });
   const char *replies[] = { old->str, NULL };
   g_autoptr (NzAgentClient) nobody = nz_agent_client_new ("unix:/nonexistent/nz/agent.sock", NULL);
   g_autoptr (GError) e1 = NULL, e2 = NULL;
@@ -650,15 +676,14 @@ START_TEST (test_tcp_preauth_budget)
   big[9 * 1024 * 1024 - 1] = '\0';
   json_object_set_string_member (body, "content", big);
   ck_assert_ptr_null (nz_agent_client_call (c, "write-file", body, NULL, &error));
-  ck_assert_msg (strstr (error->message, "pre-authentication frame limit"), "%s",
-                 error->message);
+  ck_assert_msg (strstr (error->message, "pre-authentication frame limit"), "%s", error->message);
 }
 END_TEST
 
 START_TEST (test_dial_retry)
 {
-  g_autoptr (GString) ok = framed ((const char *const[]){
-      "{\"ok\":true,\"protocolVersion\":2,\"features\":[]}", NULL });
+  g_autoptr (GString) ok = framed (
+      (const char *const[]){ "{\"ok\":true,\"protocolVersion\":2,\"features\":[]}", NULL });
   const char *replies[] = { ok->str, NULL };
   g_autoptr (Peer) p = peer_start (replies, 300);
   g_autoptr (NzAgentClient) c = peer_client (p, NULL);
@@ -699,8 +724,8 @@ vsock_client (Peer *p)
 
 START_TEST (test_vsock_handshake)
 {
-  g_autoptr (GString) ok = framed ((const char *const[]){
-      "{\"ok\":true,\"protocolVersion\":2,\"features\":[]}", NULL });
+  g_autoptr (GString) ok = framed (
+      (const char *const[]){ "{\"ok\":true,\"protocolVersion\":2,\"features\":[]}", NULL });
   const char *replies[] = { ok->str, NULL };
   g_autoptr (Peer) p = vsock_peer_start (replies, "OK 1073741824\n");
   g_autoptr (NzAgentClient) c = vsock_client (p);
@@ -747,8 +772,7 @@ START_TEST (test_exit_status)
   ck_assert_int_eq (status_of ("{\"exitCode\":-1,\"signal\":\"SIGKILL\"}"), 137);
   ck_assert_int_eq (status_of ("{\"exitCode\":-1,\"signal\":\"SIGTERM\"}"), 143);
   /* A timed-out command was killed by a signal too; the timeout is what the caller asked. */
-  ck_assert_int_eq (status_of ("{\"exitCode\":-1,\"signal\":\"SIGTERM\",\"timedOut\":true}"),
-                    124);
+  ck_assert_int_eq (status_of ("{\"exitCode\":-1,\"signal\":\"SIGTERM\",\"timedOut\":true}"), 124);
   ck_assert_int_eq (status_of ("{\"exitCode\":-1}"), -1);
   ck_assert_int_eq (status_of ("{\"exitCode\":2.5}"), -1);
   ck_assert_int_eq (status_of ("{}"), -1);

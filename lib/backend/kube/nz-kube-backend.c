@@ -683,8 +683,12 @@ nz_kube_agent_up (NzHandle *h, guint ready_ms, guint probe_ms, const char *label
     json_array_add_string_element (arr, features[i]);
   json_object_set_array_member (h->priv, "features", arr);
   /* spec D.8.10: a guest restart shows as a new guestBootId (on an authenticated reply;
-   * healthz has none). Best effort: an agent without file ops has none to give. */
-  if (nz_agent_client_has_feature (agent, "file-ops"))
+   * healthz has none): the probe's reserve reply carries it (spec A.10). Else, best effort, a
+   * stat-file; an agent without file ops has none to give. */
+  boot = nz_agent_client_get_guest_boot_id (agent);
+  if (boot != NULL)
+    json_object_set_string_member (h->priv, "guestBootId", boot);
+  else if (nz_agent_client_has_feature (agent, "file-ops"))
     {
       g_autoptr (JsonObject) body = json_object_new ();
       g_autoptr (JsonObject) st = NULL;
