@@ -207,6 +207,39 @@ append_all (JsonArray *dst, JsonArray *src)
   json_array_unref (src);
 }
 
+static gboolean
+port_in (GArray *ports, guint16 port)
+{
+  for (guint i = 0; i < ports->len; i++)
+    if (g_array_index (ports, guint16, i) == port)
+      return TRUE;
+  return FALSE;
+}
+
+/* {port, protocol: 'TCP'} for each of @ports (Cilium takes the port as a string); with @tls, only
+ * those in it (@in_tls) or only those not in it. Returns a new array. */
+static JsonArray *
+port_objects (GArray *ports, GArray *tls, gboolean in_tls)
+{
+  JsonArray *out = json_array_new ();
+
+  for (guint k = 0; k < ports->len; k++)
+    {
+      guint16 port = g_array_index (ports, guint16, k);
+      g_autofree char *s = NULL;
+      JsonObject *po;
+
+      if (tls != NULL && port_in (tls, port) != in_tls)
+        continue;
+      po = json_object_new ();
+      s = g_strdup_printf ("%u", port);
+      json_object_set_string_member (po, "port", s);
+      json_object_set_string_member (po, "protocol", "TCP");
+      json_array_add_object_element (out, po);
+    }
+  return out;
+}
+
 static JsonNode *
 cilium_manifest (JsonArray *egress, const char *name, const char *namespace_, JsonObject *selector)
 {
@@ -265,18 +298,8 @@ nz_egress_k8s_from_profile (const NzEgressProfile *profile, NzEgressK8sEngine en
           {
             JsonArray *to_ports = json_array_new ();
             JsonObject *tp = json_object_new ();
-            JsonArray *ports = json_array_new ();
 
-            for (guint k = 0; k < r->ports->len; k++)
-              {
-                JsonObject *po = json_object_new ();
-                g_autofree char *s = g_strdup_printf ("%u", g_array_index (r->ports, guint16, k));
-
-                json_object_set_string_member (po, "port", s);
-                json_object_set_string_member (po, "protocol", "TCP");
-                json_array_add_object_element (ports, po);
-              }
-            json_object_set_array_member (tp, "ports", ports);
+            json_object_set_array_member (tp, "ports", port_objects (r->ports, NULL, TRUE));
             json_array_add_object_element (to_ports, tp);
             json_object_set_array_member (rule, "toPorts", to_ports);
           }
@@ -289,33 +312,43 @@ nz_egress_k8s_from_profile (const NzEgressProfile *profile, NzEgressK8sEngine en
   "Entries are hostnames: 'api.example.com' for one host, '.example.com' for that domain and "     \
   "its subdomains. Nothing was written."
 
+/* Why @host is no usable entry (new), or NULL with *@lower set to its lower-cased form (new).
+ * Whitespace or a trailing dot, which the allowlist would normalise away, would reach a manifest
+ * verbatim, so they are refused here. */
+static char *
+k8s_host_reason (const char *host, char **lower)
+{
+  g_autofree char *down = g_ascii_strdown (host, -1);
+  char *norm = NULL;
+  char *reason = nz_egress_host_reason (host, &norm);
+
+  if (reason == NULL && !g_str_equal (norm, down))
+    reason = g_strdup ("carries whitespace or a trailing dot");
+  if (reason != NULL)
+    return (g_free (norm), reason);
+  *lower = norm;
+  return NULL;
+}
+
 char *
 nz_egress_k8s_host_check (const char *host, GError **error)
 {
-  char *norm = NULL;
+  char *lower = NULL;
   g_autofree char *reason = NULL;
-  g_autofree char *lower = NULL;
+  g_autofree char *shown = NULL;
 
   if (host == NULL)
     return (
         g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_INVALID_HOST,
                      "KubernetesNetworkPolicyHostError: the host is not a string. " K8S_HOST_TAIL),
         NULL);
-  lower = g_ascii_strdown (host, -1);
-  reason = nz_egress_host_reason (host, &norm);
-  if (reason == NULL && !g_str_equal (norm, lower))
-    reason = g_strdup ("carries whitespace or a trailing dot");
-  if (reason != NULL)
-    {
-      g_autofree char *shown = g_strescape (host, NULL);
-
-      g_free (norm);
-      g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_INVALID_HOST,
-                   "KubernetesNetworkPolicyHostError: host \"%s\" %s. " K8S_HOST_TAIL, shown,
-                   reason);
-      return NULL;
-    }
-  return norm;
+  reason = k8s_host_reason (host, &lower);
+  if (reason == NULL)
+    return lower;
+  shown = g_strescape (host, NULL);
+  g_set_error (error, NZ_EGRESS_ERROR, NZ_EGRESS_ERROR_INVALID_HOST,
+               "KubernetesNetworkPolicyHostError: host \"%s\" %s. " K8S_HOST_TAIL, shown, reason);
+  return NULL;
 }
 
 static gboolean
