@@ -46,6 +46,45 @@ typedef enum
  * trailing dot, which a manifest would carry verbatim, are refused. */
 char *nz_egress_k8s_host_check (const char *host, GError **error);
 
+/* D.10.5 narrowing of a static CiliumNetworkPolicy (`ciliumNarrowing`, `perSandbox.narrowing`):
+ * any field set turns the one toFQDNs rule into one rule per host, with ports and TLS server
+ * names, and dnsNames narrows the DNS visibility rule to the hosts' names. */
+typedef struct
+{
+  char *field;               /* "ciliumNarrowing" or "perSandbox.narrowing": what refusals name */
+  GArray *ports;             /* guint16; NULL: unset */
+  GHashTable *host_ports;    /* lower-cased host entry -> GArray of guint16; NULL: unset */
+  gboolean dns_names;        /* dnsNames true or an object */
+  char *dns_namespace;       /* dnsNames.namespace; NULL: the policy's namespace */
+  char *cluster_domain;      /* dnsNames.clusterDomain, "cluster.local" by default */
+  char **search_suffixes;    /* dnsNames.searchSuffixes; NULL: none */
+  gboolean tls_server_names; /* tlsServerNames */
+  GArray *tls_ports;         /* guint16; NULL: [443] */
+} NzEgressK8sNarrowing;
+
+void nz_egress_k8s_narrowing_free (NzEgressK8sNarrowing *narrowing);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzEgressK8sNarrowing, nz_egress_k8s_narrowing_free)
+
+/* Parses the narrowing object @node found at backend.egress.<@field> ("ciliumNarrowing" or
+ * "perSandbox.narrowing"). Refused with KubernetesEgressPolicyConfigError naming the full field
+ * (backend.egress.ciliumNarrowing.ports[2]): unknown fields, a port that is not an integer in
+ * 1..65535, an empty list or hostPorts, a hostPorts key that is not a usable host entry (or
+ * repeats one in another case), an empty or malformed clusterDomain, search suffix or namespace.
+ * Whether the keys are the policy's hosts is for the caller, who knows them. Returns a new
+ * narrowing. */
+NzEgressK8sNarrowing *nz_egress_k8s_narrowing_parse (JsonNode *node, const char *field,
+                                                     GError **error);
+
+/* setNetworkPolicy (D.10.8) and the translation: lower-cases and checks each of @hosts
+ * (nz_egress_k8s_host_check), then refuses what @narrowing (may be NULL) cannot express: a
+ * '.domain' entry under tlsServerNames, since a TLS server name is one exact host
+ * (KubernetesEgressPolicyConfigError naming <field>.tlsServerNames). hostPorts keys that are
+ * not in @hosts are ignored: one narrowing serves every sandbox, and a sandbox allowing fewer
+ * hosts is narrower, not wrong. Returns the lower-cased hosts (new, possibly empty), or NULL
+ * with @error. */
+char **nz_egress_k8s_narrowing_check_hosts (const NzEgressK8sNarrowing *narrowing,
+                                            const char *const *hosts, GError **error);
+
 /* translateEgressPolicy (D.10.2/D.10.3): the manifest for @kind. @except_cidrs (NULL-terminated,
  * may be NULL) are extra public-internet exceptions, each an IPv4 or IPv6 CIDR; @hosts
  * (NULL-terminated) the static allowedHosts (each checked by nz_egress_k8s_host_check; case
@@ -55,6 +94,23 @@ JsonNode *nz_egress_k8s_translate (NzEgressK8sKind kind, NzEgressK8sEngine engin
                                    const char *const *except_cidrs, const char *const *hosts,
                                    const char *name, const char *namespace_, JsonObject *selector,
                                    GError **error);
+
+/* nz_egress_k8s_translate with @narrowing (may be NULL: the same output byte for byte). With a
+ * field set, the static policy's egress is the DNS visibility rule (its `dns` narrowed to the
+ * hosts' names under dnsNames, with <ns>.svc.<clusterDomain>, svc.<clusterDomain>,
+ * <clusterDomain> and the search suffixes; <ns> is dnsNames.namespace, else @namespace_), then
+ * one toFQDNs rule per host with toPorts from hostPorts[host] ?? ports ?? (with tlsServerNames)
+ * tlsPorts ?? [443]; under tlsServerNames the ports in tlsPorts ?? [443] carry serverNames
+ * [host] and the rest go in a second entry without. A narrowing on a kind other than static or
+ * under engine core is KubernetesEgressNarrowingUnsupportedError (NZ_EGRESS_ERROR_UNSUPPORTED);
+ * a narrowing with no host to narrow, or one nz_egress_k8s_narrowing_check_hosts refuses, is
+ * KubernetesEgressPolicyConfigError. Returns a new node, or NULL with @error. */
+JsonNode *nz_egress_k8s_translate_narrowed (NzEgressK8sKind kind, NzEgressK8sEngine engine,
+                                            const char *const *except_cidrs,
+                                            const char *const *hosts,
+                                            const NzEgressK8sNarrowing *narrowing, const char *name,
+                                            const char *namespace_, JsonObject *selector,
+                                            GError **error);
 
 /* defaultEgressPolicyName: "<tpl>-egress" or "<tpl>-<profile>-egress"; NULL with @error when
  * longer than 253 characters. */
@@ -77,8 +133,10 @@ typedef struct
   char *profile_label_key;    /* NZ_EGRESS_K8S_PROFILE_LABEL_KEY by default */
   gboolean per_sandbox;       /* perSandbox set (engine cilium) */
   char *admission_policy_name;
-  char *admission_policy_binding_name; /* "<admissionPolicyName>-binding" by default */
-  char *per_sandbox_label_key;         /* NZ_EGRESS_K8S_PER_SANDBOX_LABEL_KEY by default */
+  char *admission_policy_binding_name;         /* "<admissionPolicyName>-binding" by default */
+  char *per_sandbox_label_key;                 /* NZ_EGRESS_K8S_PER_SANDBOX_LABEL_KEY by default */
+  NzEgressK8sNarrowing *narrowing;             /* ciliumNarrowing; NULL: none */
+  NzEgressK8sNarrowing *per_sandbox_narrowing; /* perSandbox.narrowing; NULL: none */
 } NzEgressK8sConfig;
 
 void nz_egress_k8s_config_free (NzEgressK8sConfig *config);
@@ -88,8 +146,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzEgressK8sConfig, nz_egress_k8s_config_free)
  * kind that is not deny-all|no-network|public-internet|allow-all|static, engine not
  * core|cilium, verify not union|named-object-only, a profile that is not a DNS-1123 label
  * value (KubernetesEgressProfileConfigError), perSandbox without engine 'cilium' or
- * admissionPolicyName (KubernetesPerSandboxEgressConfigError). ciliumNarrowing and
- * perSandbox.narrowing are refused as not supported by this build. Returns a new config. */
+ * admissionPolicyName (KubernetesPerSandboxEgressConfigError), a narrowing that
+ * nz_egress_k8s_narrowing_parse refuses. ciliumNarrowing with a policy kind other than static or
+ * engine other than cilium is KubernetesEgressNarrowingUnsupportedError
+ * (NZ_EGRESS_ERROR_UNSUPPORTED); its hostPorts keys must be policy.allowedHosts entries, and
+ * its tlsServerNames refuses a '.domain' entry there. Returns a new config. */
 NzEgressK8sConfig *nz_egress_k8s_config_parse (JsonNode *node, GError **error);
 
 /* The policy's selector: {"sandbox.namzu.ai/template": tpl[, <profileLabelKey>: profile]}.

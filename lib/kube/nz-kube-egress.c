@@ -155,7 +155,8 @@ nz_kube_egress_verify_applied (NzKubeClient *client, JsonObject *expected, GErro
 JsonObject *
 nz_kube_egress_per_sandbox_policy (const char *namespace_, const char *label_key,
                                    gboolean owner_is_claim, const char *owner_name,
-                                   const char *owner_uid, const char *const *hosts, GError **error)
+                                   const char *owner_uid, const char *const *hosts,
+                                   const NzEgressK8sNarrowing *narrowing, GError **error)
 {
   g_autoptr (JsonObject) sel = json_object_new ();
   g_autoptr (JsonNode) node = NULL;
@@ -172,8 +173,8 @@ nz_kube_egress_per_sandbox_policy (const char *namespace_, const char *label_key
             NULL);
   name = g_strconcat (NZ_KUBE_EGRESS_PER_SANDBOX_PREFIX, owner_uid, NULL);
   json_object_set_string_member (sel, label_key, owner_name);
-  node = nz_egress_k8s_translate (NZ_EGRESS_K8S_STATIC, NZ_EGRESS_K8S_CILIUM, NULL, hosts, name,
-                                  namespace_, sel, error);
+  node = nz_egress_k8s_translate_narrowed (NZ_EGRESS_K8S_STATIC, NZ_EGRESS_K8S_CILIUM, NULL, hosts,
+                                           narrowing, name, namespace_, sel, error);
   if (node == NULL)
     return NULL;
   owner = json_object_new ();

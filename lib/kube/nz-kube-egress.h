@@ -7,6 +7,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "nz-egress-k8s.h"
 #include "nz-kube-client.h"
 
 G_BEGIN_DECLS
@@ -53,11 +54,14 @@ gboolean nz_kube_egress_selector_matches (JsonObject *selector, JsonObject *labe
  * {<label_key>: owner_name}, ownerReferences [{apiVersion, kind, name, uid}] of the claim
  * (@owner_is_claim: extensions.agents.x-k8s.io/v1beta1 SandboxClaim) or the Sandbox
  * (agents.x-k8s.io/v1beta1 Sandbox), with no blockOwnerDeletion, and the egress of a static
- * policy for @hosts (each checked by nz_egress_k8s_host_check). An empty @owner_uid is
+ * policy for @hosts (each checked by nz_egress_k8s_host_check) narrowed by @narrowing
+ * (perSandbox.narrowing; NULL: unnarrowed; see nz_egress_k8s_translate_narrowed, its dnsNames
+ * namespace defaulting to @namespace_). An empty @owner_uid is
  * NZ_KUBE_EGRESS_ERROR_OWNER_UID_MISSING. Returns a new object, or NULL with @error. */
 JsonObject *nz_kube_egress_per_sandbox_policy (const char *namespace_, const char *label_key,
                                                gboolean owner_is_claim, const char *owner_name,
                                                const char *owner_uid, const char *const *hosts,
+                                               const NzEgressK8sNarrowing *narrowing,
                                                GError **error);
 
 G_END_DECLS

@@ -133,6 +133,53 @@ def main():
             % err.strip()[-300:])
         e.run("namzu-destroy", "--sandbox", h.get("id", "x"))
 
+        # ciliumNarrowing (spec D.10.5): the named CiliumNetworkPolicy must be the narrowed
+        # translation, so the unnarrowed one is refused and the narrowed one passes.
+        cnp = "/apis/cilium.io/v2/namespaces/%s/ciliumnetworkpolicies" % NS
+        static = {"policy": {"kind": "static", "allowedHosts": ["api.example.com"]},
+                  "engine": "cilium", "verify": "named-object-only", "profile": "web",
+                  "ciliumNarrowing": {"ports": [443], "dnsNames": True}}
+        rc, _, err = create(dict(deny, ciliumNarrowing={"ports": [443]}))
+        tap(rc != 0 and "KubernetesEgressNarrowingUnsupportedError" in err
+            and "policy kind 'deny-all'" in err and e2e.objects_left(f) == 0,
+            "ciliumNarrowing on deny-all is refused, naming the kind (%s)" % err.strip())
+        rc, _, err = create(dict(static, ciliumNarrowing={"ports": [0]}))
+        tap(rc != 0 and "backend.egress.ciliumNarrowing.ports[0] is not a port" in err,
+            "a bad narrowing is refused, naming the field (%s)" % err.strip())
+
+        def cilium(dns, rules):
+            return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+                    "metadata": {"name": "tpl-web-egress", "namespace": NS},
+                    "spec": {"endpointSelector": {"matchLabels": {
+                        "sandbox.namzu.ai/template": "tpl",
+                        "sandbox.namzu.ai/egress-profile": "web"}},
+                        "egress": [{"toEndpoints": [{"matchLabels": {
+                            "k8s:io.kubernetes.pod.namespace": "kube-system",
+                            "k8s:k8s-app": "kube-dns"}}],
+                            "toPorts": [{"ports": [{"port": "53", "protocol": "ANY"}],
+                                         "rules": {"dns": dns}}]}] + rules}}
+
+        f.req("POST", cnp, cilium([{"matchPattern": "*"}],
+                                  [{"toFQDNs": [{"matchName": "api.example.com"}]}]))
+        rc, out, err = create(static)
+        tap(rc != 0 and "has other egress rules" in err and e2e.objects_left(f) == 0,
+            "the unnarrowed policy is not the narrowed translation: refused (%s)"
+            % err.strip()[-200:])
+        if rc == 0:  # a wrong pass must not leave a sandbox to the cases after it
+            e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x"))
+        f.req("DELETE", cnp + "/tpl-web-egress")
+        f.req("POST", cnp, cilium(
+            [{"matchName": "api.example.com"},
+             {"matchName": "api.example.com.%s.svc.cluster.local" % NS},
+             {"matchName": "api.example.com.svc.cluster.local"},
+             {"matchName": "api.example.com.cluster.local"}],
+            [{"toFQDNs": [{"matchName": "api.example.com"}],
+              "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]}]))
+        rc, out, err = create(static)
+        tap(rc == 0, "the narrowed policy present: created (%s)" % err.strip()[-300:])
+        e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
+        f.req("DELETE", cnp + "/tpl-web-egress")
+
         # Ingress (spec D.9).
         def plain(*flags, **backend):
             with open(cfg, "w") as fh:

@@ -166,15 +166,15 @@ START_TEST (test_per_sandbox_policy)
   const char *hosts[] = { "api.example.com", NULL };
   const char *hostile[] = { "a.example\"}],\"toCIDR\":[\"0.0.0.0/0", NULL };
   g_autoptr (JsonObject) claim = nz_kube_egress_per_sandbox_policy (
-      "ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "uid-1", hosts, NULL);
+      "ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "uid-1", hosts, NULL, NULL);
   g_autoptr (JsonObject) sbx = nz_kube_egress_per_sandbox_policy (
-      "ns", "sandbox.namzu.ai/per-sandbox-egress", FALSE, "s-1", "uid-2", hosts, NULL);
+      "ns", "sandbox.namzu.ai/per-sandbox-egress", FALSE, "s-1", "uid-2", hosts, NULL, NULL);
   g_autoptr (GError) e1 = NULL;
   g_autoptr (GError) e2 = NULL;
   g_autoptr (JsonObject) no_uid = nz_kube_egress_per_sandbox_policy (
-      "ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "", hosts, &e1);
+      "ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "", hosts, NULL, &e1);
   g_autoptr (JsonObject) bad = nz_kube_egress_per_sandbox_policy (
-      "ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "uid-1", hostile, &e2);
+      "ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "uid-1", hostile, NULL, &e2);
   g_autofree char *claim_s = nz_json_object_to_string (claim, NULL);
   g_autofree char *sbx_s = nz_json_object_to_string (sbx, NULL);
 
@@ -199,6 +199,49 @@ START_TEST (test_per_sandbox_policy)
                                             "in namespace ns"));
   ck_assert (bad == NULL);
   ck_assert (g_str_has_prefix (e2->message, "KubernetesNetworkPolicyHostError: "));
+}
+END_TEST
+
+/* D.10.8 with perSandbox.narrowing: the same object, its egress narrowed, dnsNames' namespace
+ * the sandbox's; a host the narrowing cannot express writes nothing. */
+START_TEST (test_per_sandbox_narrowed)
+{
+  const char *hosts[] = { "API.example.com", NULL };
+  const char *domain[] = { ".example.com", NULL };
+  g_autoptr (JsonObject) cfg
+      = parse ("{\"ports\":[443],\"dnsNames\":{\"clusterDomain\":\"c.local\"},"
+               "\"tlsServerNames\":true}");
+  g_autoptr (JsonNode) cfg_node = json_node_init_object (json_node_alloc (), cfg);
+  g_autoptr (NzEgressK8sNarrowing) nw
+      = nz_egress_k8s_narrowing_parse (cfg_node, "perSandbox.narrowing", NULL);
+  g_autoptr (JsonObject) got = nz_kube_egress_per_sandbox_policy (
+      "sbx-ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "uid-1", hosts, nw, NULL);
+  g_autoptr (JsonObject) want = parse (
+      "{\"apiVersion\":\"cilium.io/v2\",\"kind\":\"CiliumNetworkPolicy\",\"metadata\":{\"name\":"
+      "\"namzu-sbx-uid-1\",\"namespace\":\"sbx-ns\",\"ownerReferences\":[{\"apiVersion\":"
+      "\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":\"SandboxClaim\",\"name\":\"c-1\","
+      "\"uid\":\"uid-1\"}]},\"spec\":{\"endpointSelector\":{\"matchLabels\":{"
+      "\"sandbox.namzu.ai/per-sandbox-egress\":\"c-1\"}},\"egress\":[{\"toEndpoints\":[{"
+      "\"matchLabels\":{\"k8s:io.kubernetes.pod.namespace\":\"kube-system\",\"k8s:k8s-app\":"
+      "\"kube-dns\"}}],\"toPorts\":[{\"ports\":[{\"port\":\"53\",\"protocol\":\"ANY\"}],"
+      "\"rules\":{\"dns\":[{\"matchName\":\"API.example.com\"},{\"matchName\":"
+      "\"API.example.com.sbx-ns.svc.c.local\"},{\"matchName\":\"API.example.com.svc.c.local\"},"
+      "{\"matchName\":\"API.example.com.c.local\"}]}}]},{\"toFQDNs\":[{\"matchName\":"
+      "\"API.example.com\"}],\"toPorts\":[{\"ports\":[{\"port\":\"443\",\"protocol\":"
+      "\"TCP\"}],\"serverNames\":[\"API.example.com\"]}]}]}}");
+  g_autofree char *got_s = nz_json_object_to_string (got, NULL);
+  g_autofree char *want_s = nz_json_object_to_string (want, NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonObject) refused = nz_kube_egress_per_sandbox_policy (
+      "sbx-ns", "sandbox.namzu.ai/per-sandbox-egress", TRUE, "c-1", "uid-1", domain, nw, &error);
+
+  ck_assert (nw != NULL);
+  ck_assert_str_eq (got_s, want_s);
+  ck_assert (refused == NULL);
+  ck_assert_msg (g_str_has_prefix (error->message, "KubernetesEgressPolicyConfigError: "
+                                                   "backend.egress.perSandbox.narrowing."
+                                                   "tlsServerNames cannot serve the domain entry"),
+                 "%s", error->message);
 }
 END_TEST
 
@@ -258,6 +301,7 @@ main (void)
   tcase_add_test (tc, test_owner_references);
   tcase_add_test (tc, test_policy_path);
   tcase_add_test (tc, test_per_sandbox_policy);
+  tcase_add_test (tc, test_per_sandbox_narrowed);
   tcase_add_test (tc, test_selector_matches);
   suite_add_tcase (s, tc);
   return nz_test_run (s);

@@ -239,7 +239,8 @@ egress_config (const NzKubeOptions *k, GError **error)
 }
 
 /* spec D.10.7 verifyEgressPolicyApplied, before anything is created: the policy the
- * translation of @c names must exist as translated (the backend never creates it). */
+ * translation of @c (narrowed by ciliumNarrowing) names must exist as translated (the backend
+ * never creates it). */
 static JsonObject *
 egress_verify (NzKubeClient *client, const NzEgressK8sConfig *c, const char *ns, const char *tpl,
                GError **error)
@@ -253,9 +254,9 @@ egress_verify (NzKubeClient *client, const NzEgressK8sConfig *c, const char *ns,
 
   if (name == NULL)
     return NULL;
-  expected
-      = nz_egress_k8s_translate (c->kind, c->engine, (const char *const *)c->except_cidrs,
-                                 (const char *const *)c->allowed_hosts, name, ns, selector, error);
+  expected = nz_egress_k8s_translate_narrowed (
+      c->kind, c->engine, (const char *const *)c->except_cidrs,
+      (const char *const *)c->allowed_hosts, c->narrowing, name, ns, selector, error);
   if (expected == NULL)
     return NULL;
   if (nz_kube_egress_verify_applied (client, json_node_get_object (expected), &local))
