@@ -23,7 +23,8 @@ backend reads, and nothing more (no Service objects, no scheduling, no watches):
     Sandbox): start: fail|stall|no-uid|privileged, pod-name: other, service: none,
     claim: reject.
   - timings: annotation fake-controller.namzu.test/start-ms on the pod, bind-ms on a claim.
-  - admin: POST /fake/pods/NS/NAME/lose kills the agent and marks the pod Failed;
+  - admin: POST /fake/pods/NS/NAME/lose kills the agent and marks the pod Failed (answered
+    once the agent's port refuses);
     POST /fake/pods/NS/NAME/replace deletes the pod (the controller makes a new one, new uid,
     on the same IP) and /move does the same on another IP (the old one stays unused).
 """
@@ -92,9 +93,11 @@ class Agent:
             except OSError:
                 pass
             self.proc.wait()
-        # bwrap's --new-session puts the agent in a session of its own: it dies with the
-        # outer bwrap (--die-with-parent, then its pid namespace), but after the wait above.
-        # A lost pod is gone when this returns, so wait until its port refuses (bounded).
+
+    def wait_gone(self):
+        """bwrap's --new-session puts the agent in a session of its own: it dies with the
+        outer bwrap (--die-with-parent, then its pid namespace), but after kill() has reaped
+        that. Waits (bounded) until its port refuses; never with the store's lock held."""
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -485,7 +488,8 @@ class Controller:
             pod["status"] = {"phase": "Failed", "reason": "Lost",
                              "message": "fake-controller: the pod was lost"}
             self.put(POD, pod)
-            return 200, {"lost": name}
+            # answered once the agent is gone (the caller runs this after the lock)
+            return 200, {"lost": name}, (a.wait_gone if a else None)
         if method == "POST" and len(parts) == 5 and parts[:2] == ["fake", "pods"] \
                 and parts[4] in ("replace", "move"):
             ns, name = parts[2], parts[3]
