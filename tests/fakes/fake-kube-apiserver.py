@@ -282,6 +282,29 @@ def discovery(path):
     return None
 
 
+class TLSServer(ThreadingHTTPServer):
+    """Each connection's TLS handshake runs in its own thread, as Go's net/http does: a
+    handshake done by accept() (a wrapped listening socket) would make every client wait for
+    the slowest one, and a loaded sanitized client is slow."""
+    daemon_threads = True
+
+    def __init__(self, address, handler, ctx):
+        super().__init__(address, handler)
+        self.ctx = ctx
+
+    def finish_request(self, request, client_address):
+        request.settimeout(60)  # a client that never finishes its handshake is dropped
+        try:
+            tls = self.ctx.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        try:
+            tls.settimeout(None)
+            self.RequestHandlerClass(tls, client_address, self)
+        finally:
+            tls.close()
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-kube-apiserver"
@@ -521,9 +544,7 @@ def main():
     if ARGS.client_ca:
         ctx.load_verify_locations(ARGS.client_ca)
         ctx.verify_mode = ssl.CERT_OPTIONAL
-    httpd = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
-    httpd.daemon_threads = True
-    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    httpd = TLSServer(("127.0.0.1", ARGS.port), Handler, ctx)
 
     if ARGS.controller:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
