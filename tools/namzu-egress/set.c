@@ -30,7 +30,7 @@ nz_egress_cmd_set (int argc, char **argv, GCancellable *cancellable, GError **er
   g_autoptr (NzHandle) h = NULL;
   g_autoptr (GPtrArray) hosts = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (JsonObject) out = json_object_new ();
-  JsonArray *list = json_array_new ();
+  g_autoptr (JsonArray) list = json_array_new ();
   gboolean changed = FALSE;
 
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -66,7 +66,7 @@ nz_egress_cmd_set (int argc, char **argv, GCancellable *cancellable, GError **er
   json_object_set_string_member (out, "id", h->id);
   for (guint i = 0; hosts->pdata[i] != NULL; i++)
     json_array_add_string_element (list, hosts->pdata[i]);
-  json_object_set_array_member (out, "allowedHosts", list);
+  json_object_set_array_member (out, "allowedHosts", g_steal_pointer (&list));
   json_object_set_boolean_member (out, "changed", changed);
   return nz_cli_print_object (out) ? TRUE : nz_cli_exit_status (error, NZ_EXIT_FAILURE);
 }
