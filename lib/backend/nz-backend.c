@@ -15,6 +15,7 @@
 #include "nz-sandbox-env.h"
 #ifdef NZ_HAVE_KUBE
 #include "nz-kube-backend.h"
+#include "nz-kube-task-egress.h"
 #include "nz-kube-ws.h"
 #endif
 
@@ -52,7 +53,8 @@ static const NzBackend runsc_backend = DOCKER_FAMILY_BACKEND ("container:runsc")
 
 #ifdef NZ_HAVE_KUBE
 /* microvm:kubernetes: a pod of the agent-sandbox controller, its agent over TCP with the pod
- * uid as the token; open_transport renews the lease (nz-kube-backend.h). */
+ * uid as the token; open_transport renews the lease (nz-kube-backend.h); set_network_policy
+ * only with backend.egress.perSandbox (nz-kube-task-egress.h). */
 static const NzBackend kube_backend = {
   .name = NZ_KUBE_BACKEND_NAME,
   .tier = "microvm",
@@ -65,6 +67,7 @@ static const NzBackend kube_backend = {
   .status = nz_kube_backend_status,
   .describe = nz_kube_backend_describe,
   .open_transport = nz_kube_backend_open_transport,
+  .set_network_policy = nz_kube_backend_set_network_policy,
   .suspend = nz_kube_ws_suspend,
   .resume = nz_kube_ws_resume,
 };

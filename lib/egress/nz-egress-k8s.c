@@ -1023,6 +1023,12 @@ parse_per_sandbox (NzEgressK8sConfig *c, JsonNode *n, GError **error)
   if (g_strcmp0 (engine, "cilium") != 0)
     return config_error (error, klass, "perSandbox.engine",
                          "must be 'cilium' (per-sandbox policies are CiliumNetworkPolicies)");
+  /* The per-sandbox label would replace the template label the baseline policies select,
+   * leaving the pods outside them. */
+  if (g_strcmp0 (c->per_sandbox_label_key, NZ_EGRESS_K8S_TEMPLATE_LABEL_KEY) == 0)
+    return config_error (error, klass, "perSandbox.labelKey",
+                         "must not be " NZ_EGRESS_K8S_TEMPLATE_LABEL_KEY
+                         ", the label the baseline policies select");
   if (c->admission_policy_name == NULL)
     return config_error (error, klass, "perSandbox.admissionPolicyName",
                          "is required: the ValidatingAdmissionPolicy that fences the host's "

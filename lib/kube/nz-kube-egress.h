@@ -20,6 +20,8 @@ typedef enum
   NZ_KUBE_EGRESS_ERROR_NOT_APPLIED,       /* KubernetesEgressPolicyNotAppliedError: 404/410 */
   NZ_KUBE_EGRESS_ERROR_MISMATCH,          /* KubernetesEgressPolicyMismatchError */
   NZ_KUBE_EGRESS_ERROR_OWNER_UID_MISSING, /* KubernetesOwnerUidMissingError */
+  NZ_KUBE_EGRESS_ERROR_FENCE_MISSING,     /* KubernetesAdmissionFenceMissingError: 404/410 */
+  NZ_KUBE_EGRESS_ERROR_FENCE_UNREADABLE,  /* KubernetesAdmissionFenceUnreadableError: 401/403 */
 } NzKubeEgressErrorCode;
 
 /* The API path of @manifest (a NetworkPolicy or CiliumNetworkPolicy from nz-egress-k8s.h):

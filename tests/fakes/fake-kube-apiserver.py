@@ -37,6 +37,22 @@ and nothing more:
     the handler gives up after 60 s so nothing lingers;
   - --gone NAMESPACE: requests there are answered 410 Gone (what a watch or a
     list with an expired continue token gets; namzu treats it like 404).
+  - --forbid-resource PLURAL: every request on that resource (cluster-scoped ones
+    included, e.g. validatingadmissionpolicies) is answered 403 Forbidden, as
+    RBAC answers a host that lacks the verb; POST /fake/forbid-resource/PLURAL
+    and DELETE /fake/forbid-resource/PLURAL switch it on and off at run time.
+  - the per-sandbox egress admission fence (spec D.10.9,
+    deploy/k8s/validatingadmissionpolicy-cilium.yaml): while a
+    ValidatingAdmissionPolicy namzu-per-sandbox-egress and its binding
+    namzu-per-sandbox-egress-binding (policyName that policy, validationActions
+    Deny) are stored, a CiliumNetworkPolicy CREATE, UPDATE (PATCH) or DELETE by
+    the user system:serviceaccount:namzu-sandboxes:namzu-sandbox-host in a
+    namespace the binding's namespaceSelector.matchLabels select (a namespace is
+    labelled kubernetes.io/metadata.name=NAME) is judged by the policy's rules
+    1-7, written here in Python rather than CEL, and denied as the real API
+    server denies it: 422 Invalid, "... ValidatingAdmissionPolicy 'NAME' with
+    binding 'BINDING' denied request: <the rule's message>". Other users and
+    namespaces are not matched, as matchConditions and the binding say.
 
 It prints "fake-kube-apiserver listening on 127.0.0.1:PORT" once bound (port 0
 picks one) and exits on SIGTERM.
@@ -91,10 +107,25 @@ CLUSTER_SCOPED = {
     ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"),
 }
 
+# spec D.10.9: the per-sandbox egress fence the fake enforces (see the docstring).
+PSE_POLICY = "namzu-per-sandbox-egress"
+PSE_BINDING = PSE_POLICY + "-binding"
+PSE_USER = "system:serviceaccount:namzu-sandboxes:namzu-sandbox-host"
+PSE_LABEL = "sandbox.namzu.ai/per-sandbox-egress"
+PSE_OWNER_API = ("extensions.agents.x-k8s.io/v1beta1", "agents.x-k8s.io/v1beta1")
+PSE_KUBE_DNS = {"k8s:io.kubernetes.pod.namespace": "kube-system", "k8s:k8s-app": "kube-dns"}
+PSE_REFUSED_PEERS = ("toCIDR", "toCIDRSet", "toEntities", "toServices", "toGroups", "toNodes",
+                     "toRequires")
+_LBL = r"[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?"
+PSE_MATCH_NAME = re.compile(r"%s([.]%s)*" % (_LBL, _LBL))
+PSE_MATCH_PATTERN = re.compile(r"[*][.]%s([.]%s)+" % (_LBL, _LBL))
+ADMISSION = ("admissionregistration.k8s.io", "v1")
+
 LOCK = threading.Lock()
 CHANGED = threading.Condition(LOCK)  # notified on every write (the fake controller waits on it)
 CONTROLLER = [None]
 STORE = {}  # (group, version, plural, ns, name) -> object
+FORBID_RESOURCES = set()  # plurals answered 403 (--forbid-resource, /fake/forbid-resource)
 RV = [0]
 ARGS = None
 
@@ -231,6 +262,110 @@ def selector_matches(sel, labels):
     return True
 
 
+def _is_str(v):
+    return isinstance(v, str)
+
+
+def _egress_rule_ok(r):
+    """Rule 6 on one egress rule: no CIDR, entity, service, group, node or requires peer;
+    either toFQDNs (without toEndpoints), or toEndpoints that are all kube-dns on port 53."""
+    if not isinstance(r, dict) or any(k in r for k in PSE_REFUSED_PEERS):
+        return False
+    if "toFQDNs" in r:
+        return "toEndpoints" not in r
+    eps, tps = r.get("toEndpoints"), r.get("toPorts")
+    return (isinstance(eps, list) and len(eps) > 0
+            and all(isinstance(e, dict) and "matchExpressions" not in e
+                    and e.get("matchLabels") == PSE_KUBE_DNS for e in eps)
+            and isinstance(tps, list) and len(tps) > 0
+            and all(isinstance(tp, dict) and isinstance(tp.get("ports"), list)
+                    and len(tp["ports"]) > 0
+                    and all(isinstance(p, dict) and p.get("port") == "53" for p in tp["ports"])
+                    for tp in tps))
+
+
+def _fqdns_ok(r):
+    """Rule 7 on one egress rule: a non-empty toFQDNs, each entry exactly one of a host
+    matchName or a '*.<domain>' matchPattern."""
+    if "toFQDNs" not in r:
+        return True
+    f = r["toFQDNs"]
+    return isinstance(f, list) and len(f) > 0 and all(
+        isinstance(e, dict) and (
+            ("matchName" in e and "matchPattern" not in e and _is_str(e["matchName"])
+             and PSE_MATCH_NAME.fullmatch(e["matchName"]) is not None)
+            or ("matchPattern" in e and "matchName" not in e and _is_str(e["matchPattern"])
+                and PSE_MATCH_PATTERN.fullmatch(e["matchPattern"]) is not None))
+        for e in f)
+
+
+def per_sandbox_rule_failed(target, writing):
+    """spec D.10.9 rules 1-7 on a CiliumNetworkPolicy (the old object on DELETE, where only
+    rules 1-3 apply): the 0-based index of the first rule it fails, or None. What CEL could
+    not evaluate (a missing field, a wrong type) fails, as failurePolicy Fail does."""
+    meta = target.get("metadata") if isinstance(target, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    name = meta.get("name") if _is_str(meta.get("name")) else ""
+    owners = meta.get("ownerReferences") or []
+    o = owners[0] if isinstance(owners, list) and len(owners) == 1 \
+        and isinstance(owners[0], dict) else None
+    spec = target.get("spec") or {}
+    spec = spec if isinstance(spec, dict) else {}
+    sel = spec.get("endpointSelector") or {}
+    egress = spec.get("egress") or []
+    if not name.startswith("namzu-sbx-"):
+        return 0
+    if o is None or not _is_str(o.get("uid")) or not o["uid"] \
+            or name != "namzu-sbx-" + o["uid"]:
+        return 1
+    if o.get("kind") not in ("SandboxClaim", "Sandbox") \
+            or o.get("apiVersion") not in PSE_OWNER_API or o.get("blockOwnerDeletion") is True:
+        return 2
+    if not writing:
+        return None
+    ml = sel.get("matchLabels") if isinstance(sel, dict) else None
+    if not isinstance(ml, dict) or list(ml) != [PSE_LABEL] or ml[PSE_LABEL] != o.get("name") \
+            or "matchExpressions" in sel:
+        return 3
+    if any(k in spec for k in ("specs", "ingress", "ingressDeny", "egressDeny",
+                               "nodeSelector")) or not isinstance(egress, list) or not egress:
+        return 4
+    if not all(_egress_rule_ok(r) for r in egress):
+        return 5
+    if not all(_fqdns_ok(r) for r in egress):
+        return 6
+    return None
+
+
+def admission_denied(who, operation, ns, target):
+    """The fence as the API server applies it (lock held): None when the request is not
+    matched or passes, else the 422 Status of a ValidatingAdmissionPolicy denial."""
+    policy = STORE.get(ADMISSION + ("validatingadmissionpolicies", "", PSE_POLICY))
+    binding = STORE.get(ADMISSION + ("validatingadmissionpolicybindings", "", PSE_BINDING))
+    if policy is None or binding is None or who != PSE_USER:
+        return None
+    bspec = binding.get("spec") or {}
+    if bspec.get("policyName") != PSE_POLICY or "Deny" not in (
+            bspec.get("validationActions") or []):
+        return None
+    want = ((bspec.get("matchResources") or {}).get("namespaceSelector") or {}).get(
+        "matchLabels") or {}
+    if any({"kubernetes.io/metadata.name": ns}.get(k) != v for k, v in want.items()):
+        return None
+    failed = per_sandbox_rule_failed(target, operation != "DELETE")
+    if failed is None:
+        return None
+    rules = (policy.get("spec") or {}).get("validations") or []
+    msg = rules[failed].get("message") if failed < len(rules) and isinstance(
+        rules[failed], dict) else None
+    name = ((target or {}).get("metadata") or {}).get("name") or ""
+    return status(422, "Invalid",
+                  '%s "%s" is invalid: : ValidatingAdmissionPolicy \'%s\' with binding \'%s\' '
+                  "denied request: %s" % ("ciliumnetworkpolicies.cilium.io", name, PSE_POLICY,
+                                          PSE_BINDING,
+                                          msg or "failed expression %d" % (failed + 1)))
+
+
 def parse_path(path):
     """-> (group, version, plural, ns, name) or None; ns is "" for a cluster-scoped resource."""
     parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
@@ -362,6 +497,14 @@ class Handler(BaseHTTPRequestHandler):
             if doc is not None:
                 return self.send_json(200, doc)
         ns_parts = url.path.strip("/").split("/")
+        if ns_parts[:2] == ["fake", "forbid-resource"] and len(ns_parts) == 3 \
+                and self.command in ("POST", "DELETE"):
+            with LOCK:
+                if self.command == "POST":
+                    FORBID_RESOURCES.add(ns_parts[2])
+                else:
+                    FORBID_RESOURCES.discard(ns_parts[2])
+                return self.send_json(200, {"forbidden": sorted(FORBID_RESOURCES)})
         if ns_parts[0] == "fake" and CONTROLLER[0] is not None:
             with LOCK:
                 answer = CONTROLLER[0].admin(self.command, ns_parts)
@@ -385,19 +528,21 @@ class Handler(BaseHTTPRequestHandler):
             return None
         if ns in ARGS.gone:
             return self.send_json(*status(410, "Gone", "the requested resource is gone"))
-        if ns in ARGS.forbid:
+        with LOCK:
+            forbidden = plural in FORBID_RESOURCES or ns in ARGS.forbid
+        if forbidden:
+            where = 'in the namespace "%s"' % ns if ns else "at the cluster scope"
             return self.send_json(*status(
                 403, "Forbidden",
-                '%s "%s" is forbidden: User "%s" cannot %s resource "%s" in API group "%s" in '
-                'the namespace "%s"' % (plural, name or "", who, self.command.lower(), plural,
-                                        group, ns)))
+                '%s "%s" is forbidden: User "%s" cannot %s resource "%s" in API group "%s" %s'
+                % (plural, name or "", who, self.command.lower(), plural, group, where)))
         with LOCK:
-            code, obj = self.serve(group, version, plural, ns, name, query, payload)
+            code, obj = self.serve(group, version, plural, ns, name, query, payload, who)
             if self.command != "GET":
                 CHANGED.notify_all()
         return self.send_json(code, obj)
 
-    def serve(self, group, version, plural, ns, name, query, payload):
+    def serve(self, group, version, plural, ns, name, query, payload, who):
         kind = RESOURCES[(group, version, plural)]
         av = api_version(group, version)
         key = (group, version, plural, ns, name)
@@ -430,6 +575,11 @@ class Handler(BaseHTTPRequestHandler):
                 return status(400, "BadRequest", "the namespace of the object does not match "
                                                  "the namespace of the request")
             okey = (group, version, plural, ns, oname)
+            if plural == "ciliumnetworkpolicies":  # admission runs before the store's 409
+                denied = admission_denied(who, "CREATE", ns, dict(payload, metadata=dict(
+                    meta, namespace=ns)))
+                if denied is not None:
+                    return denied
             if okey in STORE:
                 return status(409, "AlreadyExists", '%s "%s" already exists' % (gr, oname),
                               {"name": oname, "group": group, "kind": plural})
@@ -476,6 +626,10 @@ class Handler(BaseHTTPRequestHandler):
             if meta.get("name") != name or meta.get("uid") != cur["metadata"]["uid"]:
                 return status(422, "Invalid", "%s \"%s\" is invalid: metadata: name and uid "
                               "are immutable" % (kind, name))
+            if plural == "ciliumnetworkpolicies":
+                denied = admission_denied(who, "UPDATE", ns, new)
+                if denied is not None:
+                    return denied
             new["metadata"]["resourceVersion"] = next_rv()
             STORE[key] = new
             return 200, copy.deepcopy(new)
@@ -491,6 +645,10 @@ class Handler(BaseHTTPRequestHandler):
                 return status(409, "Conflict", "Operation cannot be fulfilled on %s \"%s\": "
                               "Precondition failed: UID in precondition: %s, UID in object "
                               "meta: %s" % (gr, name, pre["uid"], cur["metadata"]["uid"]))
+            if plural == "ciliumnetworkpolicies":
+                denied = admission_denied(who, "DELETE", ns, cur)
+                if denied is not None:
+                    return denied
             del STORE[key]
             if plural == "pods":
                 return 200, cur
@@ -514,6 +672,8 @@ def main():
     ap.add_argument("--token", action="append", default=[],
                     type=lambda s: tuple(s.split("=", 1)), help="USER=TOKEN")
     ap.add_argument("--forbid", action="append", default=[], help="a namespace answered 403")
+    ap.add_argument("--forbid-resource", action="append", default=[],
+                    help="a resource (plural) answered 403, cluster-scoped ones included")
     ap.add_argument("--stall", action="append", default=[], help="a namespace never answered")
     ap.add_argument("--gone", action="append", default=[], help="a namespace answered 410")
     ap.add_argument("--stored-namespaces", action="store_true",
@@ -527,6 +687,7 @@ def main():
     ap.add_argument("--pod-subnet", help="127.A.B: pods get 127.A.B.2, .3, ...")
     ap.add_argument("--state-dir", help="the controller's PVC and pod directories")
     ARGS = ap.parse_args()
+    FORBID_RESOURCES.update(ARGS.forbid_resource)
     for path in ARGS.object:
         with open(path) as f:
             obj = json.load(f)

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <glib.h>
+#include <glib/gstdio.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
 
+#include "nz-kube-client.h"
 #include "../nz-test.h"
 
 static inline gboolean
@@ -80,4 +84,59 @@ kube_fake_start (const char *dir, const char *cert, const char *const *extra, GP
                    "unexpected line from the fake: %s", line);
   fclose (f);
   return (guint16)p;
+}
+
+/* The usual setup of a test against the fake: a new temporary directory (*@dir, from
+ * @dir_template), a self-signed server certificate for 127.0.0.1 in it that is the cluster CA
+ * (*@ca_pem), and the fake started with it and @extra. Returns the fake's port. */
+static inline guint16
+kube_fake_start_self_signed (const char *dir_template, const char *const *extra, char **dir,
+                             char **ca_pem, GPid *pid)
+{
+  g_autofree char *cert = NULL;
+
+  *dir = g_dir_make_tmp (dir_template, NULL);
+  NZ_TEST_REQUIRE (*dir != NULL
+                       && kube_fake_make_cert (*dir, "server", NULL,
+                                               "cn = fake kube-apiserver\nip_address = 127.0.0.1\n"
+                                               "ca\ncert_signing_key\ntls_www_server\n"
+                                               "expiration_days = 2\n"),
+                   "certtool could not make a certificate");
+  cert = g_build_filename (*dir, "server.pem", NULL);
+  NZ_TEST_REQUIRE (g_file_get_contents (cert, ca_pem, NULL, NULL), "read the certificate");
+  return kube_fake_start (*dir, "server", extra, pid);
+}
+
+/* Stops the fake of kube_fake_start_self_signed and removes its files and @dir (freed).
+ * FALSE when anything else was left there. */
+static inline gboolean
+kube_fake_stop_self_signed (GPid pid, char *dir)
+{
+  const char *files[] = { "server.pem", "server.key", "server.cfg" };
+  gboolean ok;
+
+  kill (pid, SIGTERM);
+  waitpid (pid, NULL, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *path = g_build_filename (dir, files[i], NULL);
+
+      g_unlink (path);
+    }
+  ok = g_rmdir (dir) == 0;
+  g_free (dir);
+  return ok;
+}
+
+/* Inside a test: a client of the fake at @port, trusting @ca_pem, sending bearer @token. */
+static inline NzKubeClient *
+kube_fake_client (guint16 port, const char *ca_pem, const char *token)
+{
+  g_autofree char *url = g_strdup_printf ("https://127.0.0.1:%u", port);
+  g_autoptr (GError) error = NULL;
+  NzKubeClient *c
+      = nz_kube_client_new (nz_kube_access_new_explicit (url, ca_pem, token, NULL), 0, &error);
+
+  ck_assert_msg (c != NULL, "%s", error ? error->message : "");
+  return c;
 }

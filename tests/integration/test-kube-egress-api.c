@@ -23,13 +23,7 @@ static GPid fake_pid;
 static NzKubeClient *
 client (void)
 {
-  g_autofree char *url = g_strdup_printf ("https://127.0.0.1:%u", port);
-  g_autoptr (GError) error = NULL;
-  NzKubeClient *c = nz_kube_client_new (
-      nz_kube_access_new_explicit (url, ca_pem, "egress-token", NULL), 0, &error);
-
-  ck_assert_msg (c != NULL, "%s", error ? error->message : "");
-  return c;
+  return kube_fake_client (port, ca_pem, "egress-token");
 }
 
 static JsonObject *
@@ -93,45 +87,18 @@ main (void)
 {
   Suite *s = suite_create ("kube-egress-api");
   TCase *tc = tcase_create ("named");
-  g_autofree char *cert = NULL;
-  g_autofree char *key = NULL;
+  const char *extra[] = { "--token", "egress=egress-token", NULL };
   int rc;
 
   nz_test_require_program ("python3", "python3 (scripts/install-deps)");
   nz_test_require_program ("certtool", "certtool (gnutls-bin, scripts/install-deps)");
-  dir = g_dir_make_tmp ("nz-kube-egress-XXXXXX", NULL);
-  NZ_TEST_REQUIRE (dir != NULL
-                       && kube_fake_make_cert (dir, "server", NULL,
-                                               "cn = fake kube-apiserver\nip_address = 127.0.0.1\n"
-                                               "ca\ncert_signing_key\ntls_www_server\n"
-                                               "expiration_days = 2\n"),
-                   "certtool could not make a certificate");
-  cert = g_build_filename (dir, "server.pem", NULL);
-  key = g_build_filename (dir, "server.key", NULL);
-  NZ_TEST_REQUIRE (g_file_get_contents (cert, &ca_pem, NULL, NULL), "read the certificate");
-  {
-    const char *extra[] = { "--token", "egress=egress-token", NULL };
-
-    port = kube_fake_start (dir, "server", extra, &fake_pid);
-  }
-
+  port = kube_fake_start_self_signed ("nz-kube-egress-XXXXXX", extra, &dir, &ca_pem, &fake_pid);
   tcase_set_timeout (tc, 60);
   tcase_add_test (tc, test_named_object_against_api);
   suite_add_tcase (s, tc);
   rc = nz_test_run (s);
-
-  kill (fake_pid, SIGTERM);
-  waitpid (fake_pid, NULL, 0);
-  g_unlink (cert);
-  g_unlink (key);
-  {
-    g_autofree char *cfg = g_build_filename (dir, "server.cfg", NULL);
-
-    g_unlink (cfg);
-  }
-  if (g_rmdir (dir) != 0)
+  if (!kube_fake_stop_self_signed (fake_pid, dir))
     rc = EXIT_FAILURE;
-  g_free (dir);
   g_free (ca_pem);
   return rc;
 }

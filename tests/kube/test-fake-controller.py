@@ -25,6 +25,10 @@ A = "/apis/agents.x-k8s.io/v1beta1/namespaces/%s/sandboxes"
 E = "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/%s/"
 P = "/api/v1/namespaces/%s/pods"
 N = [0]
+# The host's service account, as deploy/k8s names it: the per-sandbox admission fence
+# (spec D.10.9) matches only its requests. Its token is HOST_TOKEN; "tok" is another user.
+HOST_USER = "system:serviceaccount:namzu-sandboxes:namzu-sandbox-host"
+HOST_TOKEN = "hosttok"
 
 
 def tap(ok, what):
@@ -54,7 +58,8 @@ class Fake:
                        check=True, capture_output=True)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(SRC, "tests/fakes/fake-kube-apiserver.py"), "--cert",
-             cert, "--key", key, "--token", "t=tok", "--controller", "--agent", AGENT,
+             cert, "--key", key, "--token", "t=tok", "--token", HOST_USER + "=" + HOST_TOKEN,
+             "--controller", "--agent", AGENT,
              "--pod-subnet", subnet, "--state-dir", os.path.join(self.dir, "state")],
             stdout=subprocess.PIPE, stderr=open(os.path.join(self.dir, "fake.log"), "w"),
             text=True)
@@ -62,11 +67,11 @@ class Fake:
         self.port = int(line.rsplit(":", 1)[1])
         self.ctx = ssl._create_unverified_context()
 
-    def req(self, method, path, body=None, ctype="application/json"):
+    def req(self, method, path, body=None, ctype="application/json", token="tok"):
         data = json.dumps(body).encode() if body is not None else None
         r = urllib.request.Request("https://127.0.0.1:%d%s" % (self.port, path), data=data,
                                    method=method)
-        r.add_header("Authorization", "Bearer tok")
+        r.add_header("Authorization", "Bearer " + token)
         r.add_header("Content-Type", ctype)
         try:
             with urllib.request.urlopen(r, context=self.ctx, timeout=10) as f:
@@ -147,6 +152,144 @@ def sandbox(name, tpl, vct=False, **spec):
         s["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "ws"},
                                               "spec": {"accessModes": ["ReadWriteOnce"]}}]
     return s
+
+
+CNP = "/apis/cilium.io/v2/namespaces/%s/ciliumnetworkpolicies"
+VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def fence_objects(ns):
+    """deploy/k8s/validatingadmissionpolicy-cilium.yaml, its binding selecting namespace @ns."""
+    import yaml
+    with open(os.path.join(SRC, "deploy/k8s/validatingadmissionpolicy-cilium.yaml")) as fh:
+        policy, binding = list(yaml.safe_load_all(fh))
+    binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"] = {
+        "kubernetes.io/metadata.name": ns}
+    return policy, binding
+
+
+def per_sandbox_cnp(owner, hosts=("api.example.com",)):
+    """A policy the fence admits: what namzu writes for the SandboxClaim @owner."""
+    return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+            "metadata": {"name": "namzu-sbx-" + owner["metadata"]["uid"],
+                         "ownerReferences": [{
+                             "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+                             "kind": "SandboxClaim", "name": owner["metadata"]["name"],
+                             "uid": owner["metadata"]["uid"]}]},
+            "spec": {"endpointSelector": {"matchLabels": {
+                "sandbox.namzu.ai/per-sandbox-egress": owner["metadata"]["name"]}},
+                "egress": [{"toEndpoints": [{"matchLabels": {
+                    "k8s:io.kubernetes.pod.namespace": "kube-system",
+                    "k8s:k8s-app": "kube-dns"}}],
+                    "toPorts": [{"ports": [{"port": "53", "protocol": "ANY"}],
+                                 "rules": {"dns": [{"matchPattern": "*"}]}}]},
+                    {"toFQDNs": [{"matchName": h} for h in hosts]}]}}
+
+
+def admission_fence(f):
+    """The fake's per-sandbox fence (spec D.10.9), its 403 knob, and its GC of a CNP."""
+    import copy
+    ns = "t"
+    policy, binding = fence_objects(ns)
+    code, owner = f.req("POST", E % ns + "sandboxclaims", {  # no pool: the controller leaves it
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim",
+        "metadata": {"name": "owner1"}, "spec": {}})
+    good = per_sandbox_cnp(owner)
+    hostile = copy.deepcopy(good)
+    hostile["spec"]["egress"].append({"toCIDR": ["10.0.0.0/8"]})
+    code, _ = f.req("POST", CNP % ns, hostile, token=HOST_TOKEN)
+    tap(code == 201, "without the fence stored, the host's writes are not judged")
+    f.req("DELETE", CNP % ns + "/" + good["metadata"]["name"])
+    tap(f.req("POST", VAP, policy)[0] == 201 and f.req("POST", VAPB, binding)[0] == 201,
+        "the fence's policy and binding are stored (cluster-scoped)")
+    denial = ("ValidatingAdmissionPolicy 'namzu-per-sandbox-egress' with binding "
+              "'namzu-per-sandbox-egress-binding' denied request: ")
+    cases = []
+
+    def variant(what, rule, change):
+        v = copy.deepcopy(good)
+        change(v)
+        cases.append((what, rule, v))
+
+    variant("another name", "named namzu-sbx-", lambda v: v["metadata"].update(name="mine"))
+    variant("a name that is not its owner's uid", "exactly one ownerReference",
+            lambda v: v["metadata"].update(name="namzu-sbx-other"))
+    variant("two owners", "exactly one ownerReference",
+            lambda v: v["metadata"]["ownerReferences"].append(
+                dict(v["metadata"]["ownerReferences"][0])))
+    variant("blockOwnerDeletion", "without blockOwnerDeletion",
+            lambda v: v["metadata"]["ownerReferences"][0].update(blockOwnerDeletion=True))
+    variant("a Pod owner", "SandboxClaim or a Sandbox",
+            lambda v: v["metadata"]["ownerReferences"][0].update(kind="Pod"))
+    variant("another sandbox's label", "endpointSelector is exactly",
+            lambda v: v["spec"]["endpointSelector"]["matchLabels"].update({
+                "sandbox.namzu.ai/per-sandbox-egress": "namzu-task-other"}))
+    variant("a second selector key", "endpointSelector is exactly",
+            lambda v: v["spec"]["endpointSelector"]["matchLabels"].update({"app": "x"}))
+    variant("an empty selector", "endpointSelector is exactly",
+            lambda v: v["spec"].update(endpointSelector={}))
+    variant("matchExpressions", "endpointSelector is exactly",
+            lambda v: v["spec"]["endpointSelector"].update(matchExpressions=[]))
+    variant("egressDeny", "no specs, ingress", lambda v: v["spec"].update(egressDeny=[]))
+    variant("specs", "no specs, ingress", lambda v: v["spec"].update(specs=[]))
+    variant("no egress", "non-empty egress", lambda v: v["spec"].update(egress=[]))
+    variant("toCIDR", "no CIDR", lambda v: v["spec"]["egress"].append({"toCIDR": ["0.0.0.0/0"]}))
+    variant("toEntities", "no CIDR",
+            lambda v: v["spec"]["egress"][1].update(toEntities=["world"]))
+    variant("toEndpoints other than kube-dns", "no CIDR",
+            lambda v: v["spec"]["egress"][0]["toEndpoints"][0]["matchLabels"].update({
+                "k8s:k8s-app": "web"}))
+    variant("kube-dns on another port", "no CIDR",
+            lambda v: v["spec"]["egress"][0]["toPorts"][0]["ports"][0].update(port="443"))
+    variant("an empty toFQDNs", "toFQDNs is non-empty",
+            lambda v: v["spec"]["egress"][1].update(toFQDNs=[]))
+    variant("matchPattern '*'", "toFQDNs is non-empty",
+            lambda v: v["spec"]["egress"][1]["toFQDNs"].append({"matchPattern": "*"}))
+    variant("matchPattern '*.com'", "toFQDNs is non-empty",
+            lambda v: v["spec"]["egress"][1]["toFQDNs"].append({"matchPattern": "*.com"}))
+    variant("a matchName with a newline", "toFQDNs is non-empty",
+            lambda v: v["spec"]["egress"][1]["toFQDNs"].append({"matchName": "a.example\n"}))
+    variant("both matchName and matchPattern", "toFQDNs is non-empty",
+            lambda v: v["spec"]["egress"][1]["toFQDNs"][0].update(matchPattern="*.example.com"))
+    for what, rule, v in cases:
+        code, st = f.req("POST", CNP % ns, v, token=HOST_TOKEN)
+        msg = (st or {}).get("message", "")
+        tap(code == 422 and (st or {}).get("reason") == "Invalid" and denial in msg
+            and rule in msg, "the fence denies the host's CREATE with %s (%s)" % (what, msg))
+    code, _ = f.req("POST", CNP % ns, good, token=HOST_TOKEN)
+    tap(code == 201, "the fence admits the host's per-sandbox policy")
+    path = CNP % ns + "/" + good["metadata"]["name"]
+    code, st = f.req("PATCH", path, {"spec": {"egress": [{"toEntities": ["world"]}]}},
+                     "application/merge-patch+json", token=HOST_TOKEN)
+    tap(code == 422 and denial in (st or {}).get("message", ""),
+        "the fence denies an UPDATE (merge patch) that widens it")
+    code, st = f.req("PATCH", path, {"spec": {"egress": per_sandbox_cnp(
+        owner, ("b.example.org",))["spec"]["egress"]}}, "application/merge-patch+json",
+        token=HOST_TOKEN)
+    tap(code == 200 and st["spec"]["egress"][1]["toFQDNs"] == [{"matchName": "b.example.org"}],
+        "the fence admits an UPDATE within the rules")
+    code, _ = f.req("POST", CNP % ns, cases[0][2])
+    tap(code == 201, "another user is not matched (matchConditions)")
+    code, st = f.req("DELETE", CNP % ns + "/mine", token=HOST_TOKEN)
+    tap(code == 422 and "named namzu-sbx-" in (st or {}).get("message", ""),
+        "the fence denies the host's DELETE of another policy")
+    f.req("DELETE", CNP % ns + "/mine")
+    code, _ = f.req("POST", CNP % "other-ns", hostile, token=HOST_TOKEN)
+    tap(code == 201, "a namespace the binding does not select is not matched")
+    code, st = f.req("POST", "/fake/forbid-resource/validatingadmissionpolicies", {})
+    code2, st2 = f.get(VAP + "/" + policy["metadata"]["name"])
+    tap(code == 200 and code2 == 403 and "at the cluster scope" in (st2 or {}).get("message", ""),
+        "--forbid-resource answers 403 on a cluster-scoped resource (%s)"
+        % (st2 or {}).get("message", ""))
+    f.req("DELETE", "/fake/forbid-resource/validatingadmissionpolicies")
+    tap(f.get(VAP + "/" + policy["metadata"]["name"])[0] == 200, "and is switched off again")
+    f.req("DELETE", E % ns + "sandboxclaims/owner1")
+    tap(f.wait(path, lambda c, o: c == 404, 10) is not None,
+        "GC: the CNP goes with its owner (by uid)")
+    code, _ = f.req("DELETE", CNP % ns + "/" + good["metadata"]["name"], token=HOST_TOKEN)
+    f.req("DELETE", VAPB + "/" + binding["metadata"]["name"])
+    f.req("DELETE", VAP + "/" + policy["metadata"]["name"])
 
 
 def main():
@@ -337,6 +480,8 @@ def main():
             x.get("reason") == "InvalidMetadata" and x.get("status") == "False"
             for x in (o.get("status") or {}).get("conditions") or []))
         tap(c is not None, "claim: reject: Ready=False InvalidMetadata")
+
+        admission_fence(f)
 
         # a second fake beside the first one
         g.req("POST", E % ns + "sandboxtemplates", template("tpl"))

@@ -41,7 +41,9 @@ def baseline_policy():
 
 
 class Env:
-    def __init__(self, fake):
+    def __init__(self, fake, token="tok"):
+        """The tools' state directory and a kubeconfig for @fake, as the user @token is
+        (fc.HOST_TOKEN: the host's service account, which the admission fence matches)."""
         self.fake = fake
         self.state = os.path.join(fake.dir, "namzu-state")
         os.makedirs(self.state, mode=0o700)
@@ -55,7 +57,7 @@ class Env:
                     "    certificate-authority-data: %s\n"
                     "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: u\n"
                     "    namespace: %s\n"
-                    "users:\n- name: u\n  user:\n    token: tok\n" % (fake.port, ca, NS))
+                    "users:\n- name: u\n  user:\n    token: %s\n" % (fake.port, ca, NS, token))
         # The namespace's baseline policy, as deploy/k8s applies it: every create proves the
         # agent port private against it (spec D.9).
         fake.req("POST", BASELINE_PATH, baseline_policy())

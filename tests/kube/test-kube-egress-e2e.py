@@ -3,7 +3,7 @@
 namzu-create --config's backend.egress): the named policy verified before anything is created
 (missing or different: refused, nothing left), the profile label on the pod (a Sandbox's pod
 template, a claim's additionalPodMetadata), and the refusals of what this build does not do yet
-(the union check over CiliumNetworkPolicies, perSandbox), and the union check (spec D.10.7)
+(the union check over CiliumNetworkPolicies), and the union check (spec D.10.7)
 over the NetworkPolicies that select the pods. Ingress (spec D.9): the agent port proven reachable only from
 the host's pods before a Sandbox is POSTed, after a claim binds (then released), before a
 workspace is POSTed; backend.ingress 'unverified' opts out. Against the FAKE API server and its FAKE controller (tests/fakes/). TAP output.
@@ -54,10 +54,6 @@ def main():
         tap(rc != 0 and "union check" in err and e2e.objects_left(f) == 0,
             "the union check over CiliumNetworkPolicies is refused as not in this build (%s)"
             % err.strip())
-        rc, _, err = create(dict(deny, perSandbox={"engine": "cilium",
-                                                   "admissionPolicyName": "p"},
-                                 engine="cilium"))
-        tap(rc != 0 and "perSandbox" in err, "perSandbox is refused as not in this build")
         rc, _, err = create({"policy": {"kind": "nonsense"}, "verify": "named-object-only"})
         tap(rc != 0 and "backend.egress" in err, "a bad egress config is refused, naming it (%s)"
             % err.strip())

@@ -604,6 +604,9 @@ START_TEST (test_k8s_config)
       "KubernetesPerSandboxEgressConfigError: backend.egress.perSandbox.admissionPolicyName is "
       "required" },
     { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"engine\":\"cilium\","
+      "\"admissionPolicyName\":\"f\",\"labelKey\":\"sandbox.namzu.ai/template\"}}",
+      "backend.egress.perSandbox.labelKey must not be sandbox.namzu.ai/template" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"engine\":\"cilium\","
       "\"admissionPolicyName\":\"f\",\"labelKey\":\"/x\"}}",
       "backend.egress.perSandbox.labelKey is not a label key" },
     { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"engine\":\"cilium\","

@@ -6,7 +6,7 @@
  *   namzu-egress check PROFILE [HOST[:PORT]|URL]...   (targets from stdin when none given)
  *   namzu-egress proxy [--listen ADDR] [--port N] [--unix PATH] [--log FILE] ...
  *   namzu-egress relay --listen 127.0.0.1:PORT --to UNIX_PATH [-- COMMAND...]
- *   namzu-egress set --sandbox ID (HOST... | --profile FILE)
+ *   namzu-egress set --sandbox ID (HOST... | --profile FILE | --none)
  *
  * Exit: 0 ok (check: every target allowed), 1 failure (check: some target denied), 2 usage. */
 #include <locale.h>
@@ -31,7 +31,8 @@ const char nz_egress_summary[]
       "  proxy                               run the egress proxy "
       "(NAMZU_EGRESS_PROXY_CONFIG[_V2])\n"
       "  relay --listen IP:PORT --to PATH    in-sandbox relay to the proxy's unix socket\n"
-      "  set --sandbox ID HOST...|--profile F  change a live sandbox's allowlist\n"
+      "  set --sandbox ID HOST...|--profile F  change a live sandbox's allowlist (--none: an\n"
+      "                                      empty list; kubernetes: with perSandbox)\n"
       "  isolate                             drop every default route of this network\n"
       "                                      namespace (CAP_NET_ADMIN; docker backend)\n"
       "\nExit status: 0 ok (check: all allowed), 1 failure (check: any denied), 2 usage.";

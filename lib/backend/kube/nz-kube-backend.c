@@ -13,6 +13,7 @@
 #include "nz-kube-ingress.h"
 #include "nz-kube-union.h"
 #include "nz-kube-probe.h"
+#include "nz-kube-task-egress.h"
 #include "nz-kube-workspace.h"
 #include "nz-kube-ws.h"
 
@@ -334,14 +335,18 @@ nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
 
       if (egress == NULL)
         return FALSE;
+      /* spec D.8.3: a workspace has no setNetworkPolicy, so the option is refused rather
+       * than dropped. */
+      if (k->workspace_id != NULL && egress->per_sandbox)
+        return nz_throw (error, NZ_ERROR_INVALID_ARGS,
+                         "KubernetesWorkspacePerSandboxEgressConfigError: "
+                         "backend.egress.perSandbox: a workspace has no setNetworkPolicy, so it "
+                         "cannot take per-sandbox egress; leave perSandbox out of a --workspace "
+                         "create. Nothing was created.");
       if (k->workspace_id != NULL)
         return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                          "backend.egress: a workspace's egress verification is not in this "
                          "build yet; leave backend.egress out of a --workspace create");
-      if (egress->per_sandbox)
-        return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                         "backend.egress.perSandbox: per-sandbox CiliumNetworkPolicies are not "
-                         "in this build yet");
       if (!egress->named_object_only && egress->engine == NZ_EGRESS_K8S_CILIUM)
         return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                          "backend.egress.verify: the union check (the default, 'union') over "
@@ -755,8 +760,6 @@ lease_end_ms (const NzCreateOptions *opts, gint64 created_ms, gint64 now_ms, gin
   return end - end % 1000;
 }
 
-static gboolean renew_lease (NzHandle *h, GError **error);
-
 NzHandle *
 nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
 {
@@ -777,6 +780,8 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   g_autofree char *address = NULL;
   g_autofree char *sandbox = NULL;
   gboolean claim = k->warm_pool != NULL;
+  const char *claim_api = NZ_KUBE_SANDBOX_EXTENSIONS_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION;
+  const char *sandbox_api = NZ_KUBE_SANDBOX_API_GROUP "/" NZ_KUBE_SANDBOX_API_VERSION;
   GError *local = NULL;
   Acquire a = { opts, k };
   gint64 now_ms, lease_end;
@@ -794,16 +799,17 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
     {
       g_autoptr (NzEgressK8sConfig) egress = egress_config (k, error);
 
+      /* The profile and per-sandbox labels (spec D.10.6, D.10.8), warm-safe on a claim:
+       * composed (a collision refused) before anything is asked of the cluster. */
       if (egress == NULL
+          || (pod_labels = nz_kube_task_egress_pod_labels (egress, name, error)) == NULL
           || (expected = egress_verify (client, egress, a.ns, k->template_name, error)) == NULL)
         return NULL;
       /* The union check's translation (core; check refuses it with cilium). */
       if (!egress->named_object_only)
         a.union_of = expected;
-      if (egress->profile != NULL
-          && (pod_labels = nz_egress_k8s_compose_pod_labels (egress, NULL, error)) == NULL)
-        return NULL;
-      a.pod_labels = pod_labels;
+      a.pod_labels = json_object_get_size (pod_labels) > 0 ? pod_labels : NULL;
+      nz_kube_task_egress_record (egress, k->egress, h);
     }
   a.timeout_ms = k->ready_timeout_ms != 0 ? k->ready_timeout_ms : NZ_KUBE_READY_TIMEOUT_MS_DEFAULT;
   a.poll_ms = k->ready_poll_ms != 0 ? k->ready_poll_ms : NZ_KUBE_READY_POLL_MS_DEFAULT;
@@ -815,6 +821,7 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   shutdown = rfc3339_ms (lease_end);
   if (claim)
     json_object_set_string_member (h->priv, "warmPool", k->warm_pool);
+  json_object_set_string_member (h->priv, "objectApiVersion", claim ? claim_api : sandbox_api);
   json_object_set_int_member (h->priv, "claimTtlSeconds", ttl_s);
   json_object_set_int_member (h->priv, "leaseRenewedAt", now_ms);
   json_object_set_int_member (h->priv, "leaseExpiresAt", lease_end);
@@ -937,7 +944,7 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   else if (local == NULL && ready == NULL)
     nz_throw (&local, NZ_ERROR_FAILED, "kubernetes: %s did not start", label);
   /* A slow start may have spent half the lease already: renewed before anyone relies on it. */
-  if (local != NULL || !nz_handle_save (h, &local) || !renew_lease (h, &local))
+  if (local != NULL || !nz_handle_save (h, &local) || !nz_kube_lease_renew (h, &local))
     {
       /* spec D.6.1: any failure along the way releases what was created. */
       g_autoptr (GError) rel = NULL;
@@ -1052,7 +1059,7 @@ nz_kube_backend_describe (NzHandle *h, JsonObject *pub)
   json_object_set_object_member (pub, "kubernetes", kube);
   json_object_set_string_member (caps, "transport", "agent");
   json_object_set_boolean_member (caps, "egressAllowlist", FALSE);
-  json_object_set_boolean_member (caps, "setNetworkPolicy", FALSE);
+  json_object_set_boolean_member (caps, "setNetworkPolicy", nz_kube_task_egress_settable (h));
   json_object_set_boolean_member (caps, "persistentAfterCreate", TRUE);
   if (nz_json_get_array (h->priv, "features") != NULL)
     json_object_set_array_member (caps, "features",
@@ -1080,8 +1087,8 @@ renewal_due (NzHandle *h, gint64 now)
   return expires - now <= MAX (half, 1);
 }
 
-static gboolean
-renew_lease (NzHandle *h, GError **error)
+gboolean
+nz_kube_lease_renew (NzHandle *h, GError **error)
 {
   gint64 now = g_get_real_time () / 1000;
   gint64 expires = nz_kube_priv_int (h->priv, "leaseExpiresAt");
@@ -1172,7 +1179,7 @@ nz_kube_backend_open_transport (NzHandle *h, GError **error)
   NzTransport *t;
 
   /* A workspace has no lease; a suspended one is refused before anything is dialled. */
-  if (nz_kube_ws_is (h) ? !nz_kube_ws_check_open (h, error) : !renew_lease (h, error))
+  if (nz_kube_ws_is (h) ? !nz_kube_ws_check_open (h, error) : !nz_kube_lease_renew (h, error))
     return NULL;
   t = nz_backend_bearer_transport (h, error);
   if (t != NULL)

@@ -36,6 +36,10 @@ NzKubeClient *nz_kube_create_begin (const NzCreateOptions *opts, NzHandle *h,
  * prove the agent port of pods with @labels reachable only from the host's pods. */
 gboolean nz_kube_ingress_ok (NzKubeClient *client, const NzKubeOptions *k, const char *ns,
                              JsonObject *labels, GError **error);
+/* spec D.6.2 on a task sandbox: renews the lease once half of it has passed (saving the
+ * handle); a lease that ran out, or an object the cluster no longer has, is NOT_FOUND. A failed
+ * renewal is only warned about: the next call retries. */
+gboolean nz_kube_lease_renew (NzHandle *h, GError **error);
 /* The agent at h->endpoint with h->token answers healthz within @ready_ms, passes the
  * privilege probe (bounded by @probe_ms); its features and guestBootId go into h->priv.
  * @label names the object in errors. */
