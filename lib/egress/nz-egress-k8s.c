@@ -1099,6 +1099,13 @@ nz_egress_k8s_config_parse (JsonNode *node, GError **error)
     return (config_error (error, "KubernetesEgressProfileConfigError", "profileLabelKey",
                           "is not a label key"),
             NULL);
+  /* The profile label would replace the template label: the pods would leave the baseline
+   * policies, and the named policy's selector would name the template key twice. */
+  if (g_strcmp0 (c->profile_label_key, NZ_EGRESS_K8S_TEMPLATE_LABEL_KEY) == 0)
+    return (config_error (error, "KubernetesEgressProfileConfigError", "profileLabelKey",
+                          "must not be " NZ_EGRESS_K8S_TEMPLATE_LABEL_KEY
+                          ", the label the baseline policies select"),
+            NULL);
   if (c->profile_label_key == NULL)
     c->profile_label_key = g_strdup (NZ_EGRESS_K8S_PROFILE_LABEL_KEY);
   if (json_object_has_member (o, "ciliumNarrowing")

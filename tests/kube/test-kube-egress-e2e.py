@@ -128,6 +128,22 @@ def main():
             "a claim carries the profile label in additionalPodMetadata (%s)"
             % err.strip()[-300:])
         e.run("namzu-destroy", "--sandbox", h.get("id", "x"))
+        # A controller that binds the claim but drops its labels (allowed-label-domains
+        # without sandbox.namzu.ai): the pod is outside the profile's policy, so refused and
+        # the claim released (spec D.10.6 KubernetesPodLabelNotObservedError).
+        f.req("POST", fc.E % NS + "sandboxtemplates",
+              fc.template("tpl-drop", {fc.ANN + "claim": "drop-labels"}))
+        f.req("POST", fc.E % NS + "sandboxwarmpools",
+              {"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
+               "metadata": {"name": "pool-drop"},
+               "spec": {"replicas": 1, "sandboxTemplateRef": {"name": "tpl-drop"}}})
+        rc, _, err = create(deny, warmPoolName="pool-drop")
+        tap(rc != 0 and "KubernetesPodLabelNotObservedError" in err
+            and "sandbox.namzu.ai/egress-profile=web" in err
+            and not (f.get(fc.E % NS + "sandboxclaims")[1].get("items") or []),
+            "a claimed pod without the profile label is refused, the claim released (%s)"
+            % err.strip()[-200:])
+        f.req("DELETE", fc.E % NS + "sandboxwarmpools/pool-drop")
 
         # ciliumNarrowing (spec D.10.5): the named CiliumNetworkPolicy must be the narrowed
         # translation, so the unnarrowed one is refused and the narrowed one passes.

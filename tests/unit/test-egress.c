@@ -596,6 +596,9 @@ START_TEST (test_k8s_config)
       "KubernetesEgressProfileConfigError: backend.egress.profile is not a DNS-1123 label" },
     { "{\"policy\":{\"kind\":\"deny-all\"},\"profileLabelKey\":\"a b\"}",
       "KubernetesEgressProfileConfigError: backend.egress.profileLabelKey is not a label key" },
+    { "{\"policy\":{\"kind\":\"deny-all\"},\"profile\":\"web\","
+      "\"profileLabelKey\":\"sandbox.namzu.ai/template\"}",
+      "backend.egress.profileLabelKey must not be sandbox.namzu.ai/template" },
     { "{\"policy\":{\"kind\":\"deny-all\"},\"ciliumNarrowing\":{}}",
       "KubernetesEgressNarrowingUnsupportedError: " },
     { "{\"policy\":{\"kind\":\"deny-all\"},\"perSandbox\":{\"admissionPolicyName\":\"f\"}}",

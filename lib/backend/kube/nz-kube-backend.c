@@ -391,6 +391,31 @@ pod_network_ok (Acquire *a, JsonObject *labels, GError **error)
   return FALSE;
 }
 
+/* spec D.10.6 KubernetesPodLabelNotObservedError: the claimed pod carries every label the
+ * claim asked for in spec.additionalPodMetadata (the egress profile and per-sandbox labels the
+ * policies select). A controller that dropped them leaves the pod outside those policies. */
+static gboolean
+labels_observed (Acquire *a, JsonObject *labels, const char *pod, GError **error)
+{
+  JsonObjectIter it;
+  const char *k;
+  JsonNode *v;
+
+  if (a->pod_labels == NULL)
+    return TRUE;
+  json_object_iter_init (&it, a->pod_labels);
+  while (json_object_iter_next (&it, &k, &v))
+    if (labels == NULL || g_strcmp0 (nz_json_get_string (labels, k), json_node_get_string (v)) != 0)
+      return nz_throw (error, NZ_ERROR_FAILED,
+                       "KubernetesPodLabelNotObservedError: pod %s/%s of %s lacks the label "
+                       "%s=%s its claim asked for (spec.additionalPodMetadata.labels); the "
+                       "egress policies that select it would not apply. The agent-sandbox "
+                       "controller's allowed-label-domains (ConfigMap agent-sandbox-config in "
+                       "agent-sandbox-system) must include sandbox.namzu.ai",
+                       a->ns, pod, a->label, k, json_node_get_string (v));
+  return TRUE;
+}
+
 static gboolean
 past_deadline (Acquire *a, GError **error)
 {
@@ -891,7 +916,10 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
                   name);
       else if (read_bound_pod (client, a.ns, sandbox, &pod, &local)
                /* spec D.6.1: a claim's pod labels are known only now. */
-               && (!claim || pod_network_ok (&a, pod.labels, &local)))
+               && (!claim
+                   || (labels_observed (&a, pod.labels, pod.name != NULL ? pod.name : sandbox,
+                                        &local)
+                       && pod_network_ok (&a, pod.labels, &local))))
         {
           if (k->pod_ip)
             {
