@@ -17,7 +17,9 @@ import sys
 sys.dont_write_bytecode = True  # importing the test harnesses must not write into the sources
 import json
 import os
+import shutil
 import statistics
+import tempfile
 import time
 
 # The build tree's copy (bench/meson.build) has the source directory filled in; the source
@@ -42,6 +44,10 @@ def parse_args():
                     help="directory with the built namzu-* tools (default: ../tools beside "
                          "this program)")
     ap.add_argument("--no-pool", action="store_true", help="skip the warm-pool lines")
+    ap.add_argument("--state-dir", default="/dev/shm",
+                    help="where the tools' state directory is made (default /dev/shm: a tmpfs,"
+                         " as /run/namzu is on a standard Debian host; a directory on disk adds"
+                         " the handle saves' fsyncs)")
     return ap.parse_args()
 
 
@@ -89,6 +95,18 @@ class Variant:
         if self.pool:
             return "warm pool (SandboxClaim, --warm-pool), %s:" % poll
         return "pool-less (Sandbox), %s:" % poll
+
+
+def fs_type(path):
+    """The file system type of @path's mount (the longest mount point above it)."""
+    best, kind = "", "?"
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            parts = line.split()
+            mnt = parts[1]
+            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                best, kind = mnt, parts[2]
+    return kind
 
 
 def api_requests(fake):
@@ -167,8 +185,10 @@ def main():
         die("no namzu-create in %s (--tools-dir)" % os.environ["NZ_TOOLS_DIR"])
     subnet = "127.80.%d" % (os.getpid() % 200 + 1)
     fake = fc.Fake(subnet)
+    env = None
     try:
         env = e2e.Env(fake)
+        env.state = tempfile.mkdtemp(prefix="nz-bench-kube-state-", dir=ARGS.state_dir)
         code, _ = fake.req("POST", fc.E % NS + "sandboxtemplates", fc.template(TEMPLATE))
         if code != 201:
             die("POST SandboxTemplate: HTTP %d" % code)
@@ -187,6 +207,7 @@ def main():
               % (os.environ["NZ_TOOLS_DIR"], subnet))
         print("samples: %d per line, the lines alternating (median, after one warm-up each)"
               % n)
+        print("state directory: %s (%s)" % (env.state, fs_type(env.state)))
         sys.stdout.flush()
         for i in range(-1, n):
             for v in variants:
@@ -205,6 +226,8 @@ def main():
               % statistics.median(start))
     finally:
         fake.stop()
+        if env is not None:
+            shutil.rmtree(env.state, ignore_errors=True)
 
 
 if __name__ == "__main__":
