@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nz-jsonlite.h"
@@ -38,13 +39,14 @@ nz_lite_handle_read_stdin_id (NzLiteBuf *seen)
       if (n == 0)
         break;
       nz_lite_buf_add (seen, chunk, (size_t)n);
-      if (memchr (chunk, '\n', (size_t)n) != NULL
-          && nz_jl_parse (seen->data, seen->len, &root) && root.type == NZ_JL_OBJECT)
+      if (memchr (chunk, '\n', (size_t)n) != NULL && nz_jl_parse (seen->data, seen->len, &root)
+          && root.type == NZ_JL_OBJECT)
         break;
       if (seen->len > NZ_LITE_HANDLE_STDIN_MAX)
         return NULL;
     }
-  for (s = seen->data, e = s + seen->len; s != NULL && s < e && *s != '\0' && strchr (" \t\n\r\f\v", *s); s++)
+  for (s = seen->data, e = s + seen->len;
+       s != NULL && s < e && *s != '\0' && strchr (" \t\n\r\f\v", *s); s++)
     ;
   if (s == NULL || s == e || !nz_jl_parse (s, (size_t)(e - s), &root) || root.type != NZ_JL_OBJECT
       || nz_jl_member (&root, "error", &(NzJlValue){ 0 }))
@@ -91,6 +93,53 @@ read_file (int fd, NzLiteBuf *text)
     }
 }
 
+static int64_t
+wall_now_ms (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* @priv's member @name as a number, or -1. */
+static double
+priv_number (const NzJlValue *priv, const char *name)
+{
+  NzJlValue v;
+  double d;
+
+  return nz_jl_member (priv, name, &v) && nz_jl_number (&v, &d) ? d : -1;
+}
+
+/* A microvm:kubernetes sandbox is the plain case only while opening it needs no API call
+ * (nz-kube-backend.c nz_kube_backend_open_transport): a task sandbox whose lease is far from
+ * due (more than 55% of claimTtlSeconds left, past the renewal's latest jittered point of 55%),
+ * or a workspace that is Running. Everything else (a renewal, a lease run out, a suspended
+ * workspace) is the GLib implementation's; so are a dial failure or an 'unauthorized' reserve
+ * (nothing ran yet), which it answers with its one rebind (spec D.7). */
+static bool
+kube_needs_no_api (const NzJlValue *root)
+{
+  NzJlValue priv;
+  char *mode;
+  bool running;
+  double expires, ttl_s;
+
+  if (!nz_jl_member (root, "private", &priv) || priv.type != NZ_JL_OBJECT)
+    return false;
+  if (nz_jl_member (&priv, "workspace", &(NzJlValue){ 0 }))
+    {
+      mode = nz_jl_member_string (&priv, "operatingMode");
+      running = mode != NULL && strcmp (mode, "Running") == 0;
+      free (mode);
+      return running;
+    }
+  expires = priv_number (&priv, "leaseExpiresAt");
+  ttl_s = priv_number (&priv, "claimTtlSeconds");
+  return expires > 0 && ttl_s > 0 && expires - (double)wall_now_ms () > ttl_s * 1000 * 0.55;
+}
+
 bool
 nz_lite_handle_load (const char *id, NzLiteHandle *h)
 {
@@ -117,10 +166,8 @@ nz_lite_handle_load (const char *id, NzLiteHandle *h)
       tier = nz_jl_member_string (&root, "tier");
       h->endpoint = nz_jl_member_string (&root, "endpoint");
       h->token = nz_jl_member_string (&root, "token");
-      /* microvm:kubernetes renews its lease whenever a tool opens the sandbox
-       * (nz-kube-backend.h): not the plain case. */
       ok = got_id != NULL && strcmp (got_id, id) == 0 && backend != NULL && tier != NULL
-           && strcmp (backend, "microvm:kubernetes") != 0
+           && (strcmp (backend, "microvm:kubernetes") != 0 || kube_needs_no_api (&root))
            && nz_jl_member (&root, "createdAt", &created) && nz_jl_number (&created, &num)
            && h->endpoint != NULL;
     }
