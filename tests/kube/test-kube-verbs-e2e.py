@@ -12,6 +12,7 @@ sys.dont_write_bytecode = True  # the harness must not write into the source tre
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -170,9 +171,24 @@ def main():
         tap(rc == 0 and out == "seeded\n" and rc2 == 0 and '"present"' in out2,
             "the clone is there, and a second call finds it present")
 
-        # A pod lost in the middle of an exec: reported, never a hang.
         env = dict(os.environ, NAMZU_STATE_DIR=e.state, KUBECONFIG=e.kubeconfig,
                    NAMZU_PROGRESS="0")
+        # SIGINT cancels the remote command and waits for the agent to confirm (spec D.7).
+        p = subprocess.Popen([os.path.join(fc.TOOLS, "namzu-exec"), "--sandbox", sid, "--",
+                              "sh", "-c", "echo started; exec sleep 77"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = p.stdout.readline()
+        p.send_signal(signal.SIGINT)
+        try:
+            p.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+        rc, out, _ = ex("sh", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
+        tap(first == "started\n" and p.returncode == 130 and "sleep 77" not in out,
+            "SIGINT cancels the command in the pod, confirmed (exit %s)" % p.returncode)
+
+        # A pod lost in the middle of an exec: reported, never a hang.
         p = subprocess.Popen([os.path.join(fc.TOOLS, "namzu-exec"), "--sandbox", sid, "--",
                               "sh", "-c", "echo started; exec sleep 60"], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
