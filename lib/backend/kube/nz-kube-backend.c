@@ -361,9 +361,10 @@ typedef struct
   gint64 deadline;  /* monotonic us: one deadline for the whole path (spec D.6.1) */
   guint timeout_ms; /* readyTimeoutMs */
   guint poll_ms;
-  const char *label;      /* "SandboxClaim namzu-task-..." for messages */
-  JsonObject *pod_labels; /* backend.egress's profile label (spec D.10.6), or NULL */
-  JsonObject *union_of;   /* the translation the union check judges against, or NULL */
+  const char *label;        /* "SandboxClaim namzu-task-..." for messages */
+  JsonObject *pod_labels;   /* backend.egress's profile label (spec D.10.6), or NULL */
+  JsonObject *union_of;     /* the translation the union check judges against, or NULL */
+  NzEgressK8sEngine engine; /* backend.egress.engine: which policies the union check lists */
 } Acquire;
 
 /* spec D.9 and D.10.7 on the labels the pods carry: the ingress proof, then (verify 'union')
@@ -378,7 +379,7 @@ pod_network_ok (Acquire *a, JsonObject *labels, GError **error)
     return FALSE;
   if (a->union_of == NULL
       || nz_kube_union_verify (a->client, a->ns, labels != NULL ? labels : none, a->union_of,
-                               &local))
+                               a->engine, &local))
     return TRUE;
   nz_kube_error_convert (&local);
   g_propagate_error (error, local);
@@ -792,9 +793,10 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
       if (egress == NULL
           || (expected = egress_verify (client, egress, a.ns, k->template_name, error)) == NULL)
         return NULL;
-      /* The union check's translation (core; check refuses it with cilium). */
+      /* The union check's translation; under cilium it lists CiliumNetworkPolicies too. */
       if (!egress->named_object_only)
         a.union_of = expected;
+      a.engine = egress->engine;
       if (egress->profile != NULL
           && (pod_labels = nz_egress_k8s_compose_pod_labels (egress, NULL, error)) == NULL)
         return NULL;
