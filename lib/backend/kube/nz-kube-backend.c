@@ -341,11 +341,6 @@ nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
         return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                          "backend.egress.perSandbox: per-sandbox CiliumNetworkPolicies are not "
                          "in this build yet");
-      if (!egress->named_object_only && egress->engine == NZ_EGRESS_K8S_CILIUM)
-        return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                         "backend.egress.verify: the union check (the default, 'union') over "
-                         "CiliumNetworkPolicies is not in this build yet; verify: "
-                         "'named-object-only' verifies the named policy alone");
     }
   return TRUE;
 }
