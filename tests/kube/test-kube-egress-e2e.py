@@ -6,7 +6,8 @@ template, a claim's additionalPodMetadata), the refusal of what this build does 
 (perSandbox), and the union check (spec D.10.7) over the NetworkPolicies that select the pods,
 and under the cilium engine over CiliumNetworkPolicies too. Ingress (spec D.9): the agent port
 proven reachable only from the host's pods before a Sandbox is POSTed, after a claim binds (then
-released), before a workspace is POSTed; backend.ingress 'unverified' opts out. Against the FAKE API server and its FAKE controller
+released), before a workspace is POSTed, from CiliumNetworkPolicies too under cilium;
+backend.ingress 'unverified' opts out. Against the FAKE API server and its FAKE controller
 (tests/fakes/). TAP output. Without bwrap/openssl the test is skipped, except under CI=true (a
 failure)."""
 
@@ -165,6 +166,18 @@ def main():
             % err.strip()[-200:])
         e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
         f.req("DELETE", CNP + "/cnp-wide")
+        # Ingress under cilium (spec D.9): CiliumNetworkPolicies are read there too.
+        open_agent = cilium_policy("cnp-open-agent", [])
+        del open_agent["spec"]["egress"]
+        open_agent["spec"]["ingress"] = [{"toPorts": [{"ports": [{"port": "1024",
+                                                                  "protocol": "TCP"}]}]}]
+        f.req("POST", CNP, open_agent)
+        rc, _, err = create(STATIC)
+        tap(rc != 0 and "CiliumNetworkPolicy cnp-open-agent does not keep the agent port 1024 "
+            "private" in err and e2e.objects_left(f) == 0,
+            "cilium: a CiliumNetworkPolicy opening the agent port to all is refused (%s)"
+            % err.strip()[-160:])
+        f.req("DELETE", CNP + "/cnp-open-agent")
         for name in ("cnp-elsewhere", "cnp-same", "tpl-web-egress"):
             f.req("DELETE", CNP + "/" + name)
         f.req("POST", NP, policy("tpl-web-egress", [DNS_RULE]))

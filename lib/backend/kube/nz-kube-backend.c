@@ -200,8 +200,17 @@ release (NzKubeClient *client, JsonObject *priv, GError **error)
 
 /* ---- check ---------------------------------------------------------------------------------- */
 
-/* spec D.9 unless backend.ingress is 'unverified': the namespace's NetworkPolicies prove the
- * agent port of pods with @labels reachable only from the host's pods. */
+/* backend.egress.engine (validated by check): cilium, or core (also with no backend.egress). */
+static NzEgressK8sEngine
+egress_engine (const NzKubeOptions *k)
+{
+  return g_strcmp0 (nz_json_get_string (k->egress, "engine"), "cilium") == 0 ? NZ_EGRESS_K8S_CILIUM
+                                                                             : NZ_EGRESS_K8S_CORE;
+}
+
+/* spec D.9 unless backend.ingress is 'unverified': the namespace's NetworkPolicies (and, with
+ * the cilium engine, CiliumNetworkPolicies) prove the agent port of pods with @labels reachable
+ * only from the host's pods. */
 gboolean
 nz_kube_ingress_ok (NzKubeClient *client, const NzKubeOptions *k, const char *ns,
                     JsonObject *labels, GError **error)
@@ -213,7 +222,7 @@ nz_kube_ingress_ok (NzKubeClient *client, const NzKubeOptions *k, const char *ns
     return TRUE;
   if (nz_kube_ingress_verify (client, ns, labels != NULL ? labels : none,
                               k->agent_port != 0 ? k->agent_port : NZ_KUBE_AGENT_PORT_DEFAULT,
-                              &local))
+                              egress_engine (k), &local))
     return TRUE;
   nz_kube_error_convert (&local);
   g_propagate_error (error, local);
