@@ -622,6 +622,31 @@ START_TEST (test_cilium_selection)
 }
 END_TEST
 
+/* Every translation's own rules, in a policy of another name, pass against it: the judgement
+ * is never stricter than the translation itself. */
+START_TEST (test_cilium_translation_passes_itself)
+{
+  const NzEgressK8sKind kinds[]
+      = { NZ_EGRESS_K8S_DENY_ALL, NZ_EGRESS_K8S_NO_NETWORK, NZ_EGRESS_K8S_PUBLIC_INTERNET,
+          NZ_EGRESS_K8S_ALLOW_ALL, NZ_EGRESS_K8S_STATIC };
+
+  for (guint i = 0; i <= G_N_ELEMENTS (kinds); i++)
+    {
+      g_autoptr (JsonObject) want
+          = i < G_N_ELEMENTS (kinds) ? cilium_translation (kinds[i], hosts) : narrowed ();
+      g_autoptr (JsonNode) egress = json_node_copy (
+          json_object_get_member (json_object_get_object_member (want, "spec"), "egress"));
+      g_autofree char *rules = json_to_string (egress, FALSE);
+      g_autofree char *quoted = g_strdelimit (g_strdup (rules), "\"", '\'');
+
+      if (g_strcmp0 (nz_json_get_string (want, "kind"), "CiliumNetworkPolicy") == 0)
+        ck_assert_msg (cnp (want, quoted), "%s", rules);
+      else
+        ck_assert_msg (np (want, quoted), "%s", rules);
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -638,6 +663,7 @@ main (void)
   tcase_add_test (tcc, test_cilium_core_translations);
   tcase_add_test (tcc, test_cilium_network_policies);
   tcase_add_test (tcc, test_cilium_selection);
+  tcase_add_test (tcc, test_cilium_translation_passes_itself);
   suite_add_tcase (s, tc);
   suite_add_tcase (s, tcc);
   return nz_test_run (s);
