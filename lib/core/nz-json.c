@@ -478,6 +478,23 @@ nz_json_member (JsonObject *obj, const char *name)
 }
 
 const char *
+nz_json_unknown_member (JsonObject *obj, const char *const *known)
+{
+  JsonObjectIter it;
+  const char *k;
+  JsonNode *v;
+
+  g_return_val_if_fail (known != NULL, NULL);
+  if (obj == NULL)
+    return NULL;
+  json_object_iter_init (&it, obj);
+  while (json_object_iter_next (&it, &k, &v))
+    if (!g_strv_contains (known, k))
+      return k;
+  return NULL;
+}
+
+const char *
 nz_json_get_string (JsonObject *obj, const char *name)
 {
   JsonNode *n = nz_json_member (obj, name);

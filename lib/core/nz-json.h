@@ -71,6 +71,10 @@ const char *nz_json_node_string (JsonNode *node);
 /* @obj's member @name (borrowed), or NULL when @obj is NULL or has no such member. */
 JsonNode *nz_json_member (JsonObject *obj, const char *name);
 
+/* The name of @obj's first member not among @known (NULL-terminated; borrowed), or NULL when
+ * every member is known or @obj is NULL. */
+const char *nz_json_unknown_member (JsonObject *obj, const char *const *known);
+
 /* Appends byte @c as JSON.stringify writes it inside a string: the short escapes (\" \\ \b \f
  * \n \r \t), \u00XX for the other control bytes, any other byte as is. Callers that must
  * match the reference byte for byte (digests, lossy text) build their strings from it. */

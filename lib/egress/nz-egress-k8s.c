@@ -1,6 +1,7 @@
 #include "nz-egress-k8s.h"
 
 #include "nz-allowlist.h"
+#include "nz-json.h"
 
 #include <gio/gio.h>
 #include <string.h>
@@ -665,19 +666,15 @@ static gboolean
 only_fields (JsonObject *o, const char *const *known, const char *klass, const char *prefix,
              GError **error)
 {
-  JsonObjectIter it;
-  const char *k;
-  JsonNode *v;
+  const char *k = nz_json_unknown_member (o, known);
 
-  json_object_iter_init (&it, o);
-  while (json_object_iter_next (&it, &k, &v))
-    if (!g_strv_contains (known, k))
-      {
-        g_autofree char *f = g_strdup_printf ("%s%s", prefix, k);
-        g_autofree char *shown = g_strescape (k, NULL);
+  if (k != NULL)
+    {
+      g_autofree char *f = g_strdup_printf ("%s%s", prefix, k);
+      g_autofree char *shown = g_strescape (k, NULL);
 
-        return config_error (error, klass, f, "is not a known field (\"%s\")", shown);
-      }
+      return config_error (error, klass, f, "is not a known field (\"%s\")", shown);
+    }
   return TRUE;
 }
 

@@ -1,6 +1,9 @@
 #include "nz-kube-egress.h"
 
+#include <string.h>
+
 #include "nz-egress-k8s.h"
+#include "nz-json.h"
 #include "nz-kube-error.h"
 
 G_DEFINE_QUARK (nz - kube - egress - error - quark, nz_kube_egress_error)
@@ -275,4 +278,107 @@ nz_kube_egress_selector_matches (JsonObject *selector, JsonObject *labels)
         }
     }
   return TRUE;
+}
+
+#define POD_NAMESPACE_KEY "io.kubernetes.pod.namespace"
+
+/* The pod label a Cilium selector key names (without its k8s:/any: source), NULL when it names
+ * something the pod's own labels do not show: another source, or a label Cilium derives. */
+static const char *
+cilium_pod_key (const char *key)
+{
+  const char *colon = strchr (key, ':');
+
+  if (colon != NULL)
+    {
+      if (!g_str_has_prefix (key, "k8s:") && !g_str_has_prefix (key, "any:"))
+        return NULL;
+      key = colon + 1;
+    }
+  if (g_str_equal (key, POD_NAMESPACE_KEY))
+    return key;
+  if (g_str_has_prefix (key, "io.cilium.") || g_str_has_prefix (key, "io.kubernetes."))
+    return NULL;
+  return key;
+}
+
+gboolean
+nz_kube_egress_endpoint_selector_matches (JsonObject *selector, JsonObject *labels, const char *ns)
+{
+  g_autoptr (JsonObject) plain = json_object_new ();
+  g_autoptr (JsonObject) have = json_object_new ();
+  JsonArray *exprs = json_array_new ();
+  JsonNode *ml = member (selector, "matchLabels");
+  JsonNode *me = member (selector, "matchExpressions");
+  JsonObjectIter it;
+  const char *k;
+  JsonNode *v;
+
+  /* Rewritten as matchExpressions on the pod's label keys (a key may appear twice: k8s:app and
+   * any:app), then judged like a Kubernetes selector. */
+  json_object_set_array_member (plain, "matchExpressions", exprs);
+  if (selector == NULL
+      || nz_json_unknown_member (selector,
+                                 (const char *const[]){ "matchLabels", "matchExpressions", NULL })
+             != NULL)
+    return TRUE;
+  if (ml != NULL && !JSON_NODE_HOLDS_NULL (ml))
+    {
+      if (!JSON_NODE_HOLDS_OBJECT (ml))
+        return TRUE;
+      json_object_iter_init (&it, json_node_get_object (ml));
+      while (json_object_iter_next (&it, &k, &v))
+        {
+          const char *key = cilium_pod_key (k);
+          JsonObject *e;
+          JsonArray *values;
+
+          if (key == NULL)
+            continue;
+          e = json_object_new ();
+          values = json_array_new ();
+          json_array_add_element (values, json_node_copy (v));
+          json_object_set_string_member (e, "key", key);
+          json_object_set_string_member (e, "operator", "In");
+          json_object_set_array_member (e, "values", values);
+          json_array_add_object_element (exprs, e);
+        }
+    }
+  if (me != NULL && !JSON_NODE_HOLDS_NULL (me))
+    {
+      if (!JSON_NODE_HOLDS_ARRAY (me))
+        return TRUE;
+      for (guint i = 0; i < json_array_get_length (json_node_get_array (me)); i++)
+        {
+          JsonNode *e = json_array_get_element (json_node_get_array (me), i);
+          JsonObject *o = JSON_NODE_HOLDS_OBJECT (e) ? json_node_get_object (e) : NULL;
+          const char *key = label_of (o, "key");
+          JsonObject *copy;
+          JsonObjectIter eit;
+          const char *ek;
+          JsonNode *ev;
+
+          if (key == NULL)
+            return TRUE;
+          if ((key = cilium_pod_key (key)) == NULL)
+            continue;
+          /* A new object: json_node_copy would share (and this would rewrite) the policy's. */
+          copy = json_object_new ();
+          json_object_iter_init (&eit, o);
+          while (json_object_iter_next (&eit, &ek, &ev))
+            if (!g_str_equal (ek, "key"))
+              json_object_set_member (copy, ek, json_node_copy (ev));
+          json_object_set_string_member (copy, "key", key);
+          json_array_add_object_element (exprs, copy);
+        }
+    }
+  if (labels != NULL)
+    {
+      json_object_iter_init (&it, labels);
+      while (json_object_iter_next (&it, &k, &v))
+        json_object_set_member (have, k, json_node_copy (v));
+    }
+  if (ns != NULL)
+    json_object_set_string_member (have, POD_NAMESPACE_KEY, ns);
+  return nz_kube_egress_selector_matches (plain, have);
 }

@@ -49,6 +49,17 @@ gboolean nz_kube_egress_verify_applied (NzKubeClient *client, JsonObject *expect
  * skipped. */
 gboolean nz_kube_egress_selector_matches (JsonObject *selector, JsonObject *labels);
 
+/* Whether a CiliumNetworkPolicy's endpointSelector (or a `specs` entry's) selects a pod with
+ * @labels in namespace @ns, as Cilium reads label keys: a key may carry a source prefix, and
+ * `k8s:app`, `any:app` and `app` all name the pod label `app`; `io.kubernetes.pod.namespace`
+ * (with or without a prefix) is @ns. A requirement on another source (`reserved:`,
+ * `container:`, ...) or on a label Cilium derives rather than copies from the pod
+ * (`io.cilium.*`, `io.kubernetes.*` such as the service account) is taken as met, as is a
+ * selector this cannot read (NULL, an unknown member): a policy that might select the pod is
+ * judged rather than skipped. */
+gboolean nz_kube_egress_endpoint_selector_matches (JsonObject *selector, JsonObject *labels,
+                                                   const char *ns);
+
 /* D.10.8 PER_SANDBOX_POLICY_NAME_PREFIX. */
 #define NZ_KUBE_EGRESS_PER_SANDBOX_PREFIX "namzu-sbx-"
 

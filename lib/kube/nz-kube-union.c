@@ -1,4 +1,6 @@
-/* The egress union check of spec D.10.7, core engine (nz-kube-union.h). */
+/* The egress union check of spec D.10.7 (nz-kube-union.h): the core engine's judgement, what
+ * both engines share (nz-kube-union-internal.h) and the LIST; the cilium engine's judgement is
+ * nz-kube-union-cilium.c. */
 #include "nz-kube-union.h"
 
 #include <gio/gio.h>
@@ -6,22 +8,26 @@
 
 #include "nz-json.h"
 #include "nz-kube-egress.h"
+#include "nz-kube-union-internal.h"
 
 G_DEFINE_QUARK (nz - kube - union - error - quark, nz_kube_union_error)
 
-static JsonObject *
-obj_of (JsonNode *n)
+JsonObject *
+nz_kube_union_obj (JsonNode *n)
 {
   return n != NULL && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
 }
 
-static JsonArray *
-arr_member (JsonObject *o, const char *name)
+JsonArray *
+nz_kube_union_arr (JsonObject *o, const char *name)
 {
   JsonNode *n = o != NULL ? json_object_get_member (o, name) : NULL;
 
   return n != NULL && JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
 }
+
+#define obj_of nz_kube_union_obj
+#define arr_member nz_kube_union_arr
 
 static gboolean
 empty (JsonArray *a)
@@ -116,20 +122,17 @@ cidr_within (GInetAddressMask *a, GInetAddressMask *b)
          && g_inet_address_mask_matches (b, g_inet_address_mask_get_address (a));
 }
 
-/* An ipBlock @r inside the ipBlock @t: @r's CIDR within @t's, and each exception of @t either
- * clear of @r or inside one of @r's own exceptions. */
-static gboolean
-block_within (JsonObject *r, JsonObject *t)
+gboolean
+nz_kube_union_block_within (const char *r_cidr, JsonArray *re, const char *t_cidr, JsonArray *te)
 {
-  g_autoptr (GInetAddressMask) rc = cidr (nz_json_get_string (r, "cidr"));
-  g_autoptr (GInetAddressMask) tc = cidr (nz_json_get_string (t, "cidr"));
-  JsonArray *te = arr_member (t, "except"), *re = arr_member (r, "except");
+  g_autoptr (GInetAddressMask) rc = cidr (r_cidr);
+  g_autoptr (GInetAddressMask) tc = cidr (t_cidr);
 
   if (rc == NULL || tc == NULL || !cidr_within (rc, tc))
     return FALSE;
   for (guint i = 0; te != NULL && i < json_array_get_length (te); i++)
     {
-      g_autoptr (GInetAddressMask) e = cidr (json_node_get_string (json_array_get_element (te, i)));
+      g_autoptr (GInetAddressMask) e = cidr (nz_json_node_string (json_array_get_element (te, i)));
       gboolean cleared = FALSE;
 
       if (e == NULL)
@@ -141,7 +144,7 @@ block_within (JsonObject *r, JsonObject *t)
       for (guint j = 0; !cleared && re != NULL && j < json_array_get_length (re); j++)
         {
           g_autoptr (GInetAddressMask) x
-              = cidr (json_node_get_string (json_array_get_element (re, j)));
+              = cidr (nz_json_node_string (json_array_get_element (re, j)));
 
           cleared = x != NULL && cidr_within (e, x);
         }
@@ -149,6 +152,14 @@ block_within (JsonObject *r, JsonObject *t)
         return FALSE;
     }
   return TRUE;
+}
+
+/* An ipBlock @r inside the ipBlock @t. */
+static gboolean
+block_within (JsonObject *r, JsonObject *t)
+{
+  return nz_kube_union_block_within (nz_json_get_string (r, "cidr"), arr_member (r, "except"),
+                                     nz_json_get_string (t, "cidr"), arr_member (t, "except"));
 }
 
 static JsonNode *
@@ -216,9 +227,8 @@ rule_covered (JsonObject *r, JsonObject *t)
   return TRUE;
 }
 
-/* Egress among @spec's policyTypes; absent, Kubernetes adds Egress when there are egress rules. */
-static gboolean
-has_egress_type (JsonObject *spec)
+gboolean
+nz_kube_union_has_egress_type (JsonObject *spec)
 {
   JsonArray *types = arr_member (spec, "policyTypes");
 
@@ -232,6 +242,25 @@ has_egress_type (JsonObject *spec)
           && g_str_equal (json_node_get_string (t), "Egress"))
         return TRUE;
     }
+  return FALSE;
+}
+
+gboolean
+nz_kube_union_widens (GError **error, const char *kind, const char *name, int specs_index,
+                      guint rule, const char *named, const char *why)
+{
+  g_autofree char *specs = specs_index >= 0 ? g_strdup_printf (" specs[%d]", specs_index) : NULL;
+  g_autofree char *what = why != NULL ? g_strdup_printf (" (%s)", why) : NULL;
+  g_autofree char *which = rule > 0 ? g_strdup_printf (" rule %u", rule) : NULL;
+
+  g_set_error (error, NZ_KUBE_UNION_ERROR, NZ_KUBE_UNION_ERROR_WIDENS,
+               "KubernetesEgressPolicyUnionError: policy-widens-egress: %s %s%s also selects "
+               "the sandbox's pods and its egress%s%s allows more than the configured "
+               "policy %s; policies add up, so the sandbox could reach it. Narrow or remove it "
+               "(or set verify: 'named-object-only' to check the named policy alone)",
+               kind, name != NULL ? name : "(unnamed)", specs != NULL ? specs : "",
+               which != NULL ? which : "", what != NULL ? what : "",
+               named != NULL ? named : "(unnamed)");
   return FALSE;
 }
 
@@ -250,7 +279,7 @@ nz_kube_union_check (JsonArray *policies, JsonObject *pod_labels, JsonObject *ex
           = p != NULL ? nz_json_get_string (nz_json_get_object (p, "metadata"), "name") : NULL;
       JsonArray *rules;
 
-      if (spec == NULL || g_strcmp0 (name, named) == 0 || !has_egress_type (spec)
+      if (spec == NULL || g_strcmp0 (name, named) == 0 || !nz_kube_union_has_egress_type (spec)
           || !nz_kube_egress_selector_matches (nz_json_get_object (spec, "podSelector"),
                                                pod_labels))
         continue;
@@ -264,16 +293,7 @@ nz_kube_union_check (JsonArray *policies, JsonObject *pod_labels, JsonObject *ex
                r != NULL && !covered && want != NULL && k < json_array_get_length (want); k++)
             covered = rule_covered (r, obj_of (json_array_get_element (want, k)));
           if (!covered)
-            return (g_set_error (error, NZ_KUBE_UNION_ERROR, NZ_KUBE_UNION_ERROR_WIDENS,
-                                 "KubernetesEgressPolicyUnionError: policy-widens-egress: "
-                                 "NetworkPolicy %s also selects the sandbox's pods and its "
-                                 "egress rule %u allows more than the configured policy %s; "
-                                 "policies add up, so the sandbox could reach it. Narrow or "
-                                 "remove it (or set verify: 'named-object-only' to check the "
-                                 "named policy alone)",
-                                 name != NULL ? name : "(unnamed)", j + 1,
-                                 named != NULL ? named : "(unnamed)"),
-                    FALSE);
+            return nz_kube_union_widens (error, "NetworkPolicy", name, -1, j + 1, named, NULL);
         }
     }
   return TRUE;
@@ -281,12 +301,21 @@ nz_kube_union_check (JsonArray *policies, JsonObject *pod_labels, JsonObject *ex
 
 gboolean
 nz_kube_union_verify (NzKubeClient *client, const char *ns, JsonObject *pod_labels,
-                      JsonObject *expected, GError **error)
+                      JsonObject *expected, NzEgressK8sEngine engine, GError **error)
 {
   g_autofree char *path = nz_kube_path ("networking.k8s.io", "v1", ns, "networkpolicies", NULL);
-  g_autoptr (JsonObject) list = nz_kube_get (client, path, error);
+  g_autofree char *cpath = NULL;
+  g_autoptr (JsonObject) list = NULL;
+  g_autoptr (JsonObject) clist = NULL;
 
-  if (list == NULL)
+  g_return_val_if_fail (client != NULL && ns != NULL && expected != NULL, FALSE);
+  if ((list = nz_kube_get (client, path, error)) == NULL)
     return FALSE;
-  return nz_kube_union_check (arr_member (list, "items"), pod_labels, expected, error);
+  if (engine != NZ_EGRESS_K8S_CILIUM)
+    return nz_kube_union_check (arr_member (list, "items"), pod_labels, expected, error);
+  cpath = nz_kube_path ("cilium.io", "v2", ns, "ciliumnetworkpolicies", NULL);
+  if ((clist = nz_kube_get (client, cpath, error)) == NULL)
+    return FALSE;
+  return nz_kube_union_check_cilium (arr_member (list, "items"), arr_member (clist, "items"), ns,
+                                     pod_labels, expected, error);
 }

@@ -2,12 +2,14 @@
 """microvm:kubernetes network verification through the tools. Egress (spec D.10.6, D.10.7,
 namzu-create --config's backend.egress): the named policy verified before anything is created
 (missing or different: refused, nothing left), the profile label on the pod (a Sandbox's pod
-template, a claim's additionalPodMetadata), and the refusals of what this build does not do yet
-(the union check over CiliumNetworkPolicies), and the union check (spec D.10.7)
-over the NetworkPolicies that select the pods. Ingress (spec D.9): the agent port proven reachable only from
-the host's pods before a Sandbox is POSTed, after a claim binds (then released), before a
-workspace is POSTed; backend.ingress 'unverified' opts out. Against the FAKE API server and its FAKE controller (tests/fakes/). TAP output.
-Without bwrap/openssl the test is skipped, except under CI=true (a failure)."""
+template, a claim's additionalPodMetadata; a claimed pod without it refused), narrowing, and
+the union check (spec D.10.7) over the NetworkPolicies that select the pods, and under the
+cilium engine over CiliumNetworkPolicies too. Ingress (spec D.9): the agent port
+proven reachable only from the host's pods before a Sandbox is POSTed, after a claim binds (then
+released), before a workspace is POSTed, from CiliumNetworkPolicies too under cilium;
+backend.ingress 'unverified' opts out. Against the FAKE API server and its FAKE controller
+(tests/fakes/). TAP output. Without bwrap/openssl the test is skipped, except under CI=true (a
+failure)."""
 
 import sys
 
@@ -24,6 +26,25 @@ NP = "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies" % NS
 DNS_RULE = {"to": [{"namespaceSelector": {"matchLabels": {
     "kubernetes.io/metadata.name": "kube-system"}}}],
     "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+
+
+CNP = "/apis/cilium.io/v2/namespaces/%s/ciliumnetworkpolicies" % NS
+# spec D.10.3 CILIUM_DNS_VISIBILITY_RULE.
+CILIUM_DNS_RULE = {"toEndpoints": [{"matchLabels": {
+    "k8s:io.kubernetes.pod.namespace": "kube-system", "k8s:k8s-app": "kube-dns"}}],
+    "toPorts": [{"ports": [{"port": "53", "protocol": "ANY"}],
+                 "rules": {"dns": [{"matchPattern": "*"}]}}]}
+STATIC = {"policy": {"kind": "static", "allowedHosts": ["api.example.com"]}, "engine": "cilium",
+          "profile": "web"}
+
+
+def cilium_policy(name, egress):
+    """A CiliumNetworkPolicy selecting the web-profile pods (the translation's selector)."""
+    return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"endpointSelector": {"matchLabels": {
+                "sandbox.namzu.ai/template": "tpl", "sandbox.namzu.ai/egress-profile": "web"}},
+                "egress": egress}}
 
 
 def policy(name, egress, profile="web"):
@@ -50,10 +71,6 @@ def main():
             return e.run("namzu-create", "--config", cfg)
 
         deny = {"policy": {"kind": "deny-all"}, "verify": "named-object-only", "profile": "web"}
-        rc, _, err = create(dict(deny, verify="union", engine="cilium"))
-        tap(rc != 0 and "union check" in err and e2e.objects_left(f) == 0,
-            "the union check over CiliumNetworkPolicies is refused as not in this build (%s)"
-            % err.strip())
         rc, _, err = create({"policy": {"kind": "nonsense"}, "verify": "named-object-only"})
         tap(rc != 0 and "backend.egress" in err, "a bad egress config is refused, naming it (%s)"
             % err.strip())
@@ -99,6 +116,67 @@ def main():
         tap(rc == 0, "a narrower rule, and a wide policy selecting other pods, pass (%s)"
             % err.strip()[-300:])
         e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
+
+        # The union check under the cilium engine (spec D.10.7): CiliumNetworkPolicies are listed
+        # too, and a static translation is judged by FQDN, port and destination kind.
+        rc, _, err = create(STATIC)
+        tap(rc != 0 and "tpl-web-egress" in err and "CiliumNetworkPolicy" in err
+            and e2e.objects_left(f) == 0,
+            "cilium: the translated CiliumNetworkPolicy missing is refused (%s)" % err.strip())
+        f.req("POST", CNP, cilium_policy("tpl-web-egress", [CILIUM_DNS_RULE, {
+            "toFQDNs": [{"matchName": "api.example.com"}]}]))
+        # Only the object of the translation's kind is exempt: deny-all's NetworkPolicy of the
+        # same name lets the sandbox reach every kube-system pod, which the CNP does not.
+        rc, _, err = create(STATIC)
+        tap(rc != 0 and "NetworkPolicy tpl-web-egress also selects" in err
+            and e2e.objects_left(f) == 0,
+            "cilium: a NetworkPolicy named like the CiliumNetworkPolicy is judged (%s)"
+            % err.strip()[-200:])
+        f.req("DELETE", NP + "/tpl-web-egress")
+        rc, out, err = create(STATIC)
+        tap(rc == 0, "cilium: only the translation (and the narrowed baseline) selects the pods: "
+            "created (%s)" % err.strip()[-300:])
+        e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
+        elsewhere = cilium_policy("cnp-elsewhere", [{"toEntities": ["world"]}])
+        elsewhere["spec"]["endpointSelector"] = {"matchLabels": {"k8s:app": "not-ours"}}
+        f.req("POST", CNP, elsewhere)
+        f.req("POST", CNP, cilium_policy("cnp-same", [{
+            "toFQDNs": [{"matchName": "API.example.com"}],
+            "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]}]))
+        rc, out, err = create(STATIC)
+        tap(rc == 0, "cilium: a narrower CiliumNetworkPolicy, and a wide one selecting other "
+            "pods, pass (%s)" % err.strip()[-300:])
+        e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
+        for name, rule in (("cnp-fqdn", {"toFQDNs": [{"matchName": "evil.example.net"}]}),
+                           ("cnp-cidr", {"toCIDR": ["10.0.0.0/8"]})):
+            f.req("POST", CNP, cilium_policy(name, [rule]))
+            rc, _, err = create(STATIC)
+            tap(rc != 0 and ("CiliumNetworkPolicy %s also selects" % name) in err
+                and e2e.objects_left(f) == 0,
+                "cilium: a selecting CiliumNetworkPolicy allowing more is refused, nothing left: "
+                "%s (%s)" % (name, err.strip()[-160:]))
+            f.req("DELETE", CNP + "/" + name)
+        f.req("POST", CNP, cilium_policy("cnp-wide", [{"toEntities": ["world"]}]))
+        rc, out, err = create(dict(STATIC, verify="named-object-only"))
+        tap(rc == 0, "cilium: verify 'named-object-only' skips the union check (%s)"
+            % err.strip()[-200:])
+        e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
+        f.req("DELETE", CNP + "/cnp-wide")
+        # Ingress under cilium (spec D.9): CiliumNetworkPolicies are read there too.
+        open_agent = cilium_policy("cnp-open-agent", [])
+        del open_agent["spec"]["egress"]
+        open_agent["spec"]["ingress"] = [{"toPorts": [{"ports": [{"port": "1024",
+                                                                  "protocol": "TCP"}]}]}]
+        f.req("POST", CNP, open_agent)
+        rc, _, err = create(STATIC)
+        tap(rc != 0 and "CiliumNetworkPolicy cnp-open-agent does not keep the agent port 1024 "
+            "private" in err and e2e.objects_left(f) == 0,
+            "cilium: a CiliumNetworkPolicy opening the agent port to all is refused (%s)"
+            % err.strip()[-160:])
+        f.req("DELETE", CNP + "/cnp-open-agent")
+        for name in ("cnp-elsewhere", "cnp-same", "tpl-web-egress"):
+            f.req("DELETE", CNP + "/" + name)
+        f.req("POST", NP, policy("tpl-web-egress", [DNS_RULE]))
         for name, rule in (("all-ports-dns", {"to": DNS_RULE["to"]}),
                            ("other-ns", {"to": [{"namespaceSelector": {"matchLabels": {
                                "kubernetes.io/metadata.name": "default"}}}],
@@ -191,6 +269,17 @@ def main():
         tap(rc == 0, "the narrowed policy present: created (%s)" % err.strip()[-300:])
         e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x") if rc == 0 else "x")
         f.req("DELETE", cnp + "/tpl-web-egress")
+        # The claim path under cilium: judged on the bound pod, released when refused; the full
+        # baseline's placeholder CIDR rule (a NetworkPolicy) widens a static translation too.
+        f.req("POST", CNP, cilium_policy("tpl-web-egress", [CILIUM_DNS_RULE, {
+            "toFQDNs": [{"matchName": "api.example.com"}]}]))
+        rc, _, err = create(STATIC, warmPoolName="pool1")
+        claims_left = len(f.get(fc.E % NS + "sandboxclaims")[1].get("items") or [])
+        tap(rc != 0 and "NetworkPolicy namzu-sandbox-baseline also selects" in err
+            and "203.0.113.0/24" in err and claims_left == 0,
+            "cilium: a claimed pod a NetworkPolicy widens is refused, the claim released (%s)"
+            % err.strip()[-200:])
+        f.req("DELETE", CNP + "/tpl-web-egress")
 
         # Ingress (spec D.9).
         def plain(*flags, **backend):

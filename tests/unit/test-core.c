@@ -662,6 +662,20 @@ START_TEST (test_json_pick)
 }
 END_TEST
 
+START_TEST (test_json_unknown_member)
+{
+  static const char *const known[] = { "a", "b", NULL };
+  g_autoptr (JsonObject) ok = nz_json_parse_object ("{\"b\":1,\"a\":null}", -1, NULL);
+  g_autoptr (JsonObject) other = nz_json_parse_object ("{\"a\":1,\"c\":2}", -1, NULL);
+  g_autoptr (JsonObject) empty = nz_json_parse_object ("{}", -1, NULL);
+
+  ck_assert_ptr_null (nz_json_unknown_member (ok, known));
+  ck_assert_str_eq (nz_json_unknown_member (other, known), "c");
+  ck_assert_ptr_null (nz_json_unknown_member (empty, known));
+  ck_assert_ptr_null (nz_json_unknown_member (NULL, known));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -683,6 +697,7 @@ main (void)
   tcase_add_test (tc, test_json_long_strings_generate);
   tcase_add_test (tc, test_json_escapes_every_control);
   tcase_add_test (tc, test_json_pick);
+  tcase_add_test (tc, test_json_unknown_member);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

@@ -291,6 +291,54 @@ START_TEST (test_selector_matches)
 }
 END_TEST
 
+/* A CiliumNetworkPolicy's endpointSelector: source prefixes, the namespace label, and keys the
+ * pod's own labels cannot show (taken as met). */
+START_TEST (test_endpoint_selector_matches)
+{
+  struct
+  {
+    const char *selector;
+    gboolean matches;
+  } rows[] = {
+    { "{}", TRUE },
+    { "{\"matchLabels\":{\"app\":\"sbx\"}}", TRUE },
+    { "{\"matchLabels\":{\"k8s:app\":\"sbx\"}}", TRUE },
+    { "{\"matchLabels\":{\"any:app\":\"sbx\"}}", TRUE },
+    { "{\"matchLabels\":{\"k8s:app\":\"other\"}}", FALSE },
+    { "{\"matchLabels\":{\"k8s:app\":\"sbx\",\"any:app\":\"other\"}}", FALSE },
+    { "{\"matchLabels\":{\"k8s:io.kubernetes.pod.namespace\":\"ns\"}}", TRUE },
+    { "{\"matchLabels\":{\"io.kubernetes.pod.namespace\":\"ns\"}}", TRUE },
+    { "{\"matchLabels\":{\"k8s:io.kubernetes.pod.namespace\":\"other\"}}", FALSE },
+    { "{\"matchExpressions\":[{\"key\":\"k8s:app\",\"operator\":\"In\",\"values\":[\"sbx\"]}]}",
+      TRUE },
+    { "{\"matchExpressions\":[{\"key\":\"k8s:app\",\"operator\":\"NotIn\",\"values\":[\"sbx\"]}]}",
+      FALSE },
+    { "{\"matchExpressions\":[{\"key\":\"any:tier\",\"operator\":\"Exists\"}]}", FALSE },
+    /* Derived labels and other sources: the pod's labels do not show them, so met. */
+    { "{\"matchLabels\":{\"k8s:io.cilium.k8s.policy.serviceaccount\":\"default\"}}", TRUE },
+    { "{\"matchLabels\":{\"io.kubernetes.pod.name\":\"x\"}}", TRUE },
+    { "{\"matchLabels\":{\"reserved:init\":\"\"}}", TRUE },
+    { "{\"matchExpressions\":[{\"key\":\"container:x\",\"operator\":\"Exists\"}]}", TRUE },
+    /* Unreadable: selects. */
+    { "{\"matchLabels\":{\"k8s:app\":1}}", TRUE },
+    { "{\"matchLabels\":[]}", TRUE },
+    { "{\"matchExpressions\":[{\"operator\":\"Exists\"}]}", TRUE },
+    { "{\"matchLabels\":{\"k8s:app\":\"other\"},\"surprise\":1}", TRUE },
+  };
+  g_autoptr (JsonObject) labels = parse ("{\"app\":\"sbx\"}");
+
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    {
+      g_autoptr (JsonObject) sel = parse (rows[i].selector);
+
+      ck_assert_msg (nz_kube_egress_endpoint_selector_matches (sel, labels, "ns")
+                         == rows[i].matches,
+                     "%s", rows[i].selector);
+    }
+  ck_assert (nz_kube_egress_endpoint_selector_matches (NULL, labels, "ns"));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -303,6 +351,7 @@ main (void)
   tcase_add_test (tc, test_per_sandbox_policy);
   tcase_add_test (tc, test_per_sandbox_narrowed);
   tcase_add_test (tc, test_selector_matches);
+  tcase_add_test (tc, test_endpoint_selector_matches);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

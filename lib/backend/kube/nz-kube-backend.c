@@ -201,8 +201,17 @@ release (NzKubeClient *client, JsonObject *priv, GError **error)
 
 /* ---- check ---------------------------------------------------------------------------------- */
 
-/* spec D.9 unless backend.ingress is 'unverified': the namespace's NetworkPolicies prove the
- * agent port of pods with @labels reachable only from the host's pods. */
+/* backend.egress.engine (validated by check): cilium, or core (also with no backend.egress). */
+static NzEgressK8sEngine
+egress_engine (const NzKubeOptions *k)
+{
+  return g_strcmp0 (nz_json_get_string (k->egress, "engine"), "cilium") == 0 ? NZ_EGRESS_K8S_CILIUM
+                                                                             : NZ_EGRESS_K8S_CORE;
+}
+
+/* spec D.9 unless backend.ingress is 'unverified': the namespace's NetworkPolicies (and, with
+ * the cilium engine, CiliumNetworkPolicies) prove the agent port of pods with @labels reachable
+ * only from the host's pods. */
 gboolean
 nz_kube_ingress_ok (NzKubeClient *client, const NzKubeOptions *k, const char *ns,
                     JsonObject *labels, GError **error)
@@ -214,7 +223,7 @@ nz_kube_ingress_ok (NzKubeClient *client, const NzKubeOptions *k, const char *ns
     return TRUE;
   if (nz_kube_ingress_verify (client, ns, labels != NULL ? labels : none,
                               k->agent_port != 0 ? k->agent_port : NZ_KUBE_AGENT_PORT_DEFAULT,
-                              &local))
+                              egress_engine (k), &local))
     return TRUE;
   nz_kube_error_convert (&local);
   g_propagate_error (error, local);
@@ -347,11 +356,6 @@ nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
         return nz_throw (error, NZ_ERROR_UNSUPPORTED,
                          "backend.egress: a workspace's egress verification is not in this "
                          "build yet; leave backend.egress out of a --workspace create");
-      if (!egress->named_object_only && egress->engine == NZ_EGRESS_K8S_CILIUM)
-        return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                         "backend.egress.verify: the union check (the default, 'union') over "
-                         "CiliumNetworkPolicies is not in this build yet; verify: "
-                         "'named-object-only' verifies the named policy alone");
     }
   return TRUE;
 }
@@ -367,9 +371,10 @@ typedef struct
   gint64 deadline;  /* monotonic us: one deadline for the whole path (spec D.6.1) */
   guint timeout_ms; /* readyTimeoutMs */
   guint poll_ms;
-  const char *label;      /* "SandboxClaim namzu-task-..." for messages */
-  JsonObject *pod_labels; /* backend.egress's profile label (spec D.10.6), or NULL */
-  JsonObject *union_of;   /* the translation the union check judges against, or NULL */
+  const char *label;        /* "SandboxClaim namzu-task-..." for messages */
+  JsonObject *pod_labels;   /* backend.egress's profile label (spec D.10.6), or NULL */
+  JsonObject *union_of;     /* the translation the union check judges against, or NULL */
+  NzEgressK8sEngine engine; /* backend.egress.engine: which policies the union check lists */
 } Acquire;
 
 /* spec D.9 and D.10.7 on the labels the pods carry: the ingress proof, then (verify 'union')
@@ -384,7 +389,7 @@ pod_network_ok (Acquire *a, JsonObject *labels, GError **error)
     return FALSE;
   if (a->union_of == NULL
       || nz_kube_union_verify (a->client, a->ns, labels != NULL ? labels : none, a->union_of,
-                               &local))
+                               a->engine, &local))
     return TRUE;
   nz_kube_error_convert (&local);
   g_propagate_error (error, local);
@@ -830,10 +835,11 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
           || (pod_labels = nz_kube_task_egress_pod_labels (egress, name, error)) == NULL
           || (expected = egress_verify (client, egress, a.ns, k->template_name, error)) == NULL)
         return NULL;
-      /* The union check's translation (core; check refuses it with cilium). */
+      /* The union check's translation; under cilium it lists CiliumNetworkPolicies too. */
       if (!egress->named_object_only)
         a.union_of = expected;
       a.pod_labels = json_object_get_size (pod_labels) > 0 ? pod_labels : NULL;
+      a.engine = egress->engine;
       nz_kube_task_egress_record (egress, k->egress, h);
     }
   a.timeout_ms = k->ready_timeout_ms != 0 ? k->ready_timeout_ms : NZ_KUBE_READY_TIMEOUT_MS_DEFAULT;
