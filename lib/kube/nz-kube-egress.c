@@ -119,6 +119,17 @@ nz_kube_egress_check_applied (JsonObject *expected, JsonObject *actual, const ch
     }
   if (!nodes_equal (member (want, "egress"), member (got, "egress")))
     return mismatch (error, expected, path, "has other egress rules");
+  /* Cilium: a policy with enableDefaultDeny.egress false only adds; the pods would keep every
+   * other destination. (Anything but exactly false leaves the default, deny.) */
+  if (cilium)
+    {
+      JsonNode *deny = member (object_member (got, "enableDefaultDeny"), "egress");
+
+      if (deny != NULL && JSON_NODE_HOLDS_VALUE (deny)
+          && json_node_get_value_type (deny) == G_TYPE_BOOLEAN && !json_node_get_boolean (deny))
+        return mismatch (error, expected, path,
+                         "sets enableDefaultDeny.egress false, so it denies nothing else");
+    }
   if (want_owners != NULL && JSON_NODE_HOLDS_ARRAY (want_owners))
     {
       JsonArray *w = json_node_get_array (want_owners);

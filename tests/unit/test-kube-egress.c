@@ -94,6 +94,19 @@ reordered (JsonObject *spec)
   json_object_set_member (spec, "egress", json_node_copy (json_object_get_member (copy, "egress")));
 }
 
+static void
+no_default_deny (JsonObject *spec)
+{
+  json_object_set_object_member (spec, "enableDefaultDeny", parse ("{\"egress\":false}"));
+}
+
+static void
+default_deny_kept (JsonObject *spec)
+{
+  json_object_set_object_member (spec, "enableDefaultDeny",
+                                 parse ("{\"egress\":true,\"ingress\":false}"));
+}
+
 START_TEST (test_named_object_judgement)
 {
   g_autofree char *same = judge (NZ_EGRESS_K8S_DENY_ALL, NULL);
@@ -105,8 +118,12 @@ START_TEST (test_named_object_judgement)
   g_autofree char *types = judge (NZ_EGRESS_K8S_DENY_ALL, ingress_only);
   g_autofree char *wide = judge (NZ_EGRESS_K8S_NO_NETWORK, wider_egress);
   g_autofree char *wide_cil = judge (NZ_EGRESS_K8S_STATIC, wider_egress);
+  g_autofree char *additive = judge (NZ_EGRESS_K8S_STATIC, no_default_deny);
+  g_autofree char *deny_kept = judge (NZ_EGRESS_K8S_STATIC, default_deny_kept);
 
-  ck_assert (same == NULL && same_cil == NULL && order == NULL);
+  ck_assert (same == NULL && same_cil == NULL && order == NULL && deny_kept == NULL);
+  ck_assert_msg (additive != NULL && strstr (additive, "enableDefaultDeny.egress false") != NULL,
+                 "%s", additive ? additive : "(passed)");
   ck_assert_msg (strstr (specs, "CiliumNetworkPolicy /p carries `specs`") != NULL, "%s", specs);
   ck_assert_msg (strstr (sel, "NetworkPolicy /p selects other pods") != NULL, "%s", sel);
   ck_assert_msg (strstr (csel, "selects other endpoints") != NULL, "%s", csel);
