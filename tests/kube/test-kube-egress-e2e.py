@@ -55,6 +55,12 @@ def policy(name, egress, profile="web"):
                      "policyTypes": ["Egress"], "egress": egress}}
 
 
+def requests_seen(f):
+    """How many requests the fake has answered (its log has one line a request)."""
+    with open(os.path.join(f.dir, "fake.log")) as fh:
+        return sum(1 for line in fh if line.startswith("fake-kube-apiserver: "))
+
+
 def main():
     f = fc.Fake("127.82.%d" % (os.getpid() % 200 + 1))
     try:
@@ -345,6 +351,98 @@ def main():
                 "a policy letting other peers reach the agent port is refused: %s (%s)"
                 % (name, err.strip()[-160:]))
             f.req("DELETE", NP + "/" + name)
+
+        # The caches of spec D.4: a pass of the named, ingress and union checks is kept for 5
+        # minutes in the state directory, a refusal never.
+        e.cache = True
+        union = {"policy": {"kind": "deny-all"}, "profile": "web"}
+        f.req("POST", NP, policy("tpl-web-egress", [DNS_RULE]))
+        # the baseline without its placeholder 203.0.113.0/24 rule, which widens deny-all
+        base_dns = e2e.baseline_policy()
+        base_dns["spec"]["egress"] = [r for r in base_dns["spec"]["egress"]
+                                      if not any("ipBlock" in t for t in r.get("to", []))]
+        f.req("DELETE", base)
+        f.req("POST", e2e.BASELINE_PATH, base_dns)
+
+        def created(rc, out):
+            if rc == 0:
+                e.run("namzu-destroy", "--sandbox", json.loads(out).get("id", "x"))
+            return rc == 0
+
+        n0 = requests_seen(f)
+        ok1 = created(*create(union)[:2])
+        n1 = requests_seen(f)
+        ok2 = created(*create(union)[:2])
+        n2 = requests_seen(f)
+        tap(ok1 and ok2 and (n2 - n1) == (n1 - n0) - 3,
+            "a second create within the cache's time skips the named GET and the two LISTs "
+            "(%d, then %d requests)" % (n1 - n0, n2 - n1))
+        f.req("POST", NP, policy("wide", [{}]))
+        rc, out, err = create(union)
+        tap(created(rc, out), "a policy added since is not seen while the pass is fresh (%s)"
+            % err.strip()[-200:])
+        e.cache = False
+        rc, out, err = create(union)
+        tap(not created(rc, out) and "NetworkPolicy wide also selects" in err,
+            "NAMZU_KUBE_VERIFY_CACHE=0 asks the cluster again: refused (%s)" % err.strip()[-200:])
+        f.req("DELETE", NP + "/wide")
+        e.cache = True
+        other = dict(union, profile="api")
+        rc, out, err = create(other)
+        tap(not created(rc, out) and "tpl-api-egress" in err,
+            "a refusal (the named policy missing) ... (%s)" % err.strip()[-200:])
+        f.req("POST", NP, policy("tpl-api-egress", [DNS_RULE], profile="api"))
+        rc, out, err = create(other)
+        tap(created(rc, out), "... is not cached: applied, the next create passes (%s)"
+            % err.strip()[-200:])
+        e.cache = False
+
+        # Workspaces (spec D.8.3 steps 2, 4, 5): the named policy before the POST, the profile
+        # label on the pod template, the union check; an adopted one must carry the profile.
+        def wscreate(egress, wid):
+            with open(cfg, "w") as fh:
+                json.dump({"backend": {"tier": "microvm", "service": "kubernetes",
+                                       "sandboxTemplateName": "wtpl", "agentAddress": "pod-ip",
+                                       "egress": egress}}, fh)
+            return e.run("namzu-create", "--config", cfg, "--workspace", wid)
+
+        def ws_policy(profile, egress):
+            p = policy("wtpl-%s-egress" % profile, egress, profile=profile)
+            p["spec"]["podSelector"]["matchLabels"]["sandbox.namzu.ai/template"] = "wtpl"
+            return p
+
+        wdeny = {"policy": {"kind": "deny-all"}, "profile": "ws"}
+        rc, _, err = wscreate(wdeny, "we1")
+        tap(rc != 0 and "wtpl-ws-egress" in err and f.get(fc.A % NS + "/namzu-ws-we1")[0] == 404,
+            "workspace: the named policy missing, refused before the POST (%s)"
+            % err.strip()[-200:])
+        f.req("POST", NP, ws_policy("ws", [DNS_RULE]))
+        wide = ws_policy("ws", [{}])
+        wide["metadata"]["name"] = "ws-wide"
+        f.req("POST", NP, wide)
+        rc, _, err = wscreate(wdeny, "we1")
+        tap(rc != 0 and "NetworkPolicy ws-wide also selects" in err
+            and f.get(fc.A % NS + "/namzu-ws-we1")[0] == 404,
+            "workspace: a widening policy, refused before the POST (%s)" % err.strip()[-200:])
+        f.req("DELETE", NP + "/ws-wide")
+        rc, out, err = wscreate(wdeny, "we1")
+        code, sb = f.get(fc.A % NS + "/namzu-ws-we1")
+        labels = (((sb.get("spec") or {}).get("podTemplate") or {}).get("metadata") or {}).get(
+            "labels") or {}
+        tap(rc == 0 and labels.get("sandbox.namzu.ai/egress-profile") == "ws"
+            and labels.get("sandbox.namzu.ai/template") == "wtpl",
+            "workspace: created with the profile label on its pod template (%s)"
+            % err.strip()[-200:])
+        wid = json.loads(out).get("id", "x") if rc == 0 else "x"
+        f.req("POST", NP, ws_policy("other", [DNS_RULE]))
+        rc2, _, err = wscreate(dict(wdeny, profile="other"), "we1")
+        tap(rc2 != 0 and "egressProfile" in err,
+            "workspace: adopting it with another profile is a mismatch (%s)" % err.strip()[-200:])
+        rc3, _, err = wscreate(dict(wdeny, perSandbox={
+            "engine": "cilium", "admissionPolicyName": "p"}, engine="cilium"), "we2")
+        tap(rc3 != 0 and "KubernetesWorkspacePerSandboxEgressConfigError" in err,
+            "workspace: perSandbox refused (%s)" % err.strip()[-200:])
+        e.run("namzu-destroy", "--sandbox", wid)
     finally:
         f.stop()
     print("1..%d" % fc.N[0])

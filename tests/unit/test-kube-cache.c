@@ -1,7 +1,7 @@
 /* lib/backend/kube/nz-kube-cache: the spec D.4 verification caches kept in the state
  * directory — a pass is fresh for NZ_KUBE_CACHE_TTL_MS and no longer, per kind and key; an
  * entry from the future, one that is no regular file, or no state directory at all is never
- * taken as a pass. */
+ * taken as a pass; NAMZU_KUBE_VERIFY_CACHE=0 switches them off. */
 #include <glib/gstdio.h>
 #include <sys/stat.h>
 #include <utime.h>
@@ -107,6 +107,19 @@ START_TEST (test_no_state_dir)
 }
 END_TEST
 
+START_TEST (test_switched_off)
+{
+  nz_kube_cache_note ("ingress", "k");
+  ck_assert (nz_kube_cache_fresh ("ingress", "k"));
+  g_setenv ("NAMZU_KUBE_VERIFY_CACHE", "0", TRUE);
+  ck_assert (!nz_kube_cache_fresh ("ingress", "k"));
+  nz_kube_cache_note ("egress-union", "k2");
+  g_unsetenv ("NAMZU_KUBE_VERIFY_CACHE");
+  ck_assert (!nz_kube_cache_fresh ("egress-union", "k2"));
+  ck_assert (nz_kube_cache_fresh ("ingress", "k"));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -118,6 +131,7 @@ main (void)
   tcase_add_test (tc, test_expiry);
   tcase_add_test (tc, test_not_a_file);
   tcase_add_test (tc, test_no_state_dir);
+  tcase_add_test (tc, test_switched_off);
   suite_add_tcase (s, tc);
   return nz_test_run (s);
 }

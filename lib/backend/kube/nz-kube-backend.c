@@ -10,6 +10,7 @@
 #include "nz-egress-k8s.h"
 #include "nz-kube-client.h"
 #include "nz-kube-egress.h"
+#include "nz-kube-net.h"
 #include "nz-kube-ingress.h"
 #include "nz-kube-union.h"
 #include "nz-kube-probe.h"
@@ -201,80 +202,6 @@ release (NzKubeClient *client, JsonObject *priv, GError **error)
 
 /* ---- check ---------------------------------------------------------------------------------- */
 
-/* backend.egress.engine (validated by check): cilium, or core (also with no backend.egress). */
-static NzEgressK8sEngine
-egress_engine (const NzKubeOptions *k)
-{
-  return g_strcmp0 (nz_json_get_string (k->egress, "engine"), "cilium") == 0 ? NZ_EGRESS_K8S_CILIUM
-                                                                             : NZ_EGRESS_K8S_CORE;
-}
-
-/* spec D.9 unless backend.ingress is 'unverified': the namespace's NetworkPolicies (and, with
- * the cilium engine, CiliumNetworkPolicies) prove the agent port of pods with @labels reachable
- * only from the host's pods. */
-gboolean
-nz_kube_ingress_ok (NzKubeClient *client, const NzKubeOptions *k, const char *ns,
-                    JsonObject *labels, GError **error)
-{
-  g_autoptr (JsonObject) none = json_object_new ();
-  GError *local = NULL;
-
-  if (k->ingress_unverified)
-    return TRUE;
-  if (nz_kube_ingress_verify (client, ns, labels != NULL ? labels : none,
-                              k->agent_port != 0 ? k->agent_port : NZ_KUBE_AGENT_PORT_DEFAULT,
-                              egress_engine (k), &local))
-    return TRUE;
-  nz_kube_error_convert (&local);
-  g_propagate_error (error, local);
-  return FALSE;
-}
-
-/* backend.egress parsed (spec D.10.6), or NULL with @error naming the field. */
-static NzEgressK8sConfig *
-egress_config (const NzKubeOptions *k, GError **error)
-{
-  g_autoptr (JsonNode) node = json_node_new (JSON_NODE_OBJECT);
-  GError *local = NULL;
-  NzEgressK8sConfig *c;
-
-  json_node_set_object (node, k->egress);
-  c = nz_egress_k8s_config_parse (node, &local);
-  if (c == NULL)
-    {
-      nz_throw (error, NZ_ERROR_INVALID_ARGS, "backend.egress: %s", local->message);
-      g_error_free (local);
-    }
-  return c;
-}
-
-/* spec D.10.7 verifyEgressPolicyApplied, before anything is created: the policy the
- * translation of @c (narrowed by ciliumNarrowing) names must exist as translated (the backend
- * never creates it). */
-static JsonObject *
-egress_verify (NzKubeClient *client, const NzEgressK8sConfig *c, const char *ns, const char *tpl,
-               GError **error)
-{
-  g_autoptr (JsonObject) selector = nz_egress_k8s_selector (c, tpl);
-  g_autofree char *name = c->network_policy_name != NULL
-                              ? g_strdup (c->network_policy_name)
-                              : nz_egress_k8s_default_policy_name (tpl, c->profile, error);
-  g_autoptr (JsonNode) expected = NULL;
-  GError *local = NULL;
-
-  if (name == NULL)
-    return NULL;
-  expected = nz_egress_k8s_translate_narrowed (
-      c->kind, c->engine, (const char *const *)c->except_cidrs,
-      (const char *const *)c->allowed_hosts, c->narrowing, name, ns, selector, error);
-  if (expected == NULL)
-    return NULL;
-  if (nz_kube_egress_verify_applied (client, json_node_get_object (expected), &local))
-    return json_node_dup_object (expected);
-  nz_kube_error_convert (&local);
-  return (kube_fail (error, local, "backend.egress"), NULL);
-}
-
 gboolean
 nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
 {
@@ -340,7 +267,7 @@ nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
     return FALSE;
   if (k->egress != NULL)
     {
-      g_autoptr (NzEgressK8sConfig) egress = egress_config (k, error);
+      g_autoptr (NzEgressK8sConfig) egress = nz_kube_net_egress_config (k, error);
 
       if (egress == NULL)
         return FALSE;
@@ -352,10 +279,6 @@ nz_kube_backend_check (const NzCreateOptions *opts, GError **error)
                          "backend.egress.perSandbox: a workspace has no setNetworkPolicy, so it "
                          "cannot take per-sandbox egress; leave perSandbox out of a --workspace "
                          "create. Nothing was created.");
-      if (k->workspace_id != NULL)
-        return nz_throw (error, NZ_ERROR_UNSUPPORTED,
-                         "backend.egress: a workspace's egress verification is not in this "
-                         "build yet; leave backend.egress out of a --workspace create");
     }
   return TRUE;
 }
@@ -371,10 +294,9 @@ typedef struct
   gint64 deadline;  /* monotonic us: one deadline for the whole path (spec D.6.1) */
   guint timeout_ms; /* readyTimeoutMs */
   guint poll_ms;
-  const char *label;        /* "SandboxClaim namzu-task-..." for messages */
-  JsonObject *pod_labels;   /* backend.egress's profile label (spec D.10.6), or NULL */
-  JsonObject *union_of;     /* the translation the union check judges against, or NULL */
-  NzEgressK8sEngine engine; /* backend.egress.engine: which policies the union check lists */
+  const char *label;      /* "SandboxClaim namzu-task-..." for messages */
+  JsonObject *pod_labels; /* backend.egress's profile label (spec D.10.6), or NULL */
+  NzKubeNet *net;         /* the network proofs (spec D.9, D.10.7) */
 } Acquire;
 
 /* spec D.9 and D.10.7 on the labels the pods carry: the ingress proof, then (verify 'union')
@@ -382,18 +304,7 @@ typedef struct
 static gboolean
 pod_network_ok (Acquire *a, JsonObject *labels, GError **error)
 {
-  g_autoptr (JsonObject) none = json_object_new ();
-  GError *local = NULL;
-
-  if (!nz_kube_ingress_ok (a->client, a->k, a->ns, labels, error))
-    return FALSE;
-  if (a->union_of == NULL
-      || nz_kube_union_verify (a->client, a->ns, labels != NULL ? labels : none, a->union_of,
-                               a->engine, &local))
-    return TRUE;
-  nz_kube_error_convert (&local);
-  g_propagate_error (error, local);
-  return FALSE;
+  return nz_kube_net_pods_ok (a->net, labels, error);
 }
 
 /* spec D.10.6 KubernetesPodLabelNotObservedError: the claimed pod carries every label the
@@ -801,7 +712,7 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   g_autoptr (JsonObject) ready = NULL;
   g_auto (BoundPod) pod = { 0 };
   g_autoptr (JsonObject) pod_labels = NULL;
-  g_autoptr (JsonObject) expected = NULL;
+  g_auto (NzKubeNet) net = { 0 };
   g_autofree char *uuid = g_uuid_string_random ();
   g_autofree char *name = g_strconcat (NZ_KUBE_TASK_NAME_PREFIX, uuid, NULL);
   g_autofree char *label = NULL;
@@ -825,23 +736,22 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   if (client == NULL)
     return NULL;
   a.client = client;
+  a.net = &net;
   if (k->egress != NULL)
     {
-      g_autoptr (NzEgressK8sConfig) egress = egress_config (k, error);
+      g_autoptr (NzEgressK8sConfig) egress = nz_kube_net_egress_config (k, error);
 
       /* The profile and per-sandbox labels (spec D.10.6, D.10.8), warm-safe on a claim:
        * composed (a collision refused) before anything is asked of the cluster. */
       if (egress == NULL
-          || (pod_labels = nz_kube_task_egress_pod_labels (egress, name, error)) == NULL
-          || (expected = egress_verify (client, egress, a.ns, k->template_name, error)) == NULL)
+          || (pod_labels = nz_kube_task_egress_pod_labels (egress, name, error)) == NULL)
         return NULL;
-      /* The union check's translation; under cilium it lists CiliumNetworkPolicies too. */
-      if (!egress->named_object_only)
-        a.union_of = expected;
       a.pod_labels = json_object_get_size (pod_labels) > 0 ? pod_labels : NULL;
-      a.engine = egress->engine;
       nz_kube_task_egress_record (egress, k->egress, h);
     }
+  /* spec D.10.7: the named policy, before anything is created. */
+  if (!nz_kube_net_begin (&net, client, k, a.ns, k->template_name, TRUE, error))
+    return NULL;
   a.timeout_ms = k->ready_timeout_ms != 0 ? k->ready_timeout_ms : NZ_KUBE_READY_TIMEOUT_MS_DEFAULT;
   a.poll_ms = k->ready_poll_ms != 0 ? k->ready_poll_ms : NZ_KUBE_READY_POLL_MS_DEFAULT;
   a.deadline = g_get_monotonic_time () + (gint64)a.timeout_ms * 1000;

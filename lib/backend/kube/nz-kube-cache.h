@@ -5,7 +5,9 @@
  * NZ_KUBE_CACHE_TTL_MS: a create within that time of an identical check that passed skips the
  * API reads. Only passes are kept (a refusal is asked again every time), the key is everything
  * the verdict depends on besides the cluster's state (server, namespace, labels, the expected
- * translation), and the directory is the user's own (0700), like the handles beside it. */
+ * translation), and the directory is the user's own (0700), like the handles beside it.
+ * NAMZU_KUBE_VERIFY_CACHE=0 neither uses nor writes them: every check asks the cluster (after
+ * changing the namespace's policies, say). */
 #pragma once
 
 #include <glib.h>

@@ -32,10 +32,6 @@ guint nz_kube_handle_api_timeout (NzHandle *h);
 NzKubeClient *nz_kube_create_begin (const NzCreateOptions *opts, NzHandle *h,
                                     JsonObject *access_spec, const char *kind, const char *object,
                                     const char **ns, GError **error);
-/* spec D.9 unless backend.ingress is 'unverified' (then TRUE): the namespace's NetworkPolicies
- * prove the agent port of pods with @labels reachable only from the host's pods. */
-gboolean nz_kube_ingress_ok (NzKubeClient *client, const NzKubeOptions *k, const char *ns,
-                             JsonObject *labels, GError **error);
 /* spec D.6.2 on a task sandbox: renews the lease once half of it has passed (saving the
  * handle); a lease that ran out, or an object the cluster no longer has, is NOT_FOUND. A failed
  * renewal is only warned about: the next call retries. */

@@ -10,6 +10,7 @@
 #include "nz-json.h"
 #include "nz-knobs.h"
 #include "nz-kube-internal.h"
+#include "nz-kube-net.h"
 #include "nz-kube-workspace.h"
 #include "nz-state.h"
 
@@ -126,20 +127,12 @@ bind_pod (NzKubeClient *client, NzHandle *h, const char *uid, const char *ip, gu
                            error);
 }
 
-typedef struct
-{
-  NzKubeClient *client;
-  const NzKubeOptions *k;
-  const char *ns;
-} IngressHook;
-
-/* spec D.8.3 step 5: the ingress proof on the labels the workspace's pods will carry. */
+/* spec D.8.3 step 5: the ingress proof and the egress union check on the labels the
+ * workspace's pods will carry (not memoised here, as the spec says). */
 static gboolean
-ingress_hook (JsonObject *pod_labels, gpointer data, GError **error)
+network_hook (JsonObject *pod_labels, gpointer data, GError **error)
 {
-  IngressHook *i = data;
-
-  return nz_kube_ingress_ok (i->client, i->k, i->ns, pod_labels, error);
+  return nz_kube_net_pods_ok (data, pod_labels, error);
 }
 
 NzHandle *
@@ -155,6 +148,7 @@ nz_kube_ws_create (const NzCreateOptions *opts, GError **error)
   g_autofree char *uid = NULL;
   g_autofree char *ip = NULL;
   NzKubeWorkspaceSpec spec = { 0 };
+  g_auto (NzKubeNet) net = { 0 };
   GError *local = NULL;
   guint poll = k->ready_poll_ms != 0 ? k->ready_poll_ms : NZ_KUBE_READY_POLL_MS_DEFAULT;
   guint timeout = k->ready_timeout_ms != 0 ? k->ready_timeout_ms : NZ_KUBE_READY_TIMEOUT_MS_DEFAULT;
@@ -170,8 +164,17 @@ nz_kube_ws_create (const NzCreateOptions *opts, GError **error)
   spec.template_name = k->template_name;
   spec.epoch = k->holder_epoch >= 0 ? k->holder_epoch : NZ_KUBE_NO_EPOCH;
   spec.refresh_pod_template = k->refresh_pod_template;
-  spec.verify = ingress_hook;
-  spec.verify_data = &(IngressHook){ client, k, spec.ns };
+  /* spec D.8.3 step 2: backend.egress and its named policy, before anything is written. */
+  if (!nz_kube_net_begin (&net, client, k, spec.ns, k->template_name, FALSE, error))
+    return NULL;
+  if (net.egress != NULL)
+    {
+      spec.egress_profile = net.egress->profile;
+      spec.profile_label_key = net.egress->profile_label_key;
+      spec.per_sandbox_egress = net.egress->per_sandbox;
+    }
+  spec.verify = network_hook;
+  spec.verify_data = &net;
   json_object_set_string_member (h->priv, "sandbox", name);
   json_object_set_string_member (h->priv, "workspace", k->workspace_id);
   json_object_set_int_member (h->priv, "readyPollIntervalMs", poll);
