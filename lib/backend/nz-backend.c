@@ -1073,3 +1073,24 @@ nz_create_options_load_config (NzCreateOptions *opts, const char *data, gssize l
                                         NZ_LIFETIME_MAX_MS);
   return throw_reasons (error, reasons, "invalid config");
 }
+
+gint64
+nz_handle_stream_heartbeat_ms (NzHandle *h)
+{
+  double v = -1;
+
+  if (h == NULL || h->priv == NULL || !nz_json_get_number (h->priv, "streamHeartbeatMs", &v)
+      || v < 0 || v > G_MAXINT32)
+    return -1;
+  return (gint64)v;
+}
+
+gint64
+nz_backend_stream_heartbeat_ms (NzHandle *h, const char *opt, gint64 parsed)
+{
+  gint64 own = nz_handle_stream_heartbeat_ms (h);
+
+  if (opt != NULL || g_getenv ("NAMZU_STREAM_HEARTBEAT_MS") != NULL || own < 0)
+    return parsed;
+  return own;
+}

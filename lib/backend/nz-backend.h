@@ -248,6 +248,14 @@ gboolean nz_backend_set_network_policy (NzHandle *h, const char *const *hosts, g
 gboolean nz_backend_suspend (NzHandle *h, const NzSuspendOptions *o, JsonObject *report,
                              GError **error);
 gboolean nz_backend_resume (NzHandle *h, gint64 epoch, JsonObject *report, GError **error);
+/* The heartbeat a long stream to the sandbox asks for by default (spec D.4 streamHeartbeatMs,
+ * microvm:kubernetes's backend.streamHeartbeatMs; 0 is none), or -1 when its configuration
+ * sets none. */
+gint64 nz_handle_stream_heartbeat_ms (NzHandle *h);
+/* A tool's heartbeat: @parsed (from --heartbeat, or nz_liveness_parse's default) unless neither
+ * --heartbeat (@opt NULL) nor $NAMZU_STREAM_HEARTBEAT_MS was given and the sandbox @h (may be
+ * NULL) sets its own. */
+gint64 nz_backend_stream_heartbeat_ms (NzHandle *h, const char *opt, gint64 parsed);
 /* "Give me a transport": open_transport of the backend the handle names. */
 NzTransport *nz_backend_open_transport (NzHandle *h, GError **error);
 /* The open_transport of a backend whose handle records its endpoint and per-instance token. */

@@ -127,6 +127,32 @@ START_TEST (test_ids)
 }
 END_TEST
 
+/* A long stream's heartbeat: --heartbeat, else $NAMZU_STREAM_HEARTBEAT_MS, else the
+ * sandbox's own (backend.streamHeartbeatMs in the private handle; 0 is none), else the
+ * built-in default the caller parsed. */
+START_TEST (test_stream_heartbeat_default)
+{
+  g_autoptr (NzHandle) plain = nz_handle_new ();
+  g_autoptr (NzHandle) kube = nz_handle_new ();
+  g_autoptr (NzHandle) off = nz_handle_new ();
+
+  json_object_set_int_member (kube->priv, "streamHeartbeatMs", 2500);
+  json_object_set_int_member (off->priv, "streamHeartbeatMs", 0);
+  g_unsetenv ("NAMZU_STREAM_HEARTBEAT_MS");
+  ck_assert_int_eq (nz_handle_stream_heartbeat_ms (plain), -1);
+  ck_assert_int_eq (nz_backend_stream_heartbeat_ms (plain, NULL, 15000), 15000);
+  ck_assert_int_eq (nz_backend_stream_heartbeat_ms (NULL, NULL, 15000), 15000);
+  ck_assert_int_eq (nz_backend_stream_heartbeat_ms (kube, NULL, 15000), 2500);
+  ck_assert_int_eq (nz_backend_stream_heartbeat_ms (off, NULL, 15000), 0);
+  ck_assert_int_eq (nz_backend_stream_heartbeat_ms (kube, "7s", 7000), 7000);
+  g_setenv ("NAMZU_STREAM_HEARTBEAT_MS", "900", TRUE);
+  ck_assert_int_eq (nz_backend_stream_heartbeat_ms (kube, NULL, 900), 900);
+  g_unsetenv ("NAMZU_STREAM_HEARTBEAT_MS");
+  json_object_set_string_member (kube->priv, "streamHeartbeatMs", "x");
+  ck_assert_int_eq (nz_handle_stream_heartbeat_ms (kube), -1);
+}
+END_TEST
+
 START_TEST (test_handle_roundtrip_and_list)
 {
   g_autoptr (NzHandle) a = make_handle ("nz-0000000000b2", 20);
@@ -867,6 +893,7 @@ state_suite (void)
   tcase_add_test (tc, test_state_dir_resolution);
   tcase_add_test (tc, test_state_dir_permissions);
   tcase_add_test (tc, test_ids);
+  tcase_add_test (tc, test_stream_heartbeat_default);
   tcase_add_test (tc, test_handle_roundtrip_and_list);
   tcase_add_test (tc, test_handle_extreme_limits_roundtrip);
   tcase_add_test (tc, test_remove_dir_deep_tree);

@@ -39,7 +39,7 @@ static const GOptionEntry entries[] = {
     "With --session or --terminal: ask the agent for a heartbeat every MS milliseconds or "
     "DURATION (e.g. 15s); with --execution (whose wire has none): probe the agent with a "
     "healthz after that much silence; off for none (default $NAMZU_STREAM_HEARTBEAT_MS, else "
-    "15 s)",
+    "the sandbox's streamHeartbeatMs, else 15 s)",
     "MS|DURATION|off" },
   { "terminal", 't', 0, G_OPTION_ARG_NONE, &opt_terminal,
     "Open an interactive terminal (default command /bin/sh)", NULL },
@@ -81,7 +81,8 @@ static const char description[]
       "Output bytes that the agent's ring no longer holds are reported on stderr (\"N bytes\n"
       "dropped before offset M\"), never skipped silently.\n"
       "Sessions and terminals may stay quiet for ever: namzu-attach agrees a heartbeat with the\n"
-      "agent (--heartbeat, else $NAMZU_STREAM_HEARTBEAT_MS, else 15 s; off or 0 for none) and\n"
+      "agent (--heartbeat, else $NAMZU_STREAM_HEARTBEAT_MS, else the sandbox's configured\n"
+      "streamHeartbeatMs (microvm:kubernetes), else 15 s; off or 0 for none) and\n"
       "gives up on a peer that sends nothing for three beats (\"the peer sent nothing for Nms\n"
       "and is treated as gone\", exit 125), or no ready frame within 60 s. An execution's\n"
       "stream has no heartbeat on the wire: after one silent interval namzu-attach asks the\n"
@@ -143,6 +144,7 @@ nz_tool_attach (int argc, char **argv, GCancellable *cancellable, GError **error
   client = nz_sandbox_open_client (opt_endpoint, opt_sandbox, !opt_terminal, &handle, error);
   if (client == NULL)
     return FALSE;
+  heartbeat_ms = nz_backend_stream_heartbeat_ms (handle, opt_heartbeat, heartbeat_ms);
 
   if (opt_execution != NULL)
     return nz_attach_follow_execution (client, opt_execution, (guint64)opt_from, timeout_ms,

@@ -34,7 +34,8 @@ static const GOptionEntry entries[]
         { "heartbeat", 0, 0, G_OPTION_ARG_STRING, &opt_heartbeat,
           "Ask the agent for a heartbeat every MS milliseconds or DURATION (e.g. 15s) on each "
           "connection, and end one whose peer stopped answering; 0 or off for none (default: "
-          "$NAMZU_STREAM_HEARTBEAT_MS, else the built-in interval)",
+          "$NAMZU_STREAM_HEARTBEAT_MS, else the sandbox's streamHeartbeatMs, else the built-in "
+          "interval)",
           "MS|DURATION" },
         { "endpoint", 0, 0, G_OPTION_ARG_STRING, &opt_endpoint,
           "For testing and direct agent use: the agent at unix:/PATH, tcp:HOST:PORT or a "
@@ -180,6 +181,8 @@ nz_tool_port_forward (int argc, char **argv, GCancellable *cancellable, GError *
   /* Fail now, not on the first connection, when the sandbox cannot be reached. */
   if (client == NULL || (health = nz_agent_client_healthz (client, NULL, error)) == NULL)
     return FALSE;
+  target.heartbeat_ms
+      = nz_backend_stream_heartbeat_ms (handle, opt_heartbeat, target.heartbeat_ms);
 
   lfd = socket (ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (lfd < 0 || setsockopt (lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0
