@@ -1296,6 +1296,9 @@ nz_kube_workspace_read_identity (NzKubeClient *client, const char *ns, const cha
     }
   id = g_new0 (NzKubeWorkspaceIdentity, 1);
   id->sandbox_uid = g_strdup (uid);
+  id->suspended = g_strcmp0 (nz_json_get_string (object_at (sb, "spec", NULL), "operatingMode"),
+                             "Suspended")
+                  == 0;
   id->volume_claim_uids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   vcts = nz_json_get_array (object_at (sb, "spec", NULL), "volumeClaimTemplates");
   for (guint i = 0; vcts && i < json_array_get_length (vcts); i++)

@@ -229,6 +229,7 @@ typedef struct
   char *sandbox_uid;
   GHashTable *volume_claim_uids; /* vctName -> uid, best effort */
   char *pod_uid;                 /* NULL when no live pod */
+  gboolean suspended;            /* spec.operatingMode is Suspended (D.8.12: maybe by another) */
 } NzKubeWorkspaceIdentity;
 void nz_kube_workspace_identity_free (NzKubeWorkspaceIdentity *i);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NzKubeWorkspaceIdentity, nz_kube_workspace_identity_free)

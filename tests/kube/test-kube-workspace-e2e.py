@@ -136,6 +136,18 @@ def main():
         tap(rc != 0 and "behind the stored epoch 9" in err
             and sb["spec"].get("operatingMode", "Running") == "Running",
             "a holder behind the stored epoch is refused and nothing changes (%s)" % err.strip())
+        # A suspend by the other holder (spec D.8.12): the first holder's next call fails to
+        # dial, and its rebind finds the Sandbox Suspended: refused, naming namzu-resume, and
+        # its handle says suspended from then on.
+        rc, _, err = b.run("namzu-suspend", "--sandbox", bid)
+        rc2, _, err2 = a.run("namzu-exec", "--sandbox", aid, "--", "true")
+        rc3, ls, _ = a.run("namzu-ls")
+        tap(rc == 0 and rc2 != 0 and "suspended by another holder" in err2
+            and "namzu-resume" in err2 and '"status":"suspended"' in ls.replace(" ", ""),
+            "a foreign suspend is noticed by the transport and refused (%s / %s)"
+            % (err.strip()[-100:], err2.strip()[-200:]))
+        rc, _, err = b.run("namzu-resume", "--sandbox", bid)
+        tap(rc == 0, "the other holder resumes it (%s)" % err.strip()[-200:])
         # Two holders race for the fence: exactly the higher epoch is left holding it.
         pa = subprocess.Popen([os.path.join(fc.TOOLS, "namzu-resume"), "--sandbox", aid,
                                "--epoch", "11"], env=env_of(a), stdout=subprocess.PIPE,

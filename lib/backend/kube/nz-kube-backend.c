@@ -1148,8 +1148,7 @@ nz_kube_backend_rebind (NzHandle *h, GError **error)
     return (nz_throw (error, NZ_ERROR_FAILED, "sandbox '%s' records no bound Sandbox", h->id),
             NULL);
   /* spec D.8.10: never rebind across another Sandbox uid; a suspended one is refused. */
-  if (nz_kube_ws_is (h)
-      && (!nz_kube_ws_check_identity (h, error) || !nz_kube_ws_check_open (h, error)))
+  if (nz_kube_ws_is (h) && !nz_kube_ws_check_rebind (h, error))
     return NULL;
   if (!read_bound_pod (client, nz_json_get_string (h->priv, "namespace"), sandbox, &pod, error))
     return NULL;

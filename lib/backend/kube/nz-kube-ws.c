@@ -304,8 +304,10 @@ nz_kube_ws_check_open (NzHandle *h, GError **error)
   return TRUE;
 }
 
-gboolean
-nz_kube_ws_check_identity (NzHandle *h, GError **error)
+/* The Sandbox is still ours (spec D.8.10); *@suspended (may be NULL): its operatingMode is
+ * Suspended. */
+static gboolean
+check_identity (NzHandle *h, gboolean *suspended, GError **error)
 {
   g_autoptr (NzKubeClient) client = nz_kube_handle_client (h, 10000, error);
   g_autoptr (NzKubeWorkspaceIdentity) id = NULL;
@@ -324,6 +326,36 @@ nz_kube_ws_check_identity (NzHandle *h, GError **error)
         nz_kube_error_convert (&local);
       g_propagate_error (error, local);
       return FALSE;
+    }
+  if (suspended != NULL)
+    *suspended = id->suspended;
+  return TRUE;
+}
+
+gboolean
+nz_kube_ws_check_identity (NzHandle *h, GError **error)
+{
+  return check_identity (h, NULL, error);
+}
+
+gboolean
+nz_kube_ws_check_rebind (NzHandle *h, GError **error)
+{
+  gboolean suspended = FALSE;
+
+  if (!check_identity (h, &suspended, error) || !nz_kube_ws_check_open (h, error))
+    return FALSE;
+  /* spec D.8.12: suspended behind this handle's back (another holder): the handle says so from
+   * now on, and the call is refused, noticed by the transport. */
+  if (suspended)
+    {
+      json_object_set_string_member (h->priv, "operatingMode", "Suspended");
+      nz_handle_save (h, NULL);
+      return nz_throw (error, NZ_ERROR_FAILED,
+                       "kubernetes workspace %s: %s was suspended by another holder (noticed by "
+                       "the transport); namzu-resume --sandbox %s wakes it",
+                       nz_json_get_string (h->priv, "workspace"),
+                       nz_json_get_string (h->priv, "sandbox"), h->id);
     }
   return TRUE;
 }

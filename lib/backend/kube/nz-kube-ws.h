@@ -22,6 +22,10 @@ NzSandboxStatus nz_kube_ws_status (NzHandle *h);
 gboolean nz_kube_ws_check_open (NzHandle *h, GError **error);
 /* The rebind's identity rule (spec D.8.10): another Sandbox uid, or none, is terminal. */
 gboolean nz_kube_ws_check_identity (NzHandle *h, GError **error);
+/* Before a rebind (spec D.8.10, D.8.12): the identity check, the handle not suspended, and the
+ * Sandbox not suspended by another holder either (then the handle records it and the call is
+ * refused, naming namzu-resume). */
+gboolean nz_kube_ws_check_rebind (NzHandle *h, GError **error);
 gboolean nz_kube_ws_suspend (NzHandle *h, const NzSuspendOptions *o, JsonObject *report,
                              GError **error);
 gboolean nz_kube_ws_resume (NzHandle *h, gint64 epoch, JsonObject *report, GError **error);
