@@ -35,6 +35,27 @@ nz_test_run (Suite *s)
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+/* A fresh private directory as $NAMZU_STATE_DIR, for a checked fixture's setup (the case runs
+ * in a child of its own); nz_test_state_dir_remove() for its teardown. */
+static inline char *
+nz_test_state_dir_make (const char *tmpl)
+{
+  char *dir = g_dir_make_tmp (tmpl, NULL);
+
+  ck_assert (dir != NULL);
+  g_setenv ("NAMZU_STATE_DIR", dir, TRUE);
+  return dir;
+}
+
+static inline void
+nz_test_state_dir_remove (char **dir)
+{
+  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", *dir);
+
+  ck_assert (system (cmd) == 0);
+  g_clear_pointer (dir, g_free);
+}
+
 /* CI is set (and not "false" or "0"): .ci/run, where every prerequisite is installed. */
 static inline gboolean
 nz_test_under_ci (void)

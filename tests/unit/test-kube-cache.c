@@ -14,18 +14,13 @@ static char *state;
 static void
 setup (void)
 {
-  state = g_dir_make_tmp ("nz-kube-cache-XXXXXX", NULL);
-  ck_assert (state != NULL);
-  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  state = nz_test_state_dir_make ("nz-kube-cache-XXXXXX");
 }
 
 static void
 teardown (void)
 {
-  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", state);
-
-  ck_assert (system (cmd) == 0);
-  g_clear_pointer (&state, g_free);
+  nz_test_state_dir_remove (&state);
 }
 
 /* The one entry file of the cache (there is exactly one in these cases). */

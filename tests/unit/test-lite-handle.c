@@ -16,18 +16,13 @@ static char *state;
 static void
 setup (void)
 {
-  state = g_dir_make_tmp ("nz-lite-handle-XXXXXX", NULL);
-  ck_assert (state != NULL);
-  g_setenv ("NAMZU_STATE_DIR", state, TRUE);
+  state = nz_test_state_dir_make ("nz-lite-handle-XXXXXX");
 }
 
 static void
 teardown (void)
 {
-  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", state);
-
-  ck_assert (system (cmd) == 0);
-  g_clear_pointer (&state, g_free);
+  nz_test_state_dir_remove (&state);
 }
 
 /* Writes ID's handle with @backend and the private record @priv (JSON, may be NULL). */
