@@ -13,7 +13,6 @@
 #include "nz-kube-union-internal.h"
 
 #define obj_of nz_kube_union_obj
-#define arr_member nz_kube_union_arr
 
 #define POD_NAMESPACE_KEY "io.kubernetes.pod.namespace"
 /* Where Cilium puts a namespace's labels among a pod's (what a namespaceSelector selects on). */
@@ -625,7 +624,7 @@ l7_within (const Unit *c, const Unit *e)
   if (e->rules != NULL)
     {
       JsonObject *er = obj_of (e->rules), *cr = obj_of (c->rules);
-      JsonArray *edns = arr_member (er, "dns"), *cdns = arr_member (cr, "dns");
+      JsonArray *edns = nz_json_get_array (er, "dns"), *cdns = nz_json_get_array (cr, "dns");
 
       if (edns == NULL || json_object_get_size (er) != 1)
         return c->rules != NULL && json_node_equal (c->rules, e->rules);
@@ -704,7 +703,7 @@ port_rule_read (JsonNode *n, GPtrArray *units, char **why)
       return (*why = g_strdup ("a serverNames entry this check cannot read"), FALSE);
   if (rules != NULL)
     {
-      JsonArray *dns = arr_member (json_node_get_object (rules), "dns");
+      JsonArray *dns = nz_json_get_array (json_node_get_object (rules), "dns");
       gboolean ignored;
 
       if (member (json_node_get_object (rules), "dns") != NULL && dns == NULL)
@@ -884,7 +883,7 @@ static GPtrArray *
 expected_grants (JsonObject *expected, gboolean cilium, const char *ns)
 {
   GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify)grants_free);
-  JsonArray *rules = arr_member (obj_of (member (expected, "spec")), "egress");
+  JsonArray *rules = nz_json_get_array (obj_of (member (expected, "spec")), "egress");
 
   for (guint i = 0; rules != NULL && i < json_array_get_length (rules); i++)
     {

@@ -10,9 +10,6 @@ G_BEGIN_DECLS
 /* @n's object, or NULL when @n is absent or not an object. */
 JsonObject *nz_kube_union_obj (JsonNode *n);
 
-/* @o's member @name when it is an array, else NULL. */
-JsonArray *nz_kube_union_arr (JsonObject *o, const char *name);
-
 /* The CIDR @r_cidr less @r_except inside @t_cidr less @t_except: @r within @t's CIDR, and each
  * exception of @t either clear of @r or inside one of @r's own exceptions. A CIDR or exception
  * that does not parse is not inside. The excepts may be NULL. */

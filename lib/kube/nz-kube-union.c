@@ -18,16 +18,7 @@ nz_kube_union_obj (JsonNode *n)
   return n != NULL && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
 }
 
-JsonArray *
-nz_kube_union_arr (JsonObject *o, const char *name)
-{
-  JsonNode *n = o != NULL ? json_object_get_member (o, name) : NULL;
-
-  return n != NULL && JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
-}
-
 #define obj_of nz_kube_union_obj
-#define arr_member nz_kube_union_arr
 
 static gboolean
 empty (JsonArray *a)
@@ -158,8 +149,10 @@ nz_kube_union_block_within (const char *r_cidr, JsonArray *re, const char *t_cid
 static gboolean
 block_within (JsonObject *r, JsonObject *t)
 {
-  return nz_kube_union_block_within (nz_json_get_string (r, "cidr"), arr_member (r, "except"),
-                                     nz_json_get_string (t, "cidr"), arr_member (t, "except"));
+  return nz_kube_union_block_within (nz_json_get_string (r, "cidr"),
+                                     nz_json_get_array (r, "except"),
+                                     nz_json_get_string (t, "cidr"),
+                                     nz_json_get_array (t, "except"));
 }
 
 static JsonNode *
@@ -213,9 +206,9 @@ peer_within (JsonNode *rn, JsonArray *t)
 static gboolean
 rule_covered (JsonObject *r, JsonObject *t)
 {
-  JsonArray *rto = arr_member (r, "to"), *tto = arr_member (t, "to");
+  JsonArray *rto = nz_json_get_array (r, "to"), *tto = nz_json_get_array (t, "to");
 
-  if (!ports_within (arr_member (r, "ports"), arr_member (t, "ports")))
+  if (!ports_within (nz_json_get_array (r, "ports"), nz_json_get_array (t, "ports")))
     return FALSE;
   if (empty (tto))
     return TRUE;
@@ -230,7 +223,7 @@ rule_covered (JsonObject *r, JsonObject *t)
 gboolean
 nz_kube_union_has_egress_type (JsonObject *spec)
 {
-  JsonArray *types = arr_member (spec, "policyTypes");
+  JsonArray *types = nz_json_get_array (spec, "policyTypes");
 
   if (!json_object_has_member (spec, "policyTypes"))
     return json_object_has_member (spec, "egress");
@@ -269,7 +262,7 @@ nz_kube_union_check (JsonArray *policies, JsonObject *pod_labels, JsonObject *ex
                      GError **error)
 {
   const char *named = nz_json_get_string (nz_json_get_object (expected, "metadata"), "name");
-  JsonArray *want = arr_member (nz_json_get_object (expected, "spec"), "egress");
+  JsonArray *want = nz_json_get_array (nz_json_get_object (expected, "spec"), "egress");
 
   for (guint i = 0; policies != NULL && i < json_array_get_length (policies); i++)
     {
@@ -283,7 +276,7 @@ nz_kube_union_check (JsonArray *policies, JsonObject *pod_labels, JsonObject *ex
           || !nz_kube_egress_selector_matches (nz_json_get_object (spec, "podSelector"),
                                                pod_labels))
         continue;
-      rules = arr_member (spec, "egress");
+      rules = nz_json_get_array (spec, "egress");
       for (guint j = 0; rules != NULL && j < json_array_get_length (rules); j++)
         {
           JsonObject *r = obj_of (json_array_get_element (rules, j));
@@ -312,10 +305,11 @@ nz_kube_union_verify (NzKubeClient *client, const char *ns, JsonObject *pod_labe
   if ((list = nz_kube_get (client, path, error)) == NULL)
     return FALSE;
   if (engine != NZ_EGRESS_K8S_CILIUM)
-    return nz_kube_union_check (arr_member (list, "items"), pod_labels, expected, error);
+    return nz_kube_union_check (nz_json_get_array (list, "items"), pod_labels, expected, error);
   cpath = nz_kube_path ("cilium.io", "v2", ns, "ciliumnetworkpolicies", NULL);
   if ((clist = nz_kube_get (client, cpath, error)) == NULL)
     return FALSE;
-  return nz_kube_union_check_cilium (arr_member (list, "items"), arr_member (clist, "items"), ns,
-                                     pod_labels, expected, error);
+  return nz_kube_union_check_cilium (nz_json_get_array (list, "items"),
+                                     nz_json_get_array (clist, "items"), ns, pod_labels, expected,
+                                     error);
 }
