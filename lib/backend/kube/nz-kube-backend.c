@@ -296,16 +296,7 @@ typedef struct
   guint poll_ms;
   const char *label;      /* "SandboxClaim namzu-task-..." for messages */
   JsonObject *pod_labels; /* backend.egress's profile label (spec D.10.6), or NULL */
-  NzKubeNet *net;         /* the network proofs (spec D.9, D.10.7) */
 } Acquire;
-
-/* spec D.9 and D.10.7 on the labels the pods carry: the ingress proof, then (verify 'union')
- * every other policy selecting them allows no more egress than the translation. */
-static gboolean
-pod_network_ok (Acquire *a, JsonObject *labels, GError **error)
-{
-  return nz_kube_net_pods_ok (a->net, labels, error);
-}
 
 /* spec D.10.6 KubernetesPodLabelNotObservedError: the claimed pod carries every label the
  * claim asked for in spec.additionalPodMetadata (the egress profile and per-sandbox labels the
@@ -736,21 +727,19 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
   if (client == NULL)
     return NULL;
   a.client = client;
-  a.net = &net;
-  if (k->egress != NULL)
+  if (!nz_kube_net_begin (&net, client, k, a.ns, k->template_name, TRUE, error))
+    return NULL;
+  if (net.egress != NULL)
     {
-      g_autoptr (NzEgressK8sConfig) egress = nz_kube_net_egress_config (k, error);
-
       /* The profile and per-sandbox labels (spec D.10.6, D.10.8), warm-safe on a claim:
        * composed (a collision refused) before anything is asked of the cluster. */
-      if (egress == NULL
-          || (pod_labels = nz_kube_task_egress_pod_labels (egress, name, error)) == NULL)
+      if ((pod_labels = nz_kube_task_egress_pod_labels (net.egress, name, error)) == NULL)
         return NULL;
       a.pod_labels = json_object_get_size (pod_labels) > 0 ? pod_labels : NULL;
-      nz_kube_task_egress_record (egress, k->egress, h);
+      nz_kube_task_egress_record (net.egress, k->egress, h);
     }
   /* spec D.10.7: the named policy, before anything is created. */
-  if (!nz_kube_net_begin (&net, client, k, a.ns, k->template_name, TRUE, error))
+  if (!nz_kube_net_verify_named (&net, error))
     return NULL;
   a.timeout_ms = k->ready_timeout_ms != 0 ? k->ready_timeout_ms : NZ_KUBE_READY_TIMEOUT_MS_DEFAULT;
   a.poll_ms = k->ready_poll_ms != 0 ? k->ready_poll_ms : NZ_KUBE_READY_POLL_MS_DEFAULT;
@@ -793,8 +782,8 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
       g_autoptr (JsonObject) body = NULL;
 
       if (tpl != NULL && (body = build_sandbox (&a, tpl, name, shutdown, &local)) != NULL
-          && pod_network_ok (
-              &a,
+          && nz_kube_net_pods_ok (
+              &net,
               obj_path (obj_path (obj_path (body, "spec", NULL), "podTemplate", "metadata"),
                         "labels", NULL),
               &local))
@@ -835,7 +824,7 @@ nz_kube_backend_create (const NzCreateOptions *opts, GError **error)
                && (!claim
                    || (labels_observed (&a, pod.labels, pod.name != NULL ? pod.name : sandbox,
                                         &local)
-                       && pod_network_ok (&a, pod.labels, &local))))
+                       && nz_kube_net_pods_ok (&net, pod.labels, &local))))
         {
           if (k->pod_ip)
             {

@@ -77,9 +77,7 @@ nz_kube_net_begin (NzKubeNet *n, NzKubeClient *client, const NzKubeOptions *k, c
   g_autoptr (JsonObject) selector = NULL;
   g_autoptr (JsonNode) expected = NULL;
   g_autofree char *name = NULL;
-  g_autofree char *key = NULL;
   NzEgressK8sConfig *c;
-  GError *local = NULL;
 
   *n = (NzKubeNet){ .client = client, .k = k, .ns = ns, .memo = memo };
   if (k->egress == NULL)
@@ -98,10 +96,21 @@ nz_kube_net_begin (NzKubeNet *n, NzKubeClient *client, const NzKubeOptions *k, c
   if (expected == NULL)
     return FALSE;
   n->expected = json_node_dup_object (expected);
+  return TRUE;
+}
+
+gboolean
+nz_kube_net_verify_named (NzKubeNet *n, GError **error)
+{
+  g_autofree char *key = NULL;
+  GError *local = NULL;
+
+  if (n->expected == NULL)
+    return TRUE;
   key = cache_key (n, NULL);
   if (nz_kube_cache_fresh ("egress-named", key))
     return TRUE;
-  if (!nz_kube_egress_verify_applied (client, n->expected, &local))
+  if (!nz_kube_egress_verify_applied (n->client, n->expected, &local))
     return fail (error, local, "backend.egress");
   nz_kube_cache_note ("egress-named", key);
   return TRUE;

@@ -26,12 +26,15 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (NzKubeNet, nz_kube_net_clear)
 /* backend.egress of @k parsed (spec D.10.6), or NULL with INVALID_ARGS naming the field. */
 NzEgressK8sConfig *nz_kube_net_egress_config (const NzKubeOptions *k, GError **error);
 
-/* Sets @n up for @k on @client in @ns: backend.egress parsed (n->egress), and, with it, the
- * named policy of its translation for template @tpl (narrowed by ciliumNarrowing) verified as
- * applied (spec D.10.7: the backend never creates it; n->expected). A pass is cached for
- * NZ_KUBE_CACHE_TTL_MS whatever n->memo says (spec D.4 runs it once per host process). */
+/* Sets @n up for @k on @client in @ns, without I/O: backend.egress parsed (n->egress) and,
+ * with it, its translation for template @tpl, narrowed by ciliumNarrowing (n->expected). */
 gboolean nz_kube_net_begin (NzKubeNet *n, NzKubeClient *client, const NzKubeOptions *k,
                             const char *ns, const char *tpl, gboolean memo, GError **error);
+
+/* spec D.10.7: the named policy of n->expected is applied as translated (the backend never
+ * creates it); TRUE without backend.egress. A pass is cached for NZ_KUBE_CACHE_TTL_MS whatever
+ * n->memo says (spec D.4 runs it once per host process). */
+gboolean nz_kube_net_verify_named (NzKubeNet *n, GError **error);
 
 /* On the labels the pods carry (@labels, may be NULL): the ingress proof (spec D.9, unless
  * backend.ingress is 'unverified'), then, with backend.egress and verify 'union', the union

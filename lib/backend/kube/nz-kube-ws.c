@@ -165,7 +165,8 @@ nz_kube_ws_create (const NzCreateOptions *opts, GError **error)
   spec.epoch = k->holder_epoch >= 0 ? k->holder_epoch : NZ_KUBE_NO_EPOCH;
   spec.refresh_pod_template = k->refresh_pod_template;
   /* spec D.8.3 step 2: backend.egress and its named policy, before anything is written. */
-  if (!nz_kube_net_begin (&net, client, k, spec.ns, k->template_name, FALSE, error))
+  if (!nz_kube_net_begin (&net, client, k, spec.ns, k->template_name, FALSE, error)
+      || !nz_kube_net_verify_named (&net, error))
     return NULL;
   if (net.egress != NULL)
     {
