@@ -110,23 +110,6 @@ def fs_type(path):
     return kind
 
 
-def api_log(fake):
-    """(requests, ms) the fake API server has logged so far: one line a request, and one line
-    a request with the time it spent handling it (fake-kube-apiserver-ms)."""
-    n, ms = 0, 0.0
-    with open(os.path.join(fake.dir, "fake.log"), errors="replace") as f:
-        for line in f:
-            if line.startswith("fake-kube-apiserver: "):
-                n += 1
-            elif line.startswith("fake-kube-apiserver-ms: "):
-                ms += float(line.split()[1])
-    return n, ms
-
-
-def api_requests(fake):
-    return api_log(fake)[0]
-
-
 def pool_ready(fake):
     return fake.wait(fc.E % NS + "sandboxwarmpools/" + POOL,
                      lambda code, o: code == 200 and (o.get("status") or {}).get(
@@ -136,7 +119,7 @@ def pool_ready(fake):
 def sample(fake, env, v, keep):
     if v.pool and not pool_ready(fake):
         die("the warm pool never had a ready replica")
-    before, before_ms = api_log(fake)
+    before, before_ms = fake.api_log()
     t0 = time.monotonic()
     rc, out, err = env.run("namzu-create", *v.args)
     t1 = time.monotonic()
@@ -145,7 +128,7 @@ def sample(fake, env, v, keep):
     h = json.loads(out)
     rc2, _, err2 = env.run("namzu-exec", "--sandbox", h["id"], "--", "true")
     t2 = time.monotonic()
-    after, after_ms = api_log(fake)
+    after, after_ms = fake.api_log()
     requests = after - before
     handling = after_ms - before_ms
     kube = h.get("kubernetes") or {}

@@ -91,6 +91,21 @@ class Fake:
             time.sleep(0.05)
         return None
 
+    def api_log(self):
+        """(requests, ms) the fake has logged so far: one line a request, and one with the time
+        it spent handling it (fake-kube-apiserver-ms)."""
+        n, ms = 0, 0.0
+        with open(os.path.join(self.dir, "fake.log"), errors="replace") as fh:
+            for line in fh:
+                if line.startswith("fake-kube-apiserver: "):
+                    n += 1
+                elif line.startswith("fake-kube-apiserver-ms: "):
+                    ms += float(line.split()[1])
+        return n, ms
+
+    def requests_seen(self):
+        return self.api_log()[0]
+
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=20)

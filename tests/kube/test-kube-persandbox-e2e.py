@@ -44,12 +44,6 @@ def per_sandbox_objects(f):
     return [i for i in (lst.get("items") or []) if i["metadata"]["name"].startswith("namzu-sbx-")]
 
 
-def requests_seen(f):
-    """How many requests the fake has answered (its log has one line a request)."""
-    with open(os.path.join(f.dir, "fake.log")) as fh:
-        return sum(1 for line in fh if line.startswith("fake-kube-apiserver: "))
-
-
 def main():
     f = fc.Fake("127.83.%d" % (os.getpid() % 200 + 1))
     try:
@@ -120,10 +114,10 @@ def main():
 
         # A bad host: refused before any request.
         for bad in ("*.example.com", ".com", "10.0.0.1", "a b.example"):
-            before = requests_seen(f)
+            before = f.requests_seen()
             rc, _, err = egress_set(sid, "ok.example.com", bad)
             tap(rc == 1 and "KubernetesNetworkPolicyHostError" in err
-                and requests_seen(f) == before and not per_sandbox_objects(f),
+                and f.requests_seen() == before and not per_sandbox_objects(f),
                 "the host %r is refused before any request (%s)" % (bad, err.strip()[-160:]))
 
         # Written, behind the fence the fake enforces for the host's service account.
@@ -205,9 +199,9 @@ def main():
         rc, h, err = create(narrow)
         tap(rc == 0, "create with perSandbox.narrowing (%s)" % err.strip()[-300:])
         sid = h.get("id", "x")
-        before = requests_seen(f)
+        before = f.requests_seen()
         rc, _, err = egress_set(sid, ".example.org")
-        tap(rc == 1 and "tlsServerNames" in err and requests_seen(f) == before,
+        tap(rc == 1 and "tlsServerNames" in err and f.requests_seen() == before,
             "a domain entry under tlsServerNames is refused before any request (%s)"
             % err.strip()[-200:])
         rc, out, err = egress_set(sid, "API.example.com")
